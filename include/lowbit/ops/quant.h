@@ -1,0 +1,200 @@
+// Quantization ops: 8-bit blockwise with code maps, 4-bit NF4/FP4, FP8 with
+// DeepSeek block scales, int8 vector-wise, quantile estimation. Semantics:
+// docs/formats.md and SPEC §1–§4, §6.
+//
+// Each op has an Args struct and three calls (the CUTLASS pattern):
+//   check(args)                 validates; throws lowbit::Error naming the op,
+//                               the argument, what was expected and what was given
+//   workspace_size(args)        bytes of scratch the caller provides to run()
+//   run(args, workspace, stream) enqueues the work on the backend that owns the
+//                               tensors' device (CPU ops finish before returning)
+// The convenience functions at the end allocate their outputs and chain the
+// primitive ops (for example nested absmax).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "lowbit/quant_state.h"
+#include "lowbit/tensor.h"
+
+namespace lowbit {
+
+// ---------------------------------------------------------------- primitives
+
+// absmax[b] = max|x| over block b; out[i] = code index nearest to x[i] / absmax.
+struct QuantizeBlockwiseArgs {
+  static constexpr const char* kName = "quantize_blockwise";
+  TensorRef input;   // f32/f16/bf16, contiguous, n elements
+  TensorRef code;    // f32 [256], sorted ascending
+  TensorRef out;     // u8, n elements
+  TensorRef absmax;  // f32 [ceil(n / blocksize)]
+  int64_t blocksize = 4096;
+};
+
+// A double-quantized absmax: absmax[b] = code[q[b]] * absmax2[b / blocksize] + offset.
+struct NestedAbsmax {
+  TensorRef code;    // f32 [256]
+  TensorRef absmax;  // f32 [ceil(nblocks / blocksize)]
+  TensorRef offset;  // f32 [1]
+  int64_t blocksize = 256;
+  bool present() const { return code.present(); }
+};
+
+// out[i] = code[q[i]] * absmax[i / blocksize]
+struct DequantizeBlockwiseArgs {
+  static constexpr const char* kName = "dequantize_blockwise";
+  TensorRef input;   // u8, n elements
+  TensorRef code;    // f32 [256]
+  TensorRef absmax;  // f32 [nblocks], or u8 [nblocks] with `nested`
+  NestedAbsmax nested;
+  TensorRef out;     // f32/f16/bf16, n elements
+  int64_t blocksize = 4096;
+};
+
+enum class Quant4Type : uint8_t { nf4, fp4 };
+
+// Packs two 4-bit codes per byte, the even element in the high nibble.
+struct Quantize4bitArgs {
+  static constexpr const char* kName = "quantize_4bit";
+  TensorRef input;   // f32/f16/bf16, contiguous, n elements
+  TensorRef out;     // u8, (n + 1) / 2 elements
+  TensorRef absmax;  // f32 [ceil(n / blocksize)]
+  int64_t blocksize = 64;
+  Quant4Type type = Quant4Type::nf4;
+};
+
+struct Dequantize4bitArgs {
+  static constexpr const char* kName = "dequantize_4bit";
+  TensorRef input;   // u8, (n + 1) / 2 elements
+  TensorRef absmax;  // f32 [nblocks], or u8 [nblocks] with `nested`
+  NestedAbsmax nested;
+  TensorRef out;     // f32/f16/bf16, n elements (n comes from here)
+  int64_t blocksize = 64;
+  Quant4Type type = Quant4Type::nf4;
+};
+
+// In place: mean = deterministic_mean(values); values -= mean. The summation
+// order is fixed (src/core/reduce.h) so every backend gives the same bits.
+struct AbsmaxCenterArgs {
+  static constexpr const char* kName = "absmax_center";
+  TensorRef values;  // f32 [n], n >= 1
+  TensorRef mean;    // f32 [1]
+};
+
+// DeepSeek 1×block activation quantization over the last dimension.
+struct ActQuantArgs {
+  static constexpr const char* kName = "act_quant";
+  TensorRef input;  // f32/f16/bf16 [..., K], contiguous, K % block == 0
+  TensorRef out;    // f8_e4m3, same shape
+  TensorRef scale;  // f32 [..., K / block]
+  int64_t block = 128;
+  bool ue8m0 = false;  // round each scale up to a power of two
+};
+
+// DeepSeek block×block weight quantization (ragged edges allowed).
+struct WeightQuantArgs {
+  static constexpr const char* kName = "weight_quant";
+  TensorRef input;  // f32/f16/bf16 [N, K]
+  TensorRef out;    // f8_e4m3 [N, K]
+  TensorRef scale;  // f32 [ceil(N / block), ceil(K / block)]
+  int64_t block = 128;
+};
+
+struct WeightDequantArgs {
+  static constexpr const char* kName = "weight_dequant";
+  TensorRef input;  // f8_e4m3 [N, K]
+  TensorRef scale;  // f32 [ceil(N / block), ceil(K / block)]
+  TensorRef out;    // f32/f16/bf16 [N, K]
+  int64_t block = 128;
+};
+
+// LLM.int8 row-wise quantization with outliers (SPEC §6).
+struct Int8VectorwiseQuantArgs {
+  static constexpr const char* kName = "int8_vectorwise_quant";
+  TensorRef input;         // f32/f16/bf16 [..., K] (rows = all leading dims)
+  TensorRef out;           // i8, same shape
+  TensorRef row_stats;     // f32 [rows]
+  TensorRef outlier_mask;  // u8 [K], 1 where the column holds an outlier; needed when threshold > 0
+  float threshold = 0.0f;
+};
+
+struct Int8VectorwiseDequantArgs {
+  static constexpr const char* kName = "int8_vectorwise_dequant";
+  TensorRef input;      // i8 [..., K]
+  TensorRef row_stats;  // f32 [rows]
+  TensorRef out;        // f32/f16/bf16, same shape
+};
+
+// 256 quantiles of `input` at probabilities linspace(offset, 1 - offset, 256),
+// with linear interpolation between order statistics (numpy's default).
+struct EstimateQuantilesArgs {
+  static constexpr const char* kName = "estimate_quantiles";
+  TensorRef input;  // f32/f16/bf16, n >= 256 elements
+  TensorRef out;    // f32 [256]
+  float offset = 1.0f / 512.0f;
+};
+
+#define LOWBIT_DECLARE_OP(Args)                      \
+  void check(const Args& args);                      \
+  size_t workspace_size(const Args& args);           \
+  void run(const Args& args, void* workspace = nullptr, Stream stream = {});
+
+LOWBIT_DECLARE_OP(QuantizeBlockwiseArgs)
+LOWBIT_DECLARE_OP(DequantizeBlockwiseArgs)
+LOWBIT_DECLARE_OP(Quantize4bitArgs)
+LOWBIT_DECLARE_OP(Dequantize4bitArgs)
+LOWBIT_DECLARE_OP(AbsmaxCenterArgs)
+LOWBIT_DECLARE_OP(ActQuantArgs)
+LOWBIT_DECLARE_OP(WeightQuantArgs)
+LOWBIT_DECLARE_OP(WeightDequantArgs)
+LOWBIT_DECLARE_OP(Int8VectorwiseQuantArgs)
+LOWBIT_DECLARE_OP(Int8VectorwiseDequantArgs)
+LOWBIT_DECLARE_OP(EstimateQuantilesArgs)
+#undef LOWBIT_DECLARE_OP
+
+// ------------------------------------------------------- allocating front ends
+
+// 8-bit blockwise (bitsandbytes quantize_blockwise). `code` defaults to the
+// dynamic map; nested quantizes absmax again (dynamic map, same blocksize).
+std::pair<Tensor, QuantState> quantize_blockwise(const TensorRef& input, const TensorRef& code = {},
+                                                 int64_t blocksize = 4096, bool nested = false,
+                                                 Stream stream = {});
+// Output dtype: `out_dtype`, or the state's dtype when not given.
+Tensor dequantize_blockwise(const TensorRef& q, const QuantState& state,
+                            std::optional<DType> out_dtype = std::nullopt, Stream stream = {});
+
+// 4-bit NF4/FP4 (bitsandbytes quantize_4bit). Output uint8 [(n + 1) / 2, 1].
+std::pair<Tensor, QuantState> quantize_4bit(const TensorRef& input, int64_t blocksize = 64,
+                                            Quant4Type type = Quant4Type::nf4,
+                                            bool compress_statistics = false, Stream stream = {});
+Tensor dequantize_4bit(const TensorRef& packed, const QuantState& state,
+                       std::optional<DType> out_dtype = std::nullopt, Stream stream = {});
+
+struct Fp8Quantized {
+  Tensor values;  // f8_e4m3
+  Tensor scale;   // f32
+};
+Fp8Quantized act_quant(const TensorRef& x, int64_t block = 128, bool ue8m0 = false, Stream stream = {});
+Fp8Quantized weight_quant(const TensorRef& w, int64_t block = 128, Stream stream = {});
+Tensor weight_dequant(const TensorRef& wq, const TensorRef& scale, int64_t block = 128,
+                      DType out_dtype = DType::f32, Stream stream = {});
+
+struct Int8Quantized {
+  Tensor values;                      // i8, input's shape
+  Tensor row_stats;                   // f32 [rows]
+  std::vector<int64_t> outlier_cols;  // ascending column ids (threshold > 0)
+};
+Int8Quantized int8_vectorwise_quant(const TensorRef& a, float threshold = 0.0f, Stream stream = {});
+Tensor int8_vectorwise_dequant(const TensorRef& q, const TensorRef& row_stats,
+                               DType out_dtype = DType::f32, Stream stream = {});
+
+// bitsandbytes estimate_quantiles: num_quantiles <= 256; with fewer than 256
+// and the default offset, offset becomes 1 / (2 * num_quantiles). Returns f32
+// [num_quantiles] on the input's device.
+Tensor estimate_quantiles(const TensorRef& input, float offset = 1.0f / 512.0f, int num_quantiles = 256,
+                          Stream stream = {});
+
+}  // namespace lowbit

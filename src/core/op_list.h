@@ -1,0 +1,18 @@
+// Every op Args type the registry knows: one X-macro list, used for the
+// registry's explicit instantiations and by tests that iterate over ops.
+#pragma once
+
+#include "lowbit/ops/quant.h"
+
+#define LOWBIT_FOR_EACH_OP(X)      \
+  X(QuantizeBlockwiseArgs)         \
+  X(DequantizeBlockwiseArgs)       \
+  X(Quantize4bitArgs)              \
+  X(Dequantize4bitArgs)            \
+  X(AbsmaxCenterArgs)              \
+  X(ActQuantArgs)                  \
+  X(WeightQuantArgs)               \
+  X(WeightDequantArgs)             \
+  X(Int8VectorwiseQuantArgs)       \
+  X(Int8VectorwiseDequantArgs)     \
+  X(EstimateQuantilesArgs)

@@ -1,0 +1,66 @@
+// The backend registry: which implementation of an op runs for a device, and
+// how memory moves between devices. Backends register themselves once, at the
+// first lookup (register_cpu_backend(), register_cuda_backend()); a lookup
+// that finds nothing throws no_backend — never a silent fall-through.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lowbit/device.h"
+#include "lowbit/stream.h"
+
+namespace lowbit::core {
+
+template <class Args>
+struct OpImpl {
+  using RunFn = void (*)(const Args& args, void* workspace, Stream stream);
+  using WorkspaceFn = size_t (*)(const Args& args);
+  const char* name;  // "cpu-reference", "cpu", "cuda"
+  DeviceType device;
+  int priority;  // the highest-priority impl of a device serves run()
+  RunFn run;
+  WorkspaceFn workspace = nullptr;  // null: needs none
+};
+
+template <class Args>
+class OpRegistry {
+ public:
+  static void add(const OpImpl<Args>& impl);
+  // Every registered implementation (the test harness runs them all).
+  static const std::vector<OpImpl<Args>>& all();
+  // The implementation that serves `device`; throws no_backend.
+  static const OpImpl<Args>& select(Device device);
+  // By name; throws no_backend.
+  static const OpImpl<Args>& find(std::string_view name);
+};
+
+// Memory services of one device type.
+struct DeviceBackend {
+  void* (*alloc)(size_t bytes, int index) = nullptr;
+  void (*free)(void* ptr, int index) = nullptr;
+  // Copies bytes between any two devices of which at least one is this type;
+  // returns when the copy is complete.
+  void (*copy)(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
+               Stream stream) = nullptr;
+  void (*synchronize)(Stream stream) = nullptr;
+  int (*device_count)() = nullptr;
+};
+
+void register_device_backend(DeviceType type, const DeviceBackend& backend);
+// Throws no_backend when the type has no backend built in.
+const DeviceBackend& device_backend(DeviceType type);
+bool has_device_backend(DeviceType type);
+
+// Registers every backend built into the library, once.
+void ensure_backends();
+
+// Defined by each backend.
+void register_cpu_backend();
+#if defined(LOWBIT_WITH_CUDA)
+void register_cuda_backend();
+#endif
+
+}  // namespace lowbit::core

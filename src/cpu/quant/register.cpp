@@ -1,0 +1,19 @@
+#include "cpu/quant/impls.h"
+#include "cpu/register.h"
+
+namespace lowbit::core::cpu {
+
+void register_blockwise_fast();
+void register_quant_fast_other();
+
+void register_quant_fast() {
+  register_blockwise_fast();
+  register_quant_fast_other();
+}
+
+void register_quant_ops() {
+  register_quant_reference();
+  register_quant_fast();
+}
+
+}  // namespace lowbit::core::cpu

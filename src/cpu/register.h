@@ -1,0 +1,8 @@
+// Registration hooks of the CPU op families (called by register_cpu_backend).
+#pragma once
+
+namespace lowbit::core::cpu {
+
+void register_quant_ops();
+
+}  // namespace lowbit::core::cpu

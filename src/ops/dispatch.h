@@ -1,0 +1,32 @@
+// The run/workspace_size steps shared by every op front end: validate, pick
+// the backend that owns the tensors' device, call it.
+#pragma once
+
+#include "core/check.h"
+#include "core/registry.h"
+
+namespace lowbit::ops {
+
+template <class Args>
+size_t backend_workspace(const Args& args, Device device) {
+  const auto& impl = core::OpRegistry<Args>::select(device);
+  return impl.workspace ? impl.workspace(args) : 0;
+}
+
+template <class Args>
+void run_impl(const core::OpImpl<Args>& impl, const Args& args, void* workspace, Stream stream) {
+  if (impl.workspace) {
+    const size_t need = impl.workspace(args);
+    LOWBIT_REQUIRE(need == 0 || workspace != nullptr, ErrorCode::invalid_argument, Args::kName,
+                   ": workspace of ", need, " bytes is required (got none; see workspace_size)");
+  }
+  impl.run(args, workspace, stream);
+}
+
+template <class Args>
+void dispatch(const Args& args, Device device, void* workspace, Stream stream) {
+  check(args);
+  run_impl(core::OpRegistry<Args>::select(device), args, workspace, stream);
+}
+
+}  // namespace lowbit::ops

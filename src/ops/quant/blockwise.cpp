@@ -1,0 +1,159 @@
+// Front ends of 8-bit blockwise quantization (SPEC §2) and absmax centering.
+#include <cmath>
+
+#include "core/check.h"
+#include "ops/dispatch.h"
+#include "ops/quant/common.h"
+
+namespace lowbit {
+namespace {
+
+void check_code_map(const char* op, const TensorRef& code) {
+  core::require_present(op, "code", code);
+  core::require_dtype(op, "code", code, {DType::f32});
+  core::require_contiguous(op, "code", code);
+  core::require_numel(op, "code", code, 256);
+  if (!code.device.is_cpu()) return;  // sortedness is checked where the values are readable
+  const float* c = code.ptr<const float>();
+  for (int i = 0; i + 1 < 256; ++i) {
+    LOWBIT_REQUIRE(c[i] <= c[i + 1], ErrorCode::invalid_argument, op,
+                   ": code must be sorted ascending (got code[", i, "] = ", c[i], " > code[", i + 1,
+                   "] = ", c[i + 1], ")");
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------- quantize_blockwise
+void check(const QuantizeBlockwiseArgs& a) {
+  const char* op = QuantizeBlockwiseArgs::kName;
+  core::require_present(op, "input", a.input);
+  core::require_dtype(op, "input", a.input, core::kFloatDTypes);
+  core::require_contiguous(op, "input", a.input);
+  core::require_blocksize(op, "blocksize", a.blocksize);
+  check_code_map(op, a.code);
+  const int64_t n = a.input.numel();
+  core::require_present(op, "out", a.out);
+  core::require_dtype(op, "out", a.out, {DType::u8});
+  core::require_contiguous(op, "out", a.out);
+  core::require_numel(op, "out", a.out, n);
+  core::require_present(op, "absmax", a.absmax);
+  core::require_dtype(op, "absmax", a.absmax, {DType::f32});
+  core::require_contiguous(op, "absmax", a.absmax);
+  core::require_numel(op, "absmax", a.absmax, ops::ceil_div(n, a.blocksize));
+  core::require_same_device(op, {{"input", &a.input}, {"code", &a.code}, {"out", &a.out}, {"absmax", &a.absmax}});
+}
+size_t workspace_size(const QuantizeBlockwiseArgs& a) { return ops::backend_workspace(a, a.input.device); }
+void run(const QuantizeBlockwiseArgs& a, void* ws, Stream s) { ops::dispatch(a, a.input.device, ws, s); }
+
+// -------------------------------------------------------- dequantize_blockwise
+void check(const DequantizeBlockwiseArgs& a) {
+  const char* op = DequantizeBlockwiseArgs::kName;
+  core::require_present(op, "input", a.input);
+  core::require_dtype(op, "input", a.input, {DType::u8});
+  core::require_contiguous(op, "input", a.input);
+  core::require_blocksize(op, "blocksize", a.blocksize);
+  check_code_map(op, a.code);
+  const int64_t n = a.input.numel();
+  core::require_present(op, "out", a.out);
+  core::require_dtype(op, "out", a.out, core::kFloatDTypes);
+  core::require_contiguous(op, "out", a.out);
+  core::require_numel(op, "out", a.out, n);
+  ops::check_absmax_arg(op, a.absmax, a.nested, ops::ceil_div(n, a.blocksize));
+  core::require_same_device(op, {{"input", &a.input}, {"code", &a.code}, {"out", &a.out}, {"absmax", &a.absmax}});
+}
+size_t workspace_size(const DequantizeBlockwiseArgs& a) { return ops::backend_workspace(a, a.input.device); }
+void run(const DequantizeBlockwiseArgs& a, void* ws, Stream s) { ops::dispatch(a, a.input.device, ws, s); }
+
+// --------------------------------------------------------------- absmax_center
+void check(const AbsmaxCenterArgs& a) {
+  const char* op = AbsmaxCenterArgs::kName;
+  core::require_present(op, "values", a.values);
+  core::require_dtype(op, "values", a.values, {DType::f32});
+  core::require_contiguous(op, "values", a.values);
+  LOWBIT_REQUIRE(a.values.numel() >= 1, ErrorCode::invalid_argument, op,
+                 ": values must have at least 1 element (got 0)");
+  core::require_present(op, "mean", a.mean);
+  core::require_dtype(op, "mean", a.mean, {DType::f32});
+  core::require_numel(op, "mean", a.mean, 1);
+  core::require_same_device(op, {{"values", &a.values}, {"mean", &a.mean}});
+}
+size_t workspace_size(const AbsmaxCenterArgs& a) { return ops::backend_workspace(a, a.values.device); }
+void run(const AbsmaxCenterArgs& a, void* ws, Stream s) { ops::dispatch(a, a.values.device, ws, s); }
+
+namespace ops {
+
+// Double quantization of an f32 absmax (bitsandbytes): offset = mean,
+// absmax -= offset, then 8-bit blockwise with the dynamic map. Fills the
+// nested fields of `state`; `absmax` is consumed (centered in place).
+void compress_absmax(const Tensor& absmax, int64_t nested_blocksize, QuantState& state, Stream stream) {
+  const Device device = absmax.device();
+  Tensor offset = Tensor::empty({1}, DType::f32, device);
+  AbsmaxCenterArgs center{absmax, offset};
+  Tensor ws = workspace_on(workspace_size(center), device);
+  run(center, ws.data(), stream);
+
+  const Tensor& code = dynamic_code_on(device);
+  const int64_t nb = absmax.numel();
+  Tensor qabsmax = Tensor::empty({nb}, DType::u8, device);
+  Tensor absmax2 = Tensor::empty({ceil_div(nb, nested_blocksize)}, DType::f32, device);
+  QuantizeBlockwiseArgs q{absmax, code, qabsmax, absmax2, nested_blocksize};
+  Tensor ws2 = workspace_on(workspace_size(q), device);
+  run(q, ws2.data(), stream);
+
+  auto state2 = std::make_shared<QuantState>();
+  state2->absmax = absmax2;
+  state2->code = code;
+  state2->blocksize = nested_blocksize;
+  state2->shape = {nb};
+  state2->dtype = DType::f32;
+  state.absmax = qabsmax;
+  state.offset = offset;
+  state.state2 = state2;
+}
+
+NestedAbsmax nested_of(const QuantState& state) {
+  if (!state.nested()) return {};
+  return NestedAbsmax{state.state2->code, state.state2->absmax, state.offset, state.state2->blocksize};
+}
+
+}  // namespace ops
+
+std::pair<Tensor, QuantState> quantize_blockwise(const TensorRef& input, const TensorRef& code, int64_t blocksize,
+                                                 bool nested, Stream stream) {
+  const char* op = QuantizeBlockwiseArgs::kName;
+  core::require_present(op, "input", input);
+  core::require_blocksize(op, "blocksize", blocksize);
+  const Device device = input.device;
+  Tensor code_t = code.present() ? Tensor() : ops::dynamic_code_on(device);
+  const TensorRef& code_ref = code.present() ? code : code_t.ref();
+  Tensor out = Tensor::empty(input.sizes(), DType::u8, device);
+  Tensor absmax = Tensor::empty({ops::ceil_div(input.numel(), blocksize)}, DType::f32, device);
+  QuantizeBlockwiseArgs args{input, code_ref, out, absmax, blocksize};
+  Tensor ws = ops::workspace_on(workspace_size(args), device);
+  run(args, ws.data(), stream);
+
+  QuantState state;
+  state.code = code.present() ? Tensor::copy_of(code, device, stream) : code_t;
+  state.blocksize = blocksize;
+  state.shape.assign(input.sizes().begin(), input.sizes().end());
+  state.dtype = input.dtype;
+  state.absmax = absmax;
+  if (nested && absmax.numel() > 0) ops::compress_absmax(absmax, blocksize, state, stream);
+  return {out, state};
+}
+
+Tensor dequantize_blockwise(const TensorRef& q, const QuantState& state, std::optional<DType> out_dtype,
+                            Stream stream) {
+  const char* op = DequantizeBlockwiseArgs::kName;
+  core::require_present(op, "q", q);
+  LOWBIT_REQUIRE(state.absmax.defined() && state.code.defined(), ErrorCode::invalid_argument, op,
+                 ": quant state must hold absmax and code (got an empty state)");
+  Tensor out = Tensor::empty(q.sizes(), out_dtype.value_or(state.dtype), q.device);
+  DequantizeBlockwiseArgs args{q, state.code, state.absmax, ops::nested_of(state), out, state.blocksize};
+  Tensor ws = ops::workspace_on(workspace_size(args), q.device);
+  run(args, ws.data(), stream);
+  return out;
+}
+
+}  // namespace lowbit

@@ -1,0 +1,31 @@
+// Helpers of the quantization front ends.
+#pragma once
+
+#include <cstdint>
+
+#include "lowbit/ops/quant.h"
+
+namespace lowbit::ops {
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The signed dynamic map (bitsandbytes' default code) as an f32 [256] tensor
+// on `device`, made once per device.
+const Tensor& dynamic_code_on(Device device);
+// A host table as an f32 tensor on `device`.
+Tensor table_on(const float* values, int64_t n, Device device);
+
+// Scratch for an op: a byte tensor on `device` (empty when bytes == 0).
+Tensor workspace_on(size_t bytes, Device device);
+
+// Shared checks of the blockwise families.
+void check_absmax_arg(const char* op, const TensorRef& absmax, const NestedAbsmax& nested, int64_t nblocks);
+
+// Double quantization of an f32 absmax (offset = mean, absmax -= offset, then
+// 8-bit blockwise with the dynamic map): fills state.absmax (u8), offset and
+// state2. `absmax` is centered in place.
+void compress_absmax(const Tensor& absmax, int64_t nested_blocksize, QuantState& state, Stream stream);
+// The NestedAbsmax view of a state (absent when not nested).
+NestedAbsmax nested_of(const QuantState& state);
+
+}  // namespace lowbit::ops

@@ -1,0 +1,102 @@
+// Front ends of 4-bit NF4 / FP4 quantization (SPEC §3).
+#include "core/check.h"
+#include "core/tables.h"
+#include "ops/dispatch.h"
+#include "ops/quant/common.h"
+
+namespace lowbit {
+
+void check(const Quantize4bitArgs& a) {
+  const char* op = Quantize4bitArgs::kName;
+  core::require_present(op, "input", a.input);
+  core::require_dtype(op, "input", a.input, core::kFloatDTypes);
+  core::require_contiguous(op, "input", a.input);
+  core::require_blocksize(op, "blocksize", a.blocksize);
+  LOWBIT_REQUIRE(a.type == Quant4Type::nf4 || a.type == Quant4Type::fp4, ErrorCode::invalid_argument, op,
+                 ": type must be nf4 or fp4 (got ", static_cast<int>(a.type), ")");
+  const int64_t n = a.input.numel();
+  core::require_present(op, "out", a.out);
+  core::require_dtype(op, "out", a.out, {DType::u8});
+  core::require_contiguous(op, "out", a.out);
+  core::require_numel(op, "out", a.out, (n + 1) / 2);
+  core::require_present(op, "absmax", a.absmax);
+  core::require_dtype(op, "absmax", a.absmax, {DType::f32});
+  core::require_contiguous(op, "absmax", a.absmax);
+  core::require_numel(op, "absmax", a.absmax, ops::ceil_div(n, a.blocksize));
+  core::require_same_device(op, {{"input", &a.input}, {"out", &a.out}, {"absmax", &a.absmax}});
+}
+size_t workspace_size(const Quantize4bitArgs& a) { return ops::backend_workspace(a, a.input.device); }
+void run(const Quantize4bitArgs& a, void* ws, Stream s) { ops::dispatch(a, a.input.device, ws, s); }
+
+void check(const Dequantize4bitArgs& a) {
+  const char* op = Dequantize4bitArgs::kName;
+  core::require_present(op, "out", a.out);
+  core::require_dtype(op, "out", a.out, core::kFloatDTypes);
+  core::require_contiguous(op, "out", a.out);
+  core::require_blocksize(op, "blocksize", a.blocksize);
+  LOWBIT_REQUIRE(a.type == Quant4Type::nf4 || a.type == Quant4Type::fp4, ErrorCode::invalid_argument, op,
+                 ": type must be nf4 or fp4 (got ", static_cast<int>(a.type), ")");
+  const int64_t n = a.out.numel();
+  core::require_present(op, "input", a.input);
+  core::require_dtype(op, "input", a.input, {DType::u8});
+  core::require_contiguous(op, "input", a.input);
+  core::require_numel(op, "input", a.input, (n + 1) / 2);
+  ops::check_absmax_arg(op, a.absmax, a.nested, ops::ceil_div(n, a.blocksize));
+  core::require_same_device(op, {{"input", &a.input}, {"out", &a.out}, {"absmax", &a.absmax}});
+}
+size_t workspace_size(const Dequantize4bitArgs& a) { return ops::backend_workspace(a, a.out.device); }
+void run(const Dequantize4bitArgs& a, void* ws, Stream s) { ops::dispatch(a, a.out.device, ws, s); }
+
+namespace {
+
+const char* quant4_name(Quant4Type t) { return t == Quant4Type::nf4 ? "nf4" : "fp4"; }
+
+Quant4Type quant4_from_name(const std::string& name) {
+  if (name == "nf4") return Quant4Type::nf4;
+  if (name == "fp4") return Quant4Type::fp4;
+  core::fail(ErrorCode::invalid_argument,
+             core::cat("dequantize_4bit: quant state quant_type must be nf4 or fp4 (got '", name, "')"));
+}
+
+}  // namespace
+
+std::pair<Tensor, QuantState> quantize_4bit(const TensorRef& input, int64_t blocksize, Quant4Type type,
+                                            bool compress_statistics, Stream stream) {
+  const char* op = Quantize4bitArgs::kName;
+  core::require_present(op, "input", input);
+  core::require_blocksize(op, "blocksize", blocksize);
+  const Device device = input.device;
+  const int64_t n = input.numel();
+  Tensor out = Tensor::empty({(n + 1) / 2, 1}, DType::u8, device);
+  Tensor absmax = Tensor::empty({ops::ceil_div(n, blocksize)}, DType::f32, device);
+  Quantize4bitArgs args{input, out, absmax, blocksize, type};
+  Tensor ws = ops::workspace_on(workspace_size(args), device);
+  run(args, ws.data(), stream);
+
+  QuantState state;
+  const float* table = type == Quant4Type::nf4 ? core::kNf4Table : core::kFp4Table;
+  state.code = ops::table_on(table, 16, device);
+  state.blocksize = blocksize;
+  state.shape.assign(input.sizes().begin(), input.sizes().end());
+  state.dtype = input.dtype;
+  state.quant_type = quant4_name(type);
+  state.absmax = absmax;
+  if (compress_statistics && absmax.numel() > 0) ops::compress_absmax(absmax, 256, state, stream);
+  return {out, state};
+}
+
+Tensor dequantize_4bit(const TensorRef& packed, const QuantState& state, std::optional<DType> out_dtype,
+                       Stream stream) {
+  const char* op = Dequantize4bitArgs::kName;
+  core::require_present(op, "packed", packed);
+  LOWBIT_REQUIRE(state.absmax.defined(), ErrorCode::invalid_argument, op,
+                 ": quant state must hold absmax (got an empty state)");
+  Tensor out = Tensor::empty(Shape(state.shape), out_dtype.value_or(state.dtype), packed.device);
+  Dequantize4bitArgs args{packed, state.absmax, ops::nested_of(state), out, state.blocksize,
+                          quant4_from_name(state.quant_type)};
+  Tensor ws = ops::workspace_on(workspace_size(args), packed.device);
+  run(args, ws.data(), stream);
+  return out;
+}
+
+}  // namespace lowbit

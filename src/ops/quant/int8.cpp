@@ -1,0 +1,99 @@
+// Front ends of LLM.int8 vector-wise quantization (SPEC §6).
+#include <cmath>
+
+#include "core/check.h"
+#include "ops/dispatch.h"
+#include "ops/quant/common.h"
+
+namespace lowbit {
+namespace {
+
+void require_rows(const char* op, const TensorRef& t) {
+  LOWBIT_REQUIRE(t.ndim >= 1, ErrorCode::invalid_argument, op,
+                 ": input must have at least 1 dimension [..., K] (got a scalar)");
+}
+
+int64_t rows_of(const TensorRef& t) { return t.size(-1) == 0 ? 0 : t.numel() / t.size(-1); }
+
+}  // namespace
+
+void check(const Int8VectorwiseQuantArgs& a) {
+  const char* op = Int8VectorwiseQuantArgs::kName;
+  core::require_present(op, "input", a.input);
+  core::require_dtype(op, "input", a.input, core::kFloatDTypes);
+  core::require_contiguous(op, "input", a.input);
+  require_rows(op, a.input);
+  LOWBIT_REQUIRE(std::isfinite(a.threshold) && a.threshold >= 0.0f, ErrorCode::invalid_argument, op,
+                 ": threshold must be finite and >= 0 (got ", a.threshold, ")");
+  core::require_present(op, "out", a.out);
+  core::require_dtype(op, "out", a.out, {DType::i8});
+  core::require_contiguous(op, "out", a.out);
+  core::require_numel(op, "out", a.out, a.input.numel());
+  core::require_present(op, "row_stats", a.row_stats);
+  core::require_dtype(op, "row_stats", a.row_stats, {DType::f32});
+  core::require_contiguous(op, "row_stats", a.row_stats);
+  core::require_numel(op, "row_stats", a.row_stats, rows_of(a.input));
+  if (a.threshold > 0.0f) {
+    core::require_present(op, "outlier_mask (needed when threshold > 0)", a.outlier_mask);
+    core::require_dtype(op, "outlier_mask", a.outlier_mask, {DType::u8});
+    core::require_contiguous(op, "outlier_mask", a.outlier_mask);
+    core::require_numel(op, "outlier_mask", a.outlier_mask, a.input.size(-1));
+  }
+  core::require_same_device(op, {{"input", &a.input},
+                                 {"out", &a.out},
+                                 {"row_stats", &a.row_stats},
+                                 {"outlier_mask", &a.outlier_mask}});
+}
+size_t workspace_size(const Int8VectorwiseQuantArgs& a) { return ops::backend_workspace(a, a.input.device); }
+void run(const Int8VectorwiseQuantArgs& a, void* ws, Stream s) { ops::dispatch(a, a.input.device, ws, s); }
+
+void check(const Int8VectorwiseDequantArgs& a) {
+  const char* op = Int8VectorwiseDequantArgs::kName;
+  core::require_present(op, "input", a.input);
+  core::require_dtype(op, "input", a.input, {DType::i8});
+  core::require_contiguous(op, "input", a.input);
+  require_rows(op, a.input);
+  core::require_present(op, "row_stats", a.row_stats);
+  core::require_dtype(op, "row_stats", a.row_stats, {DType::f32});
+  core::require_contiguous(op, "row_stats", a.row_stats);
+  core::require_numel(op, "row_stats", a.row_stats, rows_of(a.input));
+  core::require_present(op, "out", a.out);
+  core::require_dtype(op, "out", a.out, core::kFloatDTypes);
+  core::require_contiguous(op, "out", a.out);
+  core::require_numel(op, "out", a.out, a.input.numel());
+  core::require_same_device(op, {{"input", &a.input}, {"row_stats", &a.row_stats}, {"out", &a.out}});
+}
+size_t workspace_size(const Int8VectorwiseDequantArgs& a) { return ops::backend_workspace(a, a.input.device); }
+void run(const Int8VectorwiseDequantArgs& a, void* ws, Stream s) { ops::dispatch(a, a.input.device, ws, s); }
+
+Int8Quantized int8_vectorwise_quant(const TensorRef& a, float threshold, Stream stream) {
+  const char* op = Int8VectorwiseQuantArgs::kName;
+  core::require_present(op, "input", a);
+  require_rows(op, a);
+  const int64_t k = a.size(-1);
+  Int8Quantized r{Tensor::empty(a.sizes(), DType::i8, a.device), Tensor::empty({rows_of(a)}, DType::f32, a.device),
+                  {}};
+  Tensor mask = threshold > 0.0f ? Tensor::empty({k}, DType::u8, a.device) : Tensor();
+  Int8VectorwiseQuantArgs args{a, r.values, r.row_stats, mask.ref(), threshold};
+  Tensor ws = ops::workspace_on(workspace_size(args), a.device);
+  run(args, ws.data(), stream);
+  if (mask.defined()) {
+    const Tensor host = mask.to(Device::cpu(), stream);
+    const uint8_t* m = host.ptr<const uint8_t>();
+    for (int64_t j = 0; j < k; ++j) {
+      if (m[j]) r.outlier_cols.push_back(j);
+    }
+  }
+  return r;
+}
+
+Tensor int8_vectorwise_dequant(const TensorRef& q, const TensorRef& row_stats, DType out_dtype, Stream stream) {
+  core::require_present(Int8VectorwiseDequantArgs::kName, "input", q);
+  Tensor out = Tensor::empty(q.sizes(), out_dtype, q.device);
+  Int8VectorwiseDequantArgs args{q, row_stats, out};
+  Tensor ws = ops::workspace_on(workspace_size(args), q.device);
+  run(args, ws.data(), stream);
+  return out;
+}
+
+}  // namespace lowbit

@@ -1,0 +1,26 @@
+// lowbit: command-line tool. Exit codes: 0 success, 1 a lowbit error (bad
+// input, unsupported format, device failure), 2 bad command line.
+#include <cstdio>
+#include <exception>
+
+#include "commands.h"
+#include "lowbit/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"lowbit: low-precision and sparse matrix kernels"};
+  app.require_subcommand(1);
+  lowbit::cli::add_demo_command(app);
+  lowbit::cli::add_bench_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  } catch (const lowbit::Error& e) {
+    std::fprintf(stderr, "lowbit: error (%s): %s\n", lowbit::error_code_name(e.code()), e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lowbit: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
