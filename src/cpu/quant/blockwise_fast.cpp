@@ -2,7 +2,7 @@
 // OpenMP over blocks, loops written so the compiler vectorizes the absmax
 // and 4-bit encoders, and the bucketed code encoder for 8-bit.
 #include <algorithm>
-#include <memory>
+#include <optional>
 
 #include "core/quant_math.h"
 #include "core/registry.h"
@@ -11,45 +11,39 @@
 #include "cpu/quant/elementwise.h"
 #include "cpu/quant/impls.h"
 #include "cpu/quant/parallel.h"
+#include "cpu/quant/spans.h"
 
 namespace lowbit::core::cpu {
 namespace {
 
 // Below this many elements, building the encoder's bucket table (~1 ms)
-// costs more than the binary search it saves.
-constexpr int64_t kEncoderTableMin = int64_t{1} << 18;
-
-template <class T>
-float block_absmax(const T* x, int64_t count) {
-  float m = 0.0f;
-  for (int64_t i = 0; i < count; ++i) m = absmax_update(m, to_f32(x[i]));
-  return m;
-}
+// costs more than it saves: encode by binary search instead.
+constexpr int64_t kEncoderTableMin = int64_t{1} << 16;
 
 void quantize_blockwise_fast(const QuantizeBlockwiseArgs& a, void*, Stream) {
+  const int64_t n_all = a.input.numel();
   const float* code = a.code.ptr<const float>();
-  const int64_t n = a.input.numel();
-  std::unique_ptr<CodeEncoder> table;
+  std::optional<CodeEncoder> encoder;
   float mid[255];
   table_midpoints(code, 256, mid);
-  if (n >= kEncoderTableMin) table = std::make_unique<CodeEncoder>(code);
+  if (n_all >= kEncoderTableMin) encoder.emplace(code);
   with_float_type(a.input.dtype, a.kName, [&](auto t) {
     using T = decltype(t);
     const T* x = a.input.ptr<const T>();
     uint8_t* q = a.out.ptr<uint8_t>();
     float* absmax = a.absmax.ptr<float>();
-    const int64_t nblocks = ceil_div(n, a.blocksize);
-    parallel_for(nblocks, n, [&](int64_t b) {
+    const int64_t n = a.input.numel();
+    parallel_for(ceil_div(n, a.blocksize), n, [&](int64_t b) {
+      alignas(64) float xf[4096];
       const int64_t begin = b * a.blocksize, count = std::min(a.blocksize, n - begin);
-      const float m = block_absmax(x + begin, count);
+      to_f32_span(x + begin, count, xf);
+      const float m = absmax_span(xf, count);
       absmax[b] = m;
       const float r = absmax_reciprocal(m);
-      if (table) {
-        for (int64_t i = begin; i < begin + count; ++i) q[i] = static_cast<uint8_t>((*table)(to_f32(x[i]) * r));
+      if (encoder) {
+        encode_code8_span(xf, r, count, encoder->base(), encoder->midpoints(), encoder->steps(), q + begin);
       } else {
-        for (int64_t i = begin; i < begin + count; ++i) {
-          q[i] = static_cast<uint8_t>(encode_by_midpoints<8>(to_f32(x[i]) * r, mid));
-        }
+        for (int64_t i = 0; i < count; ++i) q[begin + i] = static_cast<uint8_t>(encode_by_midpoints<8>(xf[i] * r, mid));
       }
     });
   });
@@ -83,49 +77,32 @@ void dequantize_blockwise_fast(const DequantizeBlockwiseArgs& a, void*, Stream) 
   });
 }
 
-template <Quant4Type kType>
-uint32_t encode4(float y, const float* mid) {
-  if constexpr (kType == Quant4Type::nf4) {
-    return encode_by_midpoints<4>(y, mid);
-  } else {
-    return encode_fp4(y);
-  }
-}
-
-template <Quant4Type kType, class T>
-void quantize_4bit_typed(const Quantize4bitArgs& a) {
+void quantize_4bit_fast(const Quantize4bitArgs& a, void*, Stream) {
   float mid[15];
   table_midpoints(kNf4Table, 16, mid);
-  const T* x = a.input.ptr<const T>();
-  uint8_t* out = a.out.ptr<uint8_t>();
-  float* absmax = a.absmax.ptr<float>();
-  const int64_t n = a.input.numel();
-  const int64_t bs = a.blocksize;  // even (>= 32), so a block starts on a byte
-  parallel_for(ceil_div(n, bs), n, [&](int64_t b) {
-    const int64_t begin = b * bs, count = std::min(bs, n - begin);
-    const float m = block_absmax(x + begin, count);
-    absmax[b] = m;
-    const float r = absmax_reciprocal(m);
-    const int64_t pairs = count / 2;
-    uint8_t* o = out + begin / 2;
-    const T* xb = x + begin;
-    for (int64_t j = 0; j < pairs; ++j) {
-      const uint32_t hi = encode4<kType>(to_f32(xb[2 * j]) * r, mid);
-      const uint32_t lo = encode4<kType>(to_f32(xb[2 * j + 1]) * r, mid);
-      o[j] = static_cast<uint8_t>(hi << 4 | lo);
-    }
-    if (count % 2) o[pairs] = static_cast<uint8_t>(encode4<kType>(to_f32(xb[count - 1]) * r, mid) << 4);
-  });
-}
-
-void quantize_4bit_fast(const Quantize4bitArgs& a, void*, Stream) {
   with_float_type(a.input.dtype, a.kName, [&](auto t) {
     using T = decltype(t);
-    if (a.type == Quant4Type::nf4) {
-      quantize_4bit_typed<Quant4Type::nf4, T>(a);
-    } else {
-      quantize_4bit_typed<Quant4Type::fp4, T>(a);
-    }
+    const T* x = a.input.ptr<const T>();
+    uint8_t* out = a.out.ptr<uint8_t>();
+    float* absmax = a.absmax.ptr<float>();
+    const int64_t n = a.input.numel();
+    const int64_t bs = a.blocksize;  // even (>= 32), so a block starts on a byte
+    parallel_for(ceil_div(n, bs), n, [&](int64_t b) {
+      alignas(64) float xf[4096];
+      alignas(64) uint8_t codes[4096];
+      const int64_t begin = b * bs, count = std::min(bs, n - begin);
+      to_f32_span(x + begin, count, xf);
+      const float m = absmax_span(xf, count);
+      absmax[b] = m;
+      const float r = absmax_reciprocal(m);
+      if (a.type == Quant4Type::nf4) {
+        encode_nf4_span(xf, r, count, mid, codes);
+      } else {
+        encode_fp4_span(xf, r, count, codes);
+      }
+      if (count % 2) codes[count] = 0;  // odd tail: low nibble 0
+      pack_nibbles(codes, count + count % 2, out + begin / 2);
+    });
   });
 }
 
