@@ -1,5 +1,10 @@
-// Quantization code maps (SPEC §1). Each returns fp32 values sorted ascending
-// (the 4-bit tables are indexed by code instead). One definition: src/core.
+// Quantization code maps (SPEC §1), reproducing bitsandbytes' values bit for
+// bit (its float32 arithmetic emulated). They come sorted ascending — except
+// where bitsandbytes' own construction is not: create_linear_map with fewer
+// than 8 bits (unsigned: zeros padded into the middle; signed 4-bit: the
+// middle linspace value is -3·2^-26, just after the inserted 0). Quantizing
+// needs a sorted map (quantize_blockwise checks it). The 4-bit tables are
+// indexed by code instead. One definition: src/core.
 #pragma once
 
 #include <array>

@@ -13,6 +13,8 @@
 //    IEEE float32 operation per element; a Python scalar is cast to float32.
 //  - Python's list.sort() is stable, so equal values (0.0 and -0.0) keep their
 //    insertion order: we use std::stable_sort with operator<.
+#include "lowbit/code_maps.h"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -20,7 +22,6 @@
 
 #include "core/check.h"
 #include "core/tables.h"
-#include "lowbit/code_maps.h"
 
 namespace lowbit {
 namespace {
@@ -89,9 +90,9 @@ std::vector<float> create_dynamic_map(bool is_signed, int max_exponent_bits, int
     count += (pow2_plus_one_items(k) - 1) * (is_signed ? 2 : 1);
   }
   count += additional_items * (is_signed ? 2 : 1);
-  LOWBIT_REQUIRE(count == (1 << total_bits), ErrorCode::invalid_argument, op, ": max_exponent_bits=",
-                 max_exponent_bits, " with total_bits=", total_bits, (is_signed ? " (signed)" : " (unsigned)"),
-                 " gives ", count, " values, expected 2^total_bits = ", (1 << total_bits));
+  LOWBIT_REQUIRE(count == (1 << total_bits), ErrorCode::invalid_argument, op, ": max_exponent_bits=", max_exponent_bits,
+                 " with total_bits=", total_bits, (is_signed ? " (signed)" : " (unsigned)"), " gives ", count,
+                 " values, expected 2^total_bits = ", (1 << total_bits));
 
   std::vector<float> data;
   auto add_scaled = [&](const std::vector<float>& means, int exponent) {
@@ -117,9 +118,11 @@ std::vector<float> create_dynamic_map(bool is_signed, int max_exponent_bits, int
 }
 
 // ------------------------------------------------------------- linear map
-// Not always ascending: bitsandbytes inserts the zero padding in the middle
-// of linspace(sign, 1, n), which for an unsigned map of fewer than 8 bits
-// puts zeros between positive values. Reproduced as is.
+// Not always ascending, as in bitsandbytes (reproduced as is): the zero
+// padding goes into the middle of linspace(sign, 1, n), which for an unsigned
+// map of fewer than 8 bits puts zeros between positive values; and the
+// middle element of a signed linspace is 1 - k * fl(step) in one rounding,
+// a tiny nonzero (2^-28 at 8 bits, -3 * 2^-26 at 4 bits) beside the zeros.
 std::vector<float> create_linear_map(bool is_signed, int total_bits, bool add_zero) {
   constexpr const char* op = "create_linear_map";
   LOWBIT_REQUIRE(total_bits >= 1 && total_bits <= 8, ErrorCode::invalid_argument, op,
@@ -142,8 +145,8 @@ std::vector<float> create_linear_map(bool is_signed, int total_bits, bool add_ze
 std::vector<float> create_normal_map(double offset, bool use_extra_value) {
   constexpr const char* op = "create_normal_map";
   const float off = static_cast<float>(offset);  // torch.linspace takes it as float32
-  LOWBIT_REQUIRE(off > 0.5f && off < 1.0f, ErrorCode::invalid_argument, op,
-                 ": offset must be in (0.5, 1) (got ", offset, ")");
+  LOWBIT_REQUIRE(off > 0.5f && off < 1.0f, ErrorCode::invalid_argument, op, ": offset must be in (0.5, 1) (got ",
+                 offset, ")");
   // scipy's norm.ppf of float32 quantiles; the double result becomes float32
   // in torch.Tensor(v).
   auto ppf_of = [](const std::vector<float>& q, size_t n, float sign) {
@@ -175,13 +178,13 @@ std::vector<float> create_fp8_map(bool is_signed, int exponent_bits, int precisi
   // Above 7 exponent bits the largest value 2^(2^(e-1)) overflows float32.
   LOWBIT_REQUIRE(exponent_bits >= 1 && exponent_bits <= 7, ErrorCode::invalid_argument, op,
                  ": exponent_bits must be in 1..7 (got ", exponent_bits, ")");
-  LOWBIT_REQUIRE(precision_bits >= 0, ErrorCode::invalid_argument, op,
-                 ": precision_bits must be >= 0 (got ", precision_bits, ")");
+  LOWBIT_REQUIRE(precision_bits >= 0, ErrorCode::invalid_argument, op, ": precision_bits must be >= 0 (got ",
+                 precision_bits, ")");
   const int has_sign = is_signed ? 1 : 0;
   LOWBIT_REQUIRE(exponent_bits + precision_bits == total_bits - has_sign, ErrorCode::invalid_argument, op,
                  ": exponent_bits + precision_bits must equal total_bits - ", has_sign,
-                 (is_signed ? " (sign bit)" : " (unsigned)"), " = ", total_bits - has_sign, " (got ",
-                 exponent_bits, " + ", precision_bits, " = ", exponent_bits + precision_bits, ")");
+                 (is_signed ? " (sign bit)" : " (unsigned)"), " = ", total_bits - has_sign, " (got ", exponent_bits,
+                 " + ", precision_bits, " = ", exponent_bits + precision_bits, ")");
 
   const int bias = 1 << (exponent_bits - 1);
   std::vector<double> values;
@@ -213,8 +216,8 @@ std::vector<float> quantile_map_from_quantiles(const std::vector<float>& quantil
                  ": quantiles must hold 1..255 values (got ", quantiles.size(), ")");
   float max_abs = 0.0f;
   for (size_t i = 0; i < quantiles.size(); ++i) {
-    LOWBIT_REQUIRE(std::isfinite(quantiles[i]), ErrorCode::invalid_argument, op,
-                   ": quantiles must be finite (got ", quantiles[i], " at index ", i, ")");
+    LOWBIT_REQUIRE(std::isfinite(quantiles[i]), ErrorCode::invalid_argument, op, ": quantiles must be finite (got ",
+                   quantiles[i], " at index ", i, ")");
     max_abs = std::max(max_abs, std::fabs(quantiles[i]));
   }
   LOWBIT_REQUIRE(max_abs > 0.0f, ErrorCode::invalid_argument, op,
@@ -287,8 +290,8 @@ constexpr double kB[8] = {1.0,
                           3.9307895800092710610e4,
                           2.8729085735721942674e4,
                           5.2264952788528545610e3};
-constexpr double kC[8] = {1.42343711074968357734e0, 4.63033784615654529590e0, 5.76949722146069140550e0,
-                          3.64784832476320460504e0, 1.27045825245236838258e0, 2.41780725177450611770e-1,
+constexpr double kC[8] = {1.42343711074968357734e0,  4.63033784615654529590e0, 5.76949722146069140550e0,
+                          3.64784832476320460504e0,  1.27045825245236838258e0, 2.41780725177450611770e-1,
                           2.27238449892691845833e-2, 7.74545014278341407640e-4};
 constexpr double kD[8] = {1.0,
                           2.05319162663775882187e0,
@@ -298,7 +301,7 @@ constexpr double kD[8] = {1.0,
                           1.51986665636164571966e-2,
                           5.47593808499534494600e-4,
                           1.05075007164441684324e-9};
-constexpr double kE[8] = {6.65790464350110377720e0, 5.46378491116411436990e0, 1.78482653991729133580e0,
+constexpr double kE[8] = {6.65790464350110377720e0,  5.46378491116411436990e0,  1.78482653991729133580e0,
                           2.96560571828504891230e-1, 2.65321895265761230930e-2, 1.24266094738807843860e-3,
                           2.71155556874348757815e-5, 2.01033439929228813265e-7};
 constexpr double kF[8] = {1.0,
