@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "lowbit/error.h"
 #include "lowbit/tensor.h"
 
 namespace lowbit {

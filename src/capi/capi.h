@@ -1,0 +1,56 @@
+// Shared machinery of the C ABI: DLTensor -> TensorRef conversion (the one
+// place it happens), the thread-local last-error message, and the guard that
+// turns every exception into a lowbit_status.
+#pragma once
+
+#include <exception>
+#include <initializer_list>
+#include <new>
+
+#include "lowbit/c/lowbit.h"
+#include "lowbit/error.h"
+#include "lowbit/ops/quant.h"
+#include "lowbit/tensor.h"
+
+namespace lowbit::capi {
+
+// Records the concatenated parts as this thread's last error. Never throws:
+// when even that allocation fails, a fixed message is kept instead.
+void set_last_error(std::initializer_list<const char*> parts) noexcept;
+void clear_last_error() noexcept;
+const char* last_error() noexcept;
+
+// A view of `t` for argument `arg` of `op`. NULL gives an absent TensorRef:
+// the op's own check reports a required argument left out. `uint8_as`, when
+// given, is the dtype a uint8 tensor is read as (f8_e4m3 for fp8 arguments).
+// Throws lowbit::Error naming op, argument, expectation and value.
+TensorRef to_ref(const char* op, const char* arg, const DLTensor* t, const DType* uint8_as = nullptr);
+
+// The nested-absmax arguments of the dequantize ops (absent when `n` is NULL;
+// when given, all three tensors are required).
+NestedAbsmax to_nested(const char* op, const lowbit_nested_absmax* n);
+
+// Runs `body` (returning void); maps whatever it throws to a status and the
+// thread's message, so that no exception crosses the C ABI.
+template <class F>
+lowbit_status guarded(const char* op, F&& body) noexcept {
+  try {
+    body();
+    clear_last_error();
+    return LOWBIT_OK;
+  } catch (const Error& e) {
+    set_last_error({e.what()});
+    return static_cast<lowbit_status>(e.code());
+  } catch (const std::bad_alloc&) {
+    set_last_error({op, ": out of host memory"});
+    return LOWBIT_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    set_last_error({op, ": internal error: ", e.what()});
+    return LOWBIT_INTERNAL;
+  } catch (...) {
+    set_last_error({op, ": internal error: an exception that is not a std::exception"});
+    return LOWBIT_INTERNAL;
+  }
+}
+
+}  // namespace lowbit::capi

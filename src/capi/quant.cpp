@@ -1,0 +1,194 @@
+// C entry points of the quantization ops: DLTensors in, Args out, then the
+// op's own check / workspace_size / run.
+#include "lowbit/ops/quant.h"
+
+#include <string>
+
+#include "capi/capi.h"
+
+namespace lowbit::capi {
+namespace {
+
+// Frameworks without fp8 in their DLPack export hand fp8 data over as uint8.
+constexpr DType kFp8FromUint8 = DType::f8_e4m3;
+
+Quant4Type quant4_type(const char* op, lowbit_quant4_type t) {
+  if (t == LOWBIT_QUANT4_NF4) return Quant4Type::nf4;
+  if (t == LOWBIT_QUANT4_FP4) return Quant4Type::fp4;
+  throw Error(ErrorCode::invalid_argument, std::string(op) +
+                                               ": type must be LOWBIT_QUANT4_NF4 (0) or LOWBIT_QUANT4_FP4 (1) (got " +
+                                               std::to_string(static_cast<int>(t)) + ")");
+}
+
+// check, then run with scratch allocated on `device` when the op needs any.
+template <class Args>
+void run_op(const Args& args, Device device, void* stream) {
+  check(args);
+  const Stream s{stream};
+  const size_t bytes = workspace_size(args);
+  if (bytes == 0) {
+    run(args, nullptr, s);
+    return;
+  }
+  const Tensor scratch = Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device);
+  run(args, scratch.data(), s);
+  // The scratch is freed on return: GPU work still reading it must finish first.
+  if (device.is_cuda()) synchronize(s);
+}
+
+}  // namespace
+}  // namespace lowbit::capi
+
+using namespace lowbit;  // NOLINT(google-build-using-namespace): this file only forwards
+using capi::guarded;
+using capi::run_op;
+using capi::to_ref;
+
+extern "C" {
+
+lowbit_status lowbit_quantize_blockwise(const DLTensor* input, const DLTensor* code, DLTensor* out, DLTensor* absmax,
+                                        int64_t blocksize, void* stream) {
+  constexpr const char* op = QuantizeBlockwiseArgs::kName;
+  return guarded(op, [&] {
+    QuantizeBlockwiseArgs a;
+    a.input = to_ref(op, "input", input);
+    a.code = to_ref(op, "code", code);
+    a.out = to_ref(op, "out", out);
+    a.absmax = to_ref(op, "absmax", absmax);
+    a.blocksize = blocksize;
+    run_op(a, a.input.device, stream);
+  });
+}
+
+lowbit_status lowbit_dequantize_blockwise(const DLTensor* input, const DLTensor* code, const DLTensor* absmax,
+                                          const lowbit_nested_absmax* nested, DLTensor* out, int64_t blocksize,
+                                          void* stream) {
+  constexpr const char* op = DequantizeBlockwiseArgs::kName;
+  return guarded(op, [&] {
+    DequantizeBlockwiseArgs a;
+    a.input = to_ref(op, "input", input);
+    a.code = to_ref(op, "code", code);
+    a.absmax = to_ref(op, "absmax", absmax);
+    a.nested = capi::to_nested(op, nested);
+    a.out = to_ref(op, "out", out);
+    a.blocksize = blocksize;
+    run_op(a, a.input.device, stream);
+  });
+}
+
+lowbit_status lowbit_absmax_center(DLTensor* values, DLTensor* mean, void* stream) {
+  constexpr const char* op = AbsmaxCenterArgs::kName;
+  return guarded(op, [&] {
+    AbsmaxCenterArgs a;
+    a.values = to_ref(op, "values", values);
+    a.mean = to_ref(op, "mean", mean);
+    run_op(a, a.values.device, stream);
+  });
+}
+
+lowbit_status lowbit_quantize_4bit(const DLTensor* input, DLTensor* out, DLTensor* absmax, int64_t blocksize,
+                                   lowbit_quant4_type type, void* stream) {
+  constexpr const char* op = Quantize4bitArgs::kName;
+  return guarded(op, [&] {
+    Quantize4bitArgs a;
+    a.input = to_ref(op, "input", input);
+    a.out = to_ref(op, "out", out);
+    a.absmax = to_ref(op, "absmax", absmax);
+    a.blocksize = blocksize;
+    a.type = capi::quant4_type(op, type);
+    run_op(a, a.input.device, stream);
+  });
+}
+
+lowbit_status lowbit_dequantize_4bit(const DLTensor* input, const DLTensor* absmax, const lowbit_nested_absmax* nested,
+                                     DLTensor* out, int64_t blocksize, lowbit_quant4_type type, void* stream) {
+  constexpr const char* op = Dequantize4bitArgs::kName;
+  return guarded(op, [&] {
+    Dequantize4bitArgs a;
+    a.input = to_ref(op, "input", input);
+    a.absmax = to_ref(op, "absmax", absmax);
+    a.nested = capi::to_nested(op, nested);
+    a.out = to_ref(op, "out", out);
+    a.blocksize = blocksize;
+    a.type = capi::quant4_type(op, type);
+    run_op(a, a.input.device, stream);
+  });
+}
+
+lowbit_status lowbit_act_quant(const DLTensor* input, DLTensor* out, DLTensor* scale, int64_t block, int ue8m0,
+                               void* stream) {
+  constexpr const char* op = ActQuantArgs::kName;
+  return guarded(op, [&] {
+    ActQuantArgs a;
+    a.input = to_ref(op, "input", input);
+    a.out = to_ref(op, "out", out, &capi::kFp8FromUint8);
+    a.scale = to_ref(op, "scale", scale);
+    a.block = block;
+    a.ue8m0 = ue8m0 != 0;
+    run_op(a, a.input.device, stream);
+  });
+}
+
+lowbit_status lowbit_weight_quant(const DLTensor* input, DLTensor* out, DLTensor* scale, int64_t block, void* stream) {
+  constexpr const char* op = WeightQuantArgs::kName;
+  return guarded(op, [&] {
+    WeightQuantArgs a;
+    a.input = to_ref(op, "input", input);
+    a.out = to_ref(op, "out", out, &capi::kFp8FromUint8);
+    a.scale = to_ref(op, "scale", scale);
+    a.block = block;
+    run_op(a, a.input.device, stream);
+  });
+}
+
+lowbit_status lowbit_weight_dequant(const DLTensor* input, const DLTensor* scale, DLTensor* out, int64_t block,
+                                    void* stream) {
+  constexpr const char* op = WeightDequantArgs::kName;
+  return guarded(op, [&] {
+    WeightDequantArgs a;
+    a.input = to_ref(op, "input", input, &capi::kFp8FromUint8);
+    a.scale = to_ref(op, "scale", scale);
+    a.out = to_ref(op, "out", out);
+    a.block = block;
+    run_op(a, a.input.device, stream);
+  });
+}
+
+lowbit_status lowbit_int8_vectorwise_quant(const DLTensor* input, DLTensor* out, DLTensor* row_stats,
+                                           DLTensor* outlier_mask, float threshold, void* stream) {
+  constexpr const char* op = Int8VectorwiseQuantArgs::kName;
+  return guarded(op, [&] {
+    Int8VectorwiseQuantArgs a;
+    a.input = to_ref(op, "input", input);
+    a.out = to_ref(op, "out", out);
+    a.row_stats = to_ref(op, "row_stats", row_stats);
+    a.outlier_mask = to_ref(op, "outlier_mask", outlier_mask);
+    a.threshold = threshold;
+    run_op(a, a.input.device, stream);
+  });
+}
+
+lowbit_status lowbit_int8_vectorwise_dequant(const DLTensor* input, const DLTensor* row_stats, DLTensor* out,
+                                             void* stream) {
+  constexpr const char* op = Int8VectorwiseDequantArgs::kName;
+  return guarded(op, [&] {
+    Int8VectorwiseDequantArgs a;
+    a.input = to_ref(op, "input", input);
+    a.row_stats = to_ref(op, "row_stats", row_stats);
+    a.out = to_ref(op, "out", out);
+    run_op(a, a.input.device, stream);
+  });
+}
+
+lowbit_status lowbit_estimate_quantiles(const DLTensor* input, DLTensor* out, float offset, void* stream) {
+  constexpr const char* op = EstimateQuantilesArgs::kName;
+  return guarded(op, [&] {
+    EstimateQuantilesArgs a;
+    a.input = to_ref(op, "input", input);
+    a.out = to_ref(op, "out", out);
+    a.offset = offset;
+    run_op(a, a.input.device, stream);
+  });
+}
+
+}  // extern "C"
