@@ -52,11 +52,12 @@ LOWBIT_HD uint8_t fp8_block_encode(float x, float s) { return f32_to_e4m3(x / s,
 // --- int8 vector-wise (LLM.int8, SPEC §6)
 LOWBIT_HD float int8_row_factor(float absmax) { return absmax > 0.0f ? 127.0f / absmax : 0.0f; }
 
-// round-half-even(x * 127 / absmax), clamped to [-127, 127].
+// round-half-even(x * factor), factor = 127 / absmax rounded first (as
+// bitsandbytes computes it); clamped to [-127, 127]; NaN gives 0.
 LOWBIT_HD int8_t int8_encode(float x, float factor) {
-  float q = rintf(x * factor);
-  q = fminf(fmaxf(q, -127.0f), 127.0f);
-  return static_cast<int8_t>(q == q ? q : 0.0f);
+  const float q = rintf(x * factor);
+  if (!(q == q)) return 0;
+  return static_cast<int8_t>(fminf(fmaxf(q, -127.0f), 127.0f));
 }
 
 // q * row_stat / 127, as bitsandbytes computes it: (q * s) * (1/127).

@@ -1,6 +1,8 @@
 // Front ends of 4-bit NF4 / FP4 quantization (SPEC §3).
+#include <array>
+
 #include "core/check.h"
-#include "core/tables.h"
+#include "lowbit/code_maps.h"
 #include "ops/dispatch.h"
 #include "ops/quant/common.h"
 
@@ -74,8 +76,9 @@ std::pair<Tensor, QuantState> quantize_4bit(const TensorRef& input, int64_t bloc
   run(args, ws.data(), stream);
 
   QuantState state;
-  const float* table = type == Quant4Type::nf4 ? core::kNf4Table : core::kFp4Table;
-  state.code = ops::table_on(table, 16, device);
+  // The serialized quant_map as bitsandbytes writes it (its fp4 code 8 is +0.0).
+  const std::array<float, 16> table = get_4bit_type(type == Quant4Type::nf4 ? "nf4" : "fp4");
+  state.code = ops::table_on(table.data(), 16, device);
   state.blocksize = blocksize;
   state.shape.assign(input.sizes().begin(), input.sizes().end());
   state.dtype = input.dtype;

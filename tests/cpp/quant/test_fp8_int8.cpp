@@ -209,3 +209,17 @@ TEST(EstimateQuantiles, ExactOnAKnownSequence) {
 
 }  // namespace
 }  // namespace lowbit::test
+
+namespace lowbit::test {
+namespace {
+
+TEST(Int8Vectorwise, NanEncodesAsZero) {
+  const Tensor x = host_tensor({1.0f, std::nanf(""), -2.0f, 0.5f}).reshaped(std::vector<int64_t>{1, 4});
+  auto r = int8_vectorwise_quant(x);
+  EXPECT_EQ(r.row_stats.ptr<float>()[0], 2.0f);
+  EXPECT_EQ(r.values.ptr<int8_t>()[1], 0);
+  EXPECT_EQ(r.values.ptr<int8_t>()[2], -127);
+}
+
+}  // namespace
+}  // namespace lowbit::test
