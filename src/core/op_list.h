@@ -2,6 +2,7 @@
 // registry's explicit instantiations and by tests that iterate over ops.
 #pragma once
 
+#include "lowbit/ops/gemm.h"
 #include "lowbit/ops/quant.h"
 
 #define LOWBIT_FOR_EACH_OP(X)      \
@@ -15,4 +16,6 @@
   X(WeightDequantArgs)             \
   X(Int8VectorwiseQuantArgs)       \
   X(Int8VectorwiseDequantArgs)     \
-  X(EstimateQuantilesArgs)
+  X(EstimateQuantilesArgs)         \
+  X(MatmulArgs)                    \
+  X(Matmul4bitArgs)

@@ -33,6 +33,7 @@ void register_cpu_backend() {
   register_device_backend(DeviceType::cpu, DeviceBackend{cpu_alloc, cpu_free, cpu_copy, cpu_synchronize,
                                                          cpu_device_count});
   cpu::register_quant_ops();
+  cpu::register_gemm_ops();
 }
 
 }  // namespace lowbit::core

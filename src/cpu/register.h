@@ -4,5 +4,6 @@
 namespace lowbit::core::cpu {
 
 void register_quant_ops();
+void register_gemm_ops();
 
 }  // namespace lowbit::core::cpu

@@ -3,7 +3,7 @@
 // loader picks one at run time, so the library stays portable while the hot
 // loops use the widest vectors the machine has. Results never depend on the
 // choice: the loops do the same fp32 operations in the same order per element
-// (no FMA contraction: -std=c++20 keeps -ffp-contract=off).
+// (no FMA contraction: the library builds with -ffp-contract=off).
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,161 @@
+// Decoders of the fast path: packed codes to fp32 values, the same bits as
+// the reference's src/core/weight_format.h. Dequantization must not change
+// with the vector width, so no multiply-add here may become an FMA (GCC
+// contracts a * b + c in C++ by default wherever FMA exists).
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include <cstring>
+
+#include "core/float_convert.h"
+#include "cpu/gemm/kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#if !defined(__clang__)
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused
+// merge source, which -Wmaybe-uninitialized reports inside its own headers.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#endif
+
+#define LOWBIT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+namespace lowbit::core::cpu::gemm {
+namespace {
+
+void decode_small_scalar(const uint8_t* p, int bits, int64_t len, const float* table, float* out) {
+  const int per = 8 / bits;
+  const uint32_t mask = code_mask(bits);
+  const int64_t bytes = len / per;
+  for (int64_t i = 0; i < bytes; ++i) {
+    for (int j = 0; j < per; ++j) out[i * per + j] = table[(p[i] >> (j * bits)) & mask];
+  }
+  for (int64_t i = bytes * per; i < len; ++i) out[i] = table[stream_read(p, i, bits)];
+}
+
+#if defined(__x86_64__)
+// 16 codes at a time: the 16/per bytes holding them are spread so each
+// 32-bit lane gets its code's byte (pshufb), shifted by the code's place in
+// the byte, masked, and looked up in the 16-float table held in a register
+// (vpermps) — a handful of instructions per 16 weights.
+// Per bit width (1, 2, 4): for lane j of 16, the byte holding code j and
+// the code's shift within it.
+struct SmallLanes {
+  alignas(16) uint8_t byte[16];
+  alignas(64) uint32_t shift[16];
+};
+constexpr SmallLanes small_lanes(int bits) {
+  SmallLanes l{};
+  for (int j = 0; j < 16; ++j) {
+    l.byte[j] = static_cast<uint8_t>(j * bits / 8);
+    l.shift[j] = static_cast<uint32_t>(j * bits % 8);
+  }
+  return l;
+}
+constexpr SmallLanes kSmallLanes[3] = {small_lanes(1), small_lanes(2), small_lanes(4)};
+
+__attribute__((target("avx512f"))) void decode_small_avx512(const uint8_t* p, int bits, int64_t len, const float* table,
+                                                            float* out) {
+  const SmallLanes& lanes = kSmallLanes[bits == 1 ? 0 : bits == 2 ? 1 : 2];
+  const int per = 8 / bits;
+  const __m128i selv = _mm_load_si128(reinterpret_cast<const __m128i*>(lanes.byte));
+  const __m512i shiftv = _mm512_load_si512(lanes.shift);
+  const __m512i mask = _mm512_set1_epi32(static_cast<int>(code_mask(bits)));
+  const __m512 tab = _mm512_loadu_ps(table);
+  int64_t i = 0;
+  for (; i + 16 <= len; i += 16) {
+    const uint8_t* src = p + i / per;
+    __m128i raw;
+    if (per == 2) {
+      uint64_t x;
+      std::memcpy(&x, src, 8);
+      raw = _mm_cvtsi64_si128(static_cast<long long>(x));
+    } else if (per == 4) {
+      uint32_t x;
+      std::memcpy(&x, src, 4);
+      raw = _mm_cvtsi32_si128(static_cast<int>(x));
+    } else {
+      uint16_t x;
+      std::memcpy(&x, src, 2);
+      raw = _mm_cvtsi32_si128(x);
+    }
+    const __m512i codes = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(raw, selv));
+    const __m512i idx = _mm512_and_si512(_mm512_srlv_epi32(codes, shiftv), mask);
+    _mm512_storeu_ps(out + i, _mm512_permutexvar_ps(idx, tab));
+  }
+  if (i < len) decode_small_scalar(p + i / per, bits, len - i, table, out + i);
+}
+#endif
+
+using DecodeSmall = void (*)(const uint8_t*, int, int64_t, const float*, float*);
+
+DecodeSmall pick_decode_small() {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f")) return decode_small_avx512;
+#endif
+  return decode_small_scalar;
+}
+
+}  // namespace
+
+void decode_small(const uint8_t* row, int bits, int64_t k0, int64_t len, const float* table16, float* out) {
+  static const DecodeSmall fn = pick_decode_small();
+  fn(row + k0 * bits / 8, bits, len, table16, out);
+}
+
+LOWBIT_SIMD_CLONES void decode_bytes(const uint8_t* row, WeightKind kind, int64_t k0, int64_t len, const float* vtab,
+                                     float* out) {
+  const uint8_t* p = row + k0;
+  if (kind == WeightKind::sint) {
+    for (int64_t i = 0; i < len; ++i) out[i] = static_cast<float>(static_cast<int8_t>(p[i]));
+  } else if (kind == WeightKind::uint) {
+    for (int64_t i = 0; i < len; ++i) out[i] = static_cast<float>(p[i]);
+  } else {
+    for (int64_t i = 0; i < len; ++i) out[i] = vtab[p[i]];
+  }
+}
+
+LOWBIT_SIMD_CLONES void decode_halves(const uint8_t* row, bool bf16, int64_t k0, int64_t len, float* out) {
+  const uint8_t* p = row + 2 * k0;
+  if (bf16) {
+    for (int64_t i = 0; i < len; ++i) {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      out[i] = bits_float(static_cast<uint32_t>(h) << 16);
+    }
+    return;
+  }
+  // Branch-free f16 -> f32: exponent and mantissa moved into place read as
+  // a float times 2^112 rebias exactly (subnormals included); exponent 31
+  // (Inf, NaN) keeps its mantissa under an all-ones exponent.
+  for (int64_t i = 0; i < len; ++i) {
+    uint16_t h;
+    std::memcpy(&h, p + 2 * i, 2);
+    const uint32_t em = static_cast<uint32_t>(h & 0x7fffu) << 13;
+    const uint32_t scaled = float_bits(bits_float(em) * 0x1p112f);
+    const uint32_t special = 0u - static_cast<uint32_t>((h & 0x7c00u) == 0x7c00u);  // all ones for Inf / NaN
+    const uint32_t b = (scaled & ~special) | ((em | 0x7f800000u) & special);        // a select, so it vectorizes
+    out[i] = bits_float(b | (static_cast<uint32_t>(h & 0x8000u) << 16));
+  }
+}
+
+LOWBIT_SIMD_CLONES void apply_rule(DequantRule rule, float* t, int64_t len, float s, float z) {
+  switch (rule) {
+    case DequantRule::value: return;
+    case DequantRule::scale:
+      for (int64_t i = 0; i < len; ++i) t[i] = t[i] * s;
+      return;
+    case DequantRule::subtract:
+      for (int64_t i = 0; i < len; ++i) t[i] = (t[i] - z) * s;
+      return;
+    case DequantRule::rescale:
+      for (int64_t i = 0; i < len; ++i) t[i] = t[i] * s - z;
+      return;
+  }
+}
+
+}  // namespace lowbit::core::cpu::gemm

@@ -1,0 +1,247 @@
+// The CPU fast path of matmul and matmul_4bit: A converted once to fp32,
+// then the tile engine (tiles.h) with a decoder for each weight storage.
+// Dequantization here must give the reference's bits: no FMA contraction.
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include <cstring>
+
+#include "core/check.h"
+#include "core/quant_math.h"
+#include "core/weight_format.h"
+#include "cpu/gemm/impls.h"
+#include "cpu/gemm/kernels.h"
+#include "cpu/gemm/tiles.h"
+#include "cpu/quant/elementwise.h"
+#include "cpu/quant/spans.h"
+
+namespace lowbit::core::cpu {
+namespace gemm {
+
+const TileConfig& pick_tile_config(const char* op, int config, int64_t rows, int64_t prepared_m) {
+  if (config >= 0) {
+    LOWBIT_REQUIRE(config < kNumTileConfigs, ErrorCode::invalid_argument, op, ": config must be -1 or below ",
+                   kNumTileConfigs, " on the cpu backend (got ", config, ")");
+    return kTileConfigs[config];
+  }
+  const int64_t m = prepared_m > 0 ? prepared_m : rows;
+  // Measured here (AVX-512), decoding a weight costs about as much as
+  // multiplying it with 6-8 rows of A: up to 8 rows the tile is shared by
+  // them all with long K chunks; above, the M block grows so decoding stays
+  // a small fraction of the work.
+  if (m <= 8) return kTileConfigs[0];
+  if (m <= 64) return kTileConfigs[1];
+  return kTileConfigs[2];
+}
+
+void prepare_a(const TensorRef& A, const int32_t* perm, int64_t M, int64_t K, int64_t lda, float* a32) {
+  with_float_type(A.dtype, "matmul", [&](auto t) {
+    using T = decltype(t);
+    const T* a = A.ptr<const T>();
+    parallel_for(M, M * K, [&](int64_t m) {
+      float* dst = a32 + m * lda;
+      if (perm) {
+        for (int64_t k = 0; k < K; ++k) dst[k] = to_f32(a[m * K + perm[k]]);
+      } else {
+        to_f32_span(a + m * K, K, dst);
+      }
+      std::memset(dst + K, 0, static_cast<size_t>(lda - K) * sizeof(float));
+    });
+  });
+}
+
+}  // namespace gemm
+
+namespace {
+
+using gemm::kVec;
+
+int64_t rows_of(const TensorRef& A) { return A.numel() / A.size(-1); }
+
+// Workspace: A in fp32 [M, lda], then N floats (bias), 64-byte aligned.
+struct Scratch {
+  float* a32;
+  float* bias;
+  static size_t bytes(int64_t M, int64_t K, int64_t N) {
+    return static_cast<size_t>(M * gemm::round_up(K, kVec) + gemm::round_up(N, kVec)) * sizeof(float) + 64;
+  }
+  Scratch(void* ws, int64_t M, int64_t K) {
+    auto p = (reinterpret_cast<uintptr_t>(ws) + 63) / 64 * 64;
+    a32 = reinterpret_cast<float*>(p);
+    bias = a32 + M * gemm::round_up(K, kVec);
+  }
+};
+
+// Writes fp32 accumulators (+ bias) as the output dtype.
+template <class Fn>
+void with_store(const TensorRef& out, int64_t N, const float* bias, const char* op, Fn&& fn) {
+  with_float_type(out.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    T* o = out.ptr<T>();
+    fn([o, N, bias](int64_t m, int64_t n0, int nr, const float* acc) {
+      for (int j = 0; j < nr; ++j) o[m * N + n0 + j] = from_f32<T>(bias ? acc[j] + bias[n0 + j] : acc[j]);
+    });
+  });
+}
+
+// Dequantizes tiles of a rows-layout weight, one group's run of a row at a
+// time. Codes of <= 4 bits go through a 16-entry table of that group's
+// finished weights (the scale and zero folded in: 2^bits dequant steps per
+// run instead of one per element); 8- and 16-bit codes are converted, then
+// the group's scale and zero are applied over the run.
+struct RowsDecoder {
+  float vtab[256];  // value of every code (bits <= 8); 0 past 2^bits
+  const WeightFormat& f;
+  int bits;
+  WeightKind kind;
+  const uint8_t* q;
+  int64_t row_bytes;
+  const float* scale;
+  const float* zeros_f32;  // original / rescale
+  const uint8_t* zeros_q;  // quantized: per group a stream of N codes
+  int64_t zeros_bytes;
+  DequantRule rule;
+
+  explicit RowsDecoder(const PackedWeightRef& w)
+      : f(w.format),
+        bits(weight_bits(w.format.type)),
+        kind(weight_type_info(w.format.type).kind),
+        q(w.qweight.ptr<const uint8_t>()),
+        row_bytes(w.qweight.size(1)),
+        scale(w.format.with_scaling ? w.scale.ptr<const float>() : nullptr),
+        zeros_f32(w.format.with_zeros && w.format.zeros_mode != ZerosMode::quantized ? w.zeros.ptr<const float>()
+                                                                                     : nullptr),
+        zeros_q(w.format.with_zeros && w.format.zeros_mode == ZerosMode::quantized ? w.zeros.ptr<const uint8_t>()
+                                                                                   : nullptr),
+        zeros_bytes(packed_zeros_words(w.format.N, weight_bits(w.format.type)) * 4),
+        rule(dequant_rule(w.format)) {
+    const float* table = weight_table16(f.type);
+    std::memset(vtab, 0, sizeof(vtab));
+    for (uint32_t c = 0; bits <= 8 && c < (1u << bits); ++c) vtab[c] = weight_code_value(f.type, c, table);
+  }
+
+  float zero(int64_t n, int64_t g) const {
+    if (zeros_q) return vtab[stream_read(zeros_q + g * zeros_bytes, n, bits)];
+    return zeros_f32 ? zeros_f32[n * f.groups() + g] : 0.0f;
+  }
+
+  // Columns [k, end) of row n, one group, into t.
+  void run(const uint8_t* row, int64_t n, int64_t g, int64_t k, int64_t end, float* t) const {
+    const float s = scale ? scale[n * f.groups() + g] : 1.0f;
+    const float z = zero(n, g);
+    if (bits <= 4) {
+      // apply_rule computes exactly dequant(rule, v, s, z), here over the 16 values at once.
+      alignas(64) float folded[16];
+      std::memcpy(folded, vtab, sizeof(folded));
+      gemm::apply_rule(rule, folded, 16, s, z);
+      gemm::decode_small(row, bits, k, end - k, folded, t);
+      return;
+    }
+    if (bits == 8) {
+      gemm::decode_bytes(row, kind, k, end - k, vtab, t);
+    } else {
+      gemm::decode_halves(row, kind == WeightKind::bf16, k, end - k, t);
+    }
+    gemm::apply_rule(rule, t, end - k, s, z);
+  }
+
+  void operator()(int64_t n0, int nr, int64_t k0, int64_t kc, int64_t kp, float* tile) const {
+    const int64_t gl = f.group_length();
+    for (int r = 0; r < nr; ++r) {
+      const int64_t n = n0 + r;
+      float* t = tile + r * kp;
+      for (int64_t k = k0; k < k0 + kc;) {
+        const int64_t g = k / gl;
+        const int64_t end = std::min(k0 + kc, (g + 1) * gl);
+        run(q + n * row_bytes, n, g, k, end, t + (k - k0));
+        k = end;
+      }
+      std::memset(t + kc, 0, static_cast<size_t>(kp - kc) * sizeof(float));
+    }
+  }
+};
+
+// Dequantizes tiles of a bitsandbytes 4-bit weight (flattened [N, K], two
+// codes a byte, high nibble first, absmax per block of the flat index):
+// table[code] * absmax, as dequantize_4bit computes it.
+struct Bnb4Decoder {
+  const Matmul4bitArgs& a;
+  int64_t K;
+  const uint8_t* packed;
+  const float* table;
+
+  float absmax(int64_t b) const {
+    if (!a.nested.present()) return a.absmax.ptr<const float>()[b];
+    return nested_absmax_decode(a.nested.code.ptr<const float>()[a.absmax.ptr<const uint8_t>()[b]],
+                                a.nested.absmax.ptr<const float>()[b / a.nested.blocksize],
+                                a.nested.offset.ptr<const float>()[0]);
+  }
+
+  void operator()(int64_t n0, int nr, int64_t k0, int64_t kc, int64_t kp, float* tile) const {
+    for (int r = 0; r < nr; ++r) {
+      float* t = tile + r * kp;
+      const int64_t e0 = (n0 + r) * K + k0, e1 = e0 + kc;
+      for (int64_t e = e0; e < e1;) {
+        const int64_t end = std::min(e1, (e / a.blocksize + 1) * a.blocksize);
+        const float s = absmax(e / a.blocksize);
+        for (; e < end; ++e) {
+          const uint8_t byte = packed[e >> 1];
+          t[e - e0] = table[(e & 1) ? byte & 0xfu : byte >> 4] * s;
+        }
+      }
+      std::memset(t + kc, 0, static_cast<size_t>(kp - kc) * sizeof(float));
+    }
+  }
+};
+
+}  // namespace
+
+size_t matmul_fast_workspace(const MatmulArgs& a) {
+  return Scratch::bytes(rows_of(a.A), a.weight.format.K, a.weight.format.N);
+}
+
+void matmul_fast(const MatmulArgs& a, void* workspace, Stream) {
+  const PackedWeightRef& w = a.weight;
+  const WeightFormat& f = w.format;
+  LOWBIT_REQUIRE(f.layout == WeightLayout::rows, ErrorCode::invalid_argument, a.kName,
+                 ": the cpu kernels read the rows layout (got layout ", weight_layout_name(f.layout), ")");
+  const int64_t M = rows_of(a.A), N = f.N, K = f.K;
+  const gemm::TileConfig& cfg = gemm::pick_tile_config(a.kName, a.config, M, a.prepared_m);
+  const int32_t* perm = w.perm.present() ? w.perm.ptr<const int32_t>() : nullptr;
+  for (int64_t k = 0; perm && k < K; ++k) {
+    LOWBIT_REQUIRE(perm[k] >= 0 && perm[k] < K, ErrorCode::invalid_argument, a.kName,
+                   ": weight.perm values must be in [0, ", K, ") (got ", perm[k], " at [", k, "])");
+  }
+  if (M == 0) return;
+  const Scratch s(workspace, M, K);
+  const int64_t lda = gemm::round_up(K, kVec);
+  gemm::prepare_a(a.A, perm, M, K, lda, s.a32);
+  const RowsDecoder decode(w);
+  with_store(a.out, N, f.with_bias ? w.bias.ptr<const float>() : nullptr, a.kName,
+             [&](const auto& store) { gemm::run_tiles(M, N, K, s.a32, lda, cfg, decode, store); });
+}
+
+size_t matmul_4bit_fast_workspace(const Matmul4bitArgs& a) { return Scratch::bytes(rows_of(a.A), a.A.size(-1), a.N); }
+
+void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream) {
+  const int64_t M = rows_of(a.A), N = a.N, K = a.A.size(-1);
+  const gemm::TileConfig& cfg = gemm::pick_tile_config(a.kName, a.config, M, 0);
+  if (M == 0) return;
+  const Scratch s(workspace, M, K);
+  const int64_t lda = gemm::round_up(K, kVec);
+  gemm::prepare_a(a.A, nullptr, M, K, lda, s.a32);
+  if (a.bias.present()) {
+    with_float_type(a.bias.dtype, a.kName, [&](auto t) {
+      using T = decltype(t);
+      for (int64_t n = 0; n < N; ++n) s.bias[n] = to_f32(a.bias.ptr<const T>()[n]);
+    });
+  }
+  const Bnb4Decoder decode{a, K, a.packed.ptr<const uint8_t>(), a.type == Quant4Type::nf4 ? kNf4Table : kFp4Table};
+  with_store(a.out, N, a.bias.present() ? s.bias : nullptr, a.kName,
+             [&](const auto& store) { gemm::run_tiles(M, N, K, s.a32, lda, cfg, decode, store); });
+}
+
+}  // namespace lowbit::core::cpu

@@ -1,0 +1,20 @@
+// The CPU matmul implementations, registered by register_gemm_ops():
+// "cpu-reference" (priority 0: dequantize to fp32, float64 dot products) and
+// "cpu" (priority 10: tiles of W dequantized to fp32, OpenMP, vectorized).
+#pragma once
+
+#include "lowbit/ops/gemm.h"
+
+namespace lowbit::core::cpu {
+
+void matmul_reference(const MatmulArgs& a, void* workspace, Stream stream);
+size_t matmul_reference_workspace(const MatmulArgs& a);
+void matmul_4bit_reference(const Matmul4bitArgs& a, void* workspace, Stream stream);
+size_t matmul_4bit_reference_workspace(const Matmul4bitArgs& a);
+
+void matmul_fast(const MatmulArgs& a, void* workspace, Stream stream);
+size_t matmul_fast_workspace(const MatmulArgs& a);
+void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream stream);
+size_t matmul_4bit_fast_workspace(const Matmul4bitArgs& a);
+
+}  // namespace lowbit::core::cpu

@@ -1,0 +1,24 @@
+// The vectorized loops of the CPU matmul fast path: the dot-product tile
+// kernel (dot.cpp) and the decoders that dequantize runs of packed codes
+// (decode.cpp). Each is built for several instruction sets and picked at run
+// time, so the library stays portable while hot loops use wide vectors.
+#pragma once
+
+#include <cstdint>
+
+#include "core/weight_format.h"
+
+namespace lowbit::core::cpu::gemm {
+
+// out[i] = table16[code of element k0 + i] for i < len: codes of `bits`
+// (1, 2 or 4) in a rows-layout stream; k0 % 8 == 0 (group and tile starts
+// are). table16 holds 16 floats, of which the first 2^bits are read.
+void decode_small(const uint8_t* row, int bits, int64_t k0, int64_t len, const float* table16, float* out);
+// 8-bit codes: int8 / uint8 values converted, any other kind through vtab[256].
+void decode_bytes(const uint8_t* row, WeightKind kind, int64_t k0, int64_t len, const float* vtab, float* out);
+// f16 / bf16 codes converted exactly (core::f16_to_f32's values).
+void decode_halves(const uint8_t* row, bool bf16, int64_t k0, int64_t len, float* out);
+// t[i] = dequant(rule, t[i], s, z) for i < len: the same fp32 steps, no FMA.
+void apply_rule(DequantRule rule, float* t, int64_t len, float s, float z);
+
+}  // namespace lowbit::core::cpu::gemm

@@ -1,0 +1,83 @@
+// MatmulConfig validation and the rules every weight format obeys.
+#include "core/check.h"
+#include "core/weight_format.h"
+#include "ops/gemm/common.h"
+
+namespace lowbit {
+namespace ops::gemm {
+
+void require_dtype_field(const char* op, const char* name, DType d, std::initializer_list<DType> allowed) {
+  for (DType a : allowed) {
+    if (a == d) return;
+  }
+  core::fail(ErrorCode::unsupported_dtype, core::cat(op, ": ", name, " must be ", allowed.size() == 1 ? "" : "one of ",
+                                                     core::dtypes_str(allowed), " (got ", dtype_name(d), ")"));
+}
+
+void check_format(const char* op, WeightType type, int64_t N, int64_t K, int64_t group_size, bool with_scaling,
+                  bool with_zeros, ZerosMode zeros_mode) {
+  LOWBIT_REQUIRE(static_cast<int>(type) < kNumWeightTypes, ErrorCode::unsupported_dtype, op,
+                 ": W_dtype must be a WeightType (got value ", static_cast<int>(type), ")");
+  LOWBIT_REQUIRE(N >= 1, ErrorCode::invalid_argument, op, ": N must be positive (got ", N, ")");
+  LOWBIT_REQUIRE(K >= 1, ErrorCode::invalid_argument, op, ": K must be positive (got ", K, ")");
+  // Groups of whole 32-element runs keep every group start byte-aligned in
+  // a packed row at any bit width, and aligned to the K tiles of kernels.
+  LOWBIT_REQUIRE(group_size == -1 || (group_size > 0 && group_size % 32 == 0), ErrorCode::invalid_argument, op,
+                 ": group_size must be -1 or a positive multiple of 32 (got ", group_size, ")");
+  LOWBIT_REQUIRE(group_size == -1 || K % group_size == 0, ErrorCode::invalid_argument, op, ": group_size ", group_size,
+                 " must divide K (got K = ", K, ")");
+  LOWBIT_REQUIRE(group_size == -1 || with_scaling, ErrorCode::invalid_argument, op, ": group_size ", group_size,
+                 " needs with_scaling (groups are the extent of a scale; got with_scaling = false)");
+  if (!with_zeros) return;
+  LOWBIT_REQUIRE(with_scaling, ErrorCode::invalid_argument, op,
+                 ": with_zeros needs with_scaling (every zeros mode scales; got with_scaling = false)");
+  LOWBIT_REQUIRE(core::weight_is_integer(type), ErrorCode::invalid_argument, op,
+                 ": with_zeros needs an integer W_dtype (int8..int1, uint8..uint1; got ", weight_type_name(type), ")");
+  LOWBIT_REQUIRE(
+      zeros_mode == ZerosMode::original || zeros_mode == ZerosMode::rescale || zeros_mode == ZerosMode::quantized,
+      ErrorCode::invalid_argument, op, ": zeros_mode must be original, rescale or quantized (got value ",
+      static_cast<int>(zeros_mode), ")");
+}
+
+WeightLayout layout_for(Device device) {
+  switch (device.type) {
+    case DeviceType::cpu: return WeightLayout::rows;
+    // No CUDA matmul kernels exist yet; until they bring their own layout a
+    // CUDA weight is packed as `rows`, and forward() reports no backend.
+    case DeviceType::cuda: return WeightLayout::rows;
+  }
+  core::fail(ErrorCode::no_backend, core::cat(kMatmul, ": no weight layout for device ", device.str()));
+}
+
+WeightFormat format_of(const MatmulConfig& c, WeightLayout layout) {
+  WeightFormat f;
+  f.layout = layout;
+  f.type = c.W_dtype;
+  f.N = c.N;
+  f.K = c.K;
+  f.group_size = c.group_size;
+  f.with_scaling = c.with_scaling;
+  f.with_zeros = c.with_zeros;
+  f.zeros_mode = c.zeros_mode;
+  f.with_bias = c.with_bias;
+  return f;
+}
+
+}  // namespace ops::gemm
+
+void check(const MatmulConfig& c) {
+  const char* op = ops::gemm::kMatmul;
+  LOWBIT_REQUIRE(!c.M.empty(), ErrorCode::invalid_argument, op,
+                 ": M (the prepared batch sizes) must list at least one value (got none)");
+  for (int64_t m : c.M) {
+    LOWBIT_REQUIRE(m >= 1, ErrorCode::invalid_argument, op, ": every prepared M must be positive (got ", m, ")");
+  }
+  ops::gemm::require_dtype_field(op, "A_dtype", c.A_dtype, {DType::f16, DType::bf16});
+  ops::gemm::require_dtype_field(op, "accum_dtype", c.accum_dtype, {DType::f32, DType::f16});
+  ops::gemm::require_dtype_field(op, "out_dtype", c.out_dtype, {DType::f16, DType::bf16, DType::f32});
+  LOWBIT_REQUIRE(c.layout == "nt", ErrorCode::invalid_argument, op,
+                 ": layout must be \"nt\" (A [M, K] times W [N, K] transposed; got \"", c.layout, "\")");
+  ops::gemm::check_format(op, c.W_dtype, c.N, c.K, c.group_size, c.with_scaling, c.with_zeros, c.zeros_mode);
+}
+
+}  // namespace lowbit

@@ -1,0 +1,104 @@
+// The Matmul class: a checked config bound to a device, packing weights into
+// that device's layout and running the matmul primitive for any M.
+#include <algorithm>
+
+#include "core/check.h"
+#include "core/weight_format.h"
+#include "ops/gemm/common.h"
+#include "ops/quant/common.h"
+
+namespace lowbit {
+namespace {
+
+Tensor to_device(const Tensor& t, Device device) { return t.defined() ? t.to(device) : t; }
+
+// The packed weight must be the one this config describes.
+void check_weight_matches(const MatmulConfig& c, const WeightFormat& f) {
+  const char* op = ops::gemm::kMatmul;
+  auto same = [&](const char* field, auto want, auto got) {
+    LOWBIT_REQUIRE(want == got, ErrorCode::invalid_argument, op, ": the packed weight's ", field, " (", got,
+                   ") differs from the config's (", want, ")");
+  };
+  same("W_dtype", weight_type_name(c.W_dtype), weight_type_name(f.type));
+  same("N", c.N, f.N);
+  same("K", c.K, f.K);
+  same("group_size", c.group_size, f.group_size);
+  same("with_scaling", c.with_scaling, f.with_scaling);
+  same("with_zeros", c.with_zeros, f.with_zeros);
+  if (c.with_zeros) same("zeros_mode", zeros_mode_name(c.zeros_mode), zeros_mode_name(f.zeros_mode));
+  same("with_bias", c.with_bias, f.with_bias);
+}
+
+}  // namespace
+
+Matmul::Matmul(MatmulConfig config, Device device) : config_(std::move(config)), device_(device) {
+  check(config_);
+  std::sort(config_.M.begin(), config_.M.end());
+  config_.M.erase(std::unique(config_.M.begin(), config_.M.end()), config_.M.end());
+  layout_ = ops::gemm::layout_for(device_);
+}
+
+int64_t Matmul::prepared_m(int64_t m) const {
+  for (int64_t p : config_.M) {
+    if (p >= m) return p;
+  }
+  return config_.M.back();
+}
+
+PackedWeight Matmul::transform_weight(const TensorRef& weight, const TensorRef& scale, const TensorRef& zeros,
+                                      const TensorRef& bias, const TensorRef& perm) const {
+  PackedWeight host = ops::gemm::pack_weight(layout_, config_, weight, scale, zeros, bias, perm);
+  if (device_.is_cpu()) return host;
+  PackedWeight w;
+  w.format = host.format;
+  w.qweight = to_device(host.qweight, device_);
+  w.scale = to_device(host.scale, device_);
+  w.zeros = to_device(host.zeros, device_);
+  w.bias = to_device(host.bias, device_);
+  w.perm = to_device(host.perm, device_);
+  return w;
+}
+
+PackedWeight Matmul::transform_weight(const QuantizedWeight& w) const {
+  check_weight_matches(config_, ops::gemm::format_of(w.config, layout_));
+  return transform_weight(w.weight, w.scale, w.zeros, w.bias, w.perm);
+}
+
+MatmulArgs Matmul::args(const TensorRef& A, const PackedWeightRef& W, const TensorRef& out) const {
+  MatmulArgs a;
+  a.A = A;
+  a.weight = W;
+  a.out = out;
+  a.accum_dtype = config_.accum_dtype;
+  const int64_t rows = (A.ndim >= 1 && A.size(-1) > 0) ? A.numel() / A.size(-1) : 0;
+  a.prepared_m = prepared_m(rows);
+  return a;
+}
+
+void Matmul::forward(const TensorRef& A, const PackedWeight& W, const TensorRef& out, Stream stream) const {
+  const char* op = ops::gemm::kMatmul;
+  core::require_present(op, "A", A);
+  LOWBIT_REQUIRE(A.dtype == config_.A_dtype, ErrorCode::unsupported_dtype, op,
+                 ": A dtype must be the config's A_dtype ", dtype_name(config_.A_dtype), " (got ", dtype_name(A.dtype),
+                 ")");
+  core::require_present(op, "out", out);
+  LOWBIT_REQUIRE(out.dtype == config_.out_dtype, ErrorCode::unsupported_dtype, op,
+                 ": out dtype must be the config's out_dtype ", dtype_name(config_.out_dtype), " (got ",
+                 dtype_name(out.dtype), ")");
+  check_weight_matches(config_, W.format);
+  const MatmulArgs a = args(A, W.ref(), out);
+  Tensor ws = ops::workspace_on(workspace_size(a), A.device);
+  run(a, ws.data(), stream);
+}
+
+Tensor Matmul::forward(const TensorRef& A, const PackedWeight& W, Stream stream) const {
+  core::require_present(ops::gemm::kMatmul, "A", A);
+  std::vector<int64_t> shape(A.sizes().begin(), A.sizes().end());
+  if (shape.empty()) shape.push_back(0);
+  shape.back() = config_.N;
+  Tensor out = Tensor::empty(Shape(shape), config_.out_dtype, A.device);
+  forward(A, W, out, stream);
+  return out;
+}
+
+}  // namespace lowbit

@@ -1,0 +1,125 @@
+// Every W dtype × group size × zeros mode × M against a float64 oracle on
+// the dequantized weights (issue 6, item 5), with ragged N and K, on every
+// registered implementation and each of its kernel configs.
+#include "core/weight_format.h"
+#include "gemm/gemm_cases.h"
+
+namespace lowbit {
+// gtest prints parameters through this (ADL).
+inline void PrintTo(WeightType t, std::ostream* os) { *os << weight_type_name(t); }
+namespace test {
+namespace {
+
+const int64_t kMs[] = {1, 2, 3, 7, 8, 16, 33, 128};
+const int64_t kNs[] = {1, 3, 17, 31, 45, 67};
+const int64_t kRaggedKs[] = {1, 5, 33, 100, 255, 130};  // group -1: any K
+const DType kActivations[] = {DType::f16, DType::bf16};
+const DType kOutputs[] = {DType::f16, DType::bf16, DType::f32};
+const DType kScales[] = {DType::f16, DType::bf16, DType::f32};
+
+struct Variant {
+  bool scaling;
+  int64_t group;
+  bool zeros;
+  ZerosMode mode;
+};
+
+// Scaling variants: none, per row, and groups of 32, 64, 128; each with
+// every zeros mode the type allows.
+std::vector<Variant> variants(WeightType t) {
+  std::vector<Variant> v = {{false, -1, false, ZerosMode::original}};
+  for (int64_t g : {-1, 32, 64, 128}) {
+    v.push_back({true, g, false, ZerosMode::original});
+    if (!core::weight_is_integer(t)) continue;
+    for (ZerosMode m : {ZerosMode::original, ZerosMode::rescale, ZerosMode::quantized}) v.push_back({true, g, true, m});
+  }
+  return v;
+}
+
+// Runs all variants × M for one type. Sizes rotate through the ragged lists;
+// large M gets the smaller shapes so the suite stays fast.
+void sweep(WeightType t) {
+  int i = 0;
+  for (const Variant& var : variants(t)) {
+    for (int64_t M : kMs) {
+      MatmulConfig c;
+      c.W_dtype = t;
+      c.with_scaling = var.scaling;
+      c.group_size = var.group;
+      c.with_zeros = var.zeros;
+      c.zeros_mode = var.mode;
+      c.N = kNs[(i + M) % 6];
+      if (M >= 33) c.N = std::min<int64_t>(c.N, 31);
+      c.K = var.group > 0 ? var.group * (1 + i % 3) : kRaggedKs[i % 6];
+      c.A_dtype = kActivations[i % 2];
+      c.out_dtype = kOutputs[i % 3];
+      c.with_bias = i % 2 == 1;
+      const bool perm = i % 5 == 2 && c.K > 1;
+      const QuantizedWeight w = random_weight(c, kScales[(i / 2) % 3], perm);
+      const Tensor A = random_floats({M, c.K}, c.A_dtype, 0.5f);
+      const std::string name =
+          describe(c) + " M=" + std::to_string(M) + (perm ? " perm" : "") + " case " + std::to_string(i);
+      run_on_all_backends_close(matmul_case(name, w, A));
+      ++i;
+      if (::testing::Test::HasFailure()) return;  // one broken format fails once, not 200 times
+    }
+  }
+}
+
+class MatmulSweep : public ::testing::TestWithParam<WeightType> {};
+
+TEST_P(MatmulSweep, EveryGroupZerosModeAndM) {
+  SCOPED_TRACE("impls: " + impl_names<MatmulArgs>());
+  sweep(GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatmulSweep,
+                         ::testing::Values(WeightType::int8, WeightType::int4, WeightType::int2, WeightType::int1,
+                                           WeightType::uint8, WeightType::uint4, WeightType::uint2, WeightType::uint1,
+                                           WeightType::nf4, WeightType::fp4, WeightType::fp4_e2m1, WeightType::fp8_e4m3,
+                                           WeightType::f16, WeightType::bf16),
+                         [](const ::testing::TestParamInfo<WeightType>& info) {
+                           return std::string(weight_type_name(info.param));
+                         });
+
+// M = 1000 and batched A [2, 3, K]: the common formats at a size where the
+// oracle stays cheap.
+TEST(MatmulLargeM, CommonFormats) {
+  struct Format {
+    WeightType type;
+    int64_t group;
+    bool zeros;
+  };
+  for (const Format f : {Format{WeightType::uint4, 128, true}, Format{WeightType::nf4, 64, false},
+                         Format{WeightType::fp8_e4m3, -1, false}, Format{WeightType::int2, 32, false}}) {
+    MatmulConfig c;
+    c.W_dtype = f.type;
+    c.N = 37;
+    c.K = 256;
+    c.with_scaling = true;
+    c.group_size = f.group;
+    c.with_zeros = f.zeros;
+    c.zeros_mode = ZerosMode::quantized;
+    const QuantizedWeight w = random_weight(c, DType::f16, false);
+    run_on_all_backends_close(matmul_case(describe(c) + " M=1000", w, random_floats({1000, c.K}, DType::f16, 0.5f)));
+    run_on_all_backends_close(matmul_case(describe(c) + " A [2, 3, K]", w, random_floats({2, 3, c.K}, DType::f16)));
+  }
+}
+
+// No rows: every implementation returns without touching anything.
+TEST(MatmulLargeM, EmptyA) {
+  MatmulConfig c;
+  c.W_dtype = WeightType::int4;
+  c.N = 5;
+  c.K = 64;
+  const QuantizedWeight w = random_weight(c, DType::f16, false);
+  const Matmul mm(c);
+  const PackedWeight p = mm.transform_weight(w.weight);
+  const Tensor out = mm.forward(Tensor::empty({0, 64}, DType::f16), p);
+  EXPECT_EQ(out.size(0), 0);
+  EXPECT_EQ(out.size(1), 5);
+}
+
+}  // namespace
+}  // namespace test
+}  // namespace lowbit

@@ -1,0 +1,82 @@
+// Tolerance comparison for ops whose backends may round differently (GEMM):
+// every registered implementation — and every kernel config it has — runs
+// on its device with guarded, poisoned outputs, and each result is held to a
+// float64 oracle the test computes itself:
+//
+//   |got - value| <= tol.rel * |value| + tol.terms * magnitude + tol.abs
+//
+// where magnitude is Σ|terms| of the element's sum (a dot product's Σ|a·w|),
+// the scale on which accumulation error lives. CUDA implementations are
+// skipped when no GPU is present, as in run_on_all_backends.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "harness/harness.h"
+
+namespace lowbit::test {
+
+struct Oracle {
+  std::vector<double> value;
+  std::vector<double> magnitude;
+};
+
+struct Tolerance {
+  double rel = 0.0;    // output rounding, relative to |value|
+  double terms = 0.0;  // accumulation and operand rounding, relative to magnitude
+  double abs = 0.0;    // the output dtype's subnormal spacing
+};
+
+// Bounds for a matmul on `device`: output rounding of `out`, fp32 sums of K
+// terms in any order, and on CUDA the weights rounded to A's dtype before
+// the tensor-core multiply (and fp16 accumulation when asked).
+Tolerance matmul_tolerance(DType a_dtype, DType out_dtype, DType accum_dtype, int64_t K, DeviceType device);
+
+// Fails (one message naming the worst element) when got leaves the bound.
+void expect_close(const Oracle& want, const Tensor& got, const Tolerance& tol, const std::string& what);
+
+template <class Args>
+struct CloseCase {
+  std::string name;
+  OutSpec output;
+  // Args for an implementation on `device`, writing `out`; device copies of
+  // inputs it makes are kept alive in `keep`.
+  std::function<Args(Device device, const TensorRef& out, std::vector<Tensor>& keep)> make;
+  Oracle oracle;
+  std::function<Tolerance(DeviceType device)> tolerance;
+  // How many kernel configs an implementation has (Args::config runs -1,
+  // then 0 .. n-1); none swept when null or 0.
+  std::function<int(const core::OpImpl<Args>&)> configs;
+};
+
+template <class Args>
+Tensor run_close(const CloseCase<Args>& c, const core::OpImpl<Args>& impl, Device device, int config) {
+  std::vector<Tensor> keep;
+  Guarded out(c.output.shape, c.output.dtype, device);
+  Args args = c.make(device, out.ref(), keep);
+  args.config = config;
+  check(args);
+  const size_t ws_bytes = impl.workspace ? impl.workspace(args) : 0;
+  Tensor ws = ws_bytes ? Tensor::empty({static_cast<int64_t>(ws_bytes)}, DType::u8, device) : Tensor();
+  ops::run_impl(impl, args, ws.data(), Stream{});
+  synchronize(Stream{});
+  return out.fetch(c.name + " on " + impl.name + " config " + std::to_string(config));
+}
+
+template <class Args>
+void run_on_all_backends_close(const CloseCase<Args>& c) {
+  for (const auto& impl : core::OpRegistry<Args>::all()) {
+    if (impl.device == DeviceType::cuda && !cuda_available()) continue;
+    const Device device = impl.device == DeviceType::cuda ? Device::cuda(0) : Device::cpu();
+    const int n = c.configs ? c.configs(impl) : 0;
+    for (int config = -1; config < n; ++config) {
+      const Tensor got = run_close(c, impl, device, config);
+      expect_close(c.oracle, got, c.tolerance(impl.device),
+                   c.name + " [" + impl.name + (config >= 0 ? " config " + std::to_string(config) : "") + "]");
+    }
+  }
+}
+
+}  // namespace lowbit::test
