@@ -1,0 +1,66 @@
+"""lowbit: low-precision quantization kernels (C++/CUDA) for any DLPack framework.
+
+The ops mirror bitsandbytes' functional API (names, keywords, defaults) plus
+DeepSeek-V3's FP8 block quantization; ``lowbit.functional`` holds them and
+this package re-exports them::
+
+    import lowbit.functional as F            # instead of bitsandbytes.functional
+    packed, state = F.quantize_4bit(w, quant_type="nf4", compress_statistics=True)
+    w2 = F.dequantize_4bit(packed, state)
+
+Arrays of NumPy, PyTorch, CuPy or JAX, on the CPU or a CUDA GPU, are taken
+without a copy; results come back in the same framework on the same device.
+See docs/python.md.
+"""
+
+from . import _lowbit, functional
+from .functional import (
+    QuantState,
+    act_quant,
+    create_dynamic_map,
+    create_fp8_map,
+    create_linear_map,
+    create_normal_map,
+    create_quantile_map,
+    dequantize_4bit,
+    dequantize_blockwise,
+    dequantize_fp4,
+    dequantize_nf4,
+    estimate_quantiles,
+    get_4bit_type,
+    int8_vectorwise_dequant,
+    int8_vectorwise_quant,
+    quantize_4bit,
+    quantize_blockwise,
+    quantize_fp4,
+    quantize_nf4,
+    weight_dequant,
+    weight_quant,
+)
+
+__version__: str = _lowbit.__version__
+
+
+def cuda_available() -> bool:
+    """True when lowbit was built with its CUDA backend and sees a CUDA device."""
+    return bool(_lowbit.built_with_cuda) and _lowbit.cuda_device_count() > 0
+
+
+def cuda_device_count() -> int:
+    """CUDA devices lowbit sees (0 when built without CUDA)."""
+    return int(_lowbit.cuda_device_count())
+
+
+def synchronize(stream=None) -> None:
+    """Waits for the work lowbit enqueued on `stream` (default: the legacy default stream).
+
+    ``stream`` is anything the ops' ``stream=`` takes (an int handle, a
+    torch.cuda.Stream, a CuPy stream, an object with ``__cuda_stream__``).
+    """
+    from ._arrays import stream_handle
+
+    handle = stream_handle(stream)
+    _lowbit.synchronize(0 if handle is None else handle)
+
+
+__all__ = functional.__all__ + ["cuda_available", "cuda_device_count", "synchronize", "functional", "__version__"]

@@ -1,0 +1,38 @@
+"""Type stubs of the lowbit package (the functions are typed in lowbit/functional.py)."""
+
+from typing import Any, List
+
+from . import functional as functional
+from .functional import QuantState as QuantState
+from .functional import act_quant as act_quant
+from .functional import create_dynamic_map as create_dynamic_map
+from .functional import create_fp8_map as create_fp8_map
+from .functional import create_linear_map as create_linear_map
+from .functional import create_normal_map as create_normal_map
+from .functional import create_quantile_map as create_quantile_map
+from .functional import dequantize_4bit as dequantize_4bit
+from .functional import dequantize_blockwise as dequantize_blockwise
+from .functional import dequantize_fp4 as dequantize_fp4
+from .functional import dequantize_nf4 as dequantize_nf4
+from .functional import estimate_quantiles as estimate_quantiles
+from .functional import get_4bit_type as get_4bit_type
+from .functional import int8_vectorwise_dequant as int8_vectorwise_dequant
+from .functional import int8_vectorwise_quant as int8_vectorwise_quant
+from .functional import quantize_4bit as quantize_4bit
+from .functional import quantize_blockwise as quantize_blockwise
+from .functional import quantize_fp4 as quantize_fp4
+from .functional import quantize_nf4 as quantize_nf4
+from .functional import weight_dequant as weight_dequant
+from .functional import weight_quant as weight_quant
+
+__version__: str
+__all__: List[str]
+
+def cuda_available() -> bool:
+    """True when lowbit was built with its CUDA backend and sees a CUDA device."""
+
+def cuda_device_count() -> int:
+    """CUDA devices lowbit sees (0 when built without CUDA)."""
+
+def synchronize(stream: Any = None) -> None:
+    """Waits for the work lowbit enqueued on `stream` (default: the legacy default stream)."""

@@ -1,0 +1,615 @@
+"""lowbit's functional API: bitsandbytes' names, keywords and defaults.
+
+``import lowbit.functional as F`` stands in for ``import bitsandbytes.functional
+as F`` for the ops below, plus DeepSeek-V3's FP8 ``act_quant``,
+``weight_quant`` and ``weight_dequant``. Differences from bitsandbytes:
+
+- Arrays of any DLPack framework (NumPy, PyTorch, CuPy, JAX) on the CPU or a
+  CUDA GPU are taken without a copy; results come back in the framework and
+  on the device of the main input (``A`` / ``x``). Non-contiguous inputs are
+  made contiguous first (a copy); ``out=``/``absmax=`` buffers must be
+  contiguous and are written in place.
+- Code maps and ``get_4bit_type`` without a device return NumPy float32 arrays.
+- Every op takes a keyword-only ``stream=``: a ``cudaStream_t`` as an int, a
+  ``torch.cuda.Stream``, a CuPy stream or any object with ``__cuda_stream__``.
+  Left out, CUDA work goes on the current PyTorch (or CuPy) stream of the
+  input's device; JAX and other arrays get results already finished.
+- bfloat16/fp8 with NumPy: ml_dtypes arrays in and out when ml_dtypes is
+  installed, otherwise results hold the raw bits as uint16 (bfloat16) or uint8
+  (fp8), and uint8 inputs are read as float8_e4m3fn codes where an op wants them.
+- Errors: ValueError for bad arguments, TypeError for unsupported dtypes or
+  array types, RuntimeError for device failures, each with lowbit's message.
+
+The semantics (rounding, NaN/Inf, layouts) are lowbit's C++ ops: docs/formats.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple
+
+import numpy as np
+
+from . import _arrays, _lowbit
+from ._quant_state import QuantState
+
+__all__ = [
+    "QuantState",
+    "act_quant",
+    "create_dynamic_map",
+    "create_fp8_map",
+    "create_linear_map",
+    "create_normal_map",
+    "create_quantile_map",
+    "dequantize_4bit",
+    "dequantize_blockwise",
+    "dequantize_fp4",
+    "dequantize_nf4",
+    "estimate_quantiles",
+    "get_4bit_type",
+    "int8_vectorwise_dequant",
+    "int8_vectorwise_quant",
+    "quantize_4bit",
+    "quantize_blockwise",
+    "quantize_fp4",
+    "quantize_nf4",
+    "weight_dequant",
+    "weight_quant",
+]
+
+Array = Any  # an array of any DLPack framework
+
+# --------------------------------------------------------------- code maps
+
+
+def _f32(values: Any) -> np.ndarray:
+    return np.asarray(values, dtype=np.float32)
+
+
+def create_dynamic_map(signed: bool = True, max_exponent_bits: int = 7, total_bits: int = 8) -> np.ndarray:
+    """The dynamic quantization map (bitsandbytes' default 8-bit code).
+
+    A dynamic exponent and a fraction whose bit count shrinks as the exponent
+    grows (Dettmers, 8-Bit Approximations for Parallelism in Deep Learning).
+    ``signed=False`` gives the unsigned map used for Adam's second state.
+    Returns a float32 NumPy array of 256 values, sorted ascending, equal to
+    bitsandbytes' values.
+    """
+    return _f32(_lowbit.create_dynamic_map(signed, max_exponent_bits, total_bits))
+
+
+def create_linear_map(signed: bool = True, total_bits: int = 8, add_zero: bool = True) -> np.ndarray:
+    """A linear quantization map: ``linspace(-1 or 0, 1, 2**total_bits [- 1])``.
+
+    With fewer than 8 bits the values are padded with zeros in the middle to
+    256 entries (bitsandbytes' layout, not sorted then). Returns float32 NumPy.
+    """
+    return _f32(_lowbit.create_linear_map(signed, total_bits, add_zero))
+
+
+def create_normal_map(offset: float = 0.9677083, use_extra_value: bool = True) -> np.ndarray:
+    """The normal-float map behind NF4: quantiles of N(0, 1), normalized to [-1, 1].
+
+    ``Φ⁻¹(linspace(offset, 0.5, 9))[:-1]`` and the negated 8 (or 7 with
+    ``use_extra_value=False``) on the other side, zero padding to 256, sorted,
+    divided by the max. Needs no SciPy (lowbit has its own inverse normal CDF).
+    Returns float32 NumPy.
+    """
+    return _f32(_lowbit.create_normal_map(offset, use_extra_value))
+
+
+def create_fp8_map(
+    signed: bool = True, exponent_bits: int = 5, precision_bits: int = 2, total_bits: int = 8
+) -> np.ndarray:
+    """bitsandbytes' floating-point map with the given exponent and mantissa bits.
+
+    All values of the format, sorted, padded with zeros to 256, divided by the
+    max. ``exponent_bits + precision_bits`` must equal ``total_bits - signed``.
+    Returns float32 NumPy.
+    """
+    return _f32(_lowbit.create_fp8_map(signed, exponent_bits, precision_bits, total_bits))
+
+
+def create_quantile_map(A: Array, total_bits: int = 8, *, stream: Any = None) -> Array:
+    """A map from the data: ``estimate_quantiles(A, num_quantiles=2**total_bits - 1)``
+    plus 0, padded with zeros to 256, sorted, divided by max |value|.
+
+    ``A`` needs at least 256 values. Returns float32 [256] in A's framework and
+    on A's device (bitsandbytes returns a CPU tensor).
+    """
+    call = _arrays.Call("create_quantile_map", A, "A", stream)
+    out = call.result(_lowbit.quantile_map(call.arg(A, "A"), total_bits, call.stream))
+    call.done()
+    return out
+
+
+def estimate_quantiles(
+    A: Array,
+    out: Optional[Array] = None,
+    offset: float = 1 / 512,
+    num_quantiles: int = 256,
+    *,
+    stream: Any = None,
+) -> Array:
+    """Equally spaced quantiles of A's values.
+
+    The quantiles at probabilities ``linspace(offset, 1 - offset, 256)``, linear
+    interpolation between order statistics (NumPy's default method) — exact on
+    the CPU, where bitsandbytes approximates. With ``num_quantiles < 256`` and
+    the default offset, the offset becomes ``1 / (2 * num_quantiles)`` and
+    ``num_quantiles`` of the 256 are returned (bitsandbytes' selection).
+
+    Parameters
+    ----------
+    A : array
+        float32/float16/bfloat16, any shape, at least 256 values.
+    out : array, optional
+        float32 [256] buffer to fill (only with ``num_quantiles == 256``).
+    offset : float
+        Distance of the first and last quantile from 0 and 1, in (0, 0.5).
+    num_quantiles : int
+        1 to 256.
+
+    Returns
+    -------
+    float32 [num_quantiles] in A's framework and device (``out`` when given).
+    """
+    call = _arrays.Call("estimate_quantiles", A, "A", stream)
+    raw = _lowbit.estimate_quantiles(call.arg(A, "A"), call.out(out, "out"), offset, num_quantiles, call.stream)
+    call.done()
+    return out if out is not None else call.result(raw)
+
+
+def get_4bit_type(typename: str, device: Any = None, blocksize: int = 64) -> Array:
+    """The 16 values of a 4-bit data type, indexed by code.
+
+    ``typename``: ``"nf4"``, ``"fp4"`` (bitsandbytes FP4), ``"int4"``, ``"af4"``
+    (blocksize 64 only) or ``"fp4_e2m1"`` (OCP, not normalized). Normalized to
+    max |value| = 1 like bitsandbytes'.
+
+    ``device``: None (the default, unlike bitsandbytes' CUDA) or ``"cpu"`` give a
+    float32 NumPy array; ``"cuda[:N]"`` a PyTorch tensor there (CuPy without
+    PyTorch); a torch.device a PyTorch tensor; an array its framework and device.
+    """
+    values = _f32(_lowbit.get_4bit_type(typename, blocksize))
+    dev, hint = _arrays.parse_device(device)
+    return _arrays.framework_for(dev, hint).from_numpy(values, dev)
+
+
+# ------------------------------------------------------ 8-bit blockwise
+
+
+def _nested_arg(call: _arrays.Call, qs: QuantState) -> Optional[Tuple[Any, Any, Any, int]]:
+    if not qs.nested:
+        return None
+    s2 = qs.state2
+    code2 = s2.code if s2.code is not None else create_dynamic_map()
+    blocksize2 = s2.blocksize if s2.blocksize is not None else 256
+    return (call.arg(code2, "state2.code"), call.arg(s2.absmax, "state2.absmax"), call.scalar(qs.offset, "offset"),
+            int(blocksize2))
+
+
+def _input_dtype(call: _arrays.Call, A: Array, r: dict) -> Any:
+    """A's dtype object (torch.bfloat16, np.dtype, ...), or the framework's for its name."""
+    dtype = getattr(A, "dtype", None)
+    return dtype if dtype is not None else call.fw.dtype(r["dtype"])
+
+
+def _state(call: _arrays.Call, r: dict, absmax: Optional[Array], **fields: Any) -> QuantState:
+    """The QuantState of a quantize call from the C++ result dict."""
+    state_absmax = call.result(r["absmax"]) if r["absmax"] is not None else absmax
+    if "offset" not in r:
+        return QuantState(absmax=state_absmax, code=call.result(r["code"]), **fields)
+    state2 = QuantState(
+        absmax=call.result(r["absmax2"]),
+        code=call.result(r["code2"]),
+        blocksize=r["blocksize2"],
+        dtype=call.fw.dtype("float32"),
+    )
+    return QuantState(
+        absmax=state_absmax, code=call.result(r["code"]), offset=call.result(r["offset"]), state2=state2, **fields
+    )
+
+
+def quantize_blockwise(
+    A: Array,
+    code: Optional[Array] = None,
+    absmax: Optional[Array] = None,
+    out: Optional[Array] = None,
+    blocksize: int = 4096,
+    nested: bool = False,
+    *,
+    stream: Any = None,
+) -> Tuple[Array, QuantState]:
+    """Quantize A to 8 bits in blocks of ``blocksize`` values.
+
+    For each block, ``absmax = max |x|``; every value becomes the index of the
+    ``code`` entry nearest to ``x / absmax`` (``x * (1 / absmax)`` in float32).
+
+    Parameters
+    ----------
+    A : array
+        float32/float16/bfloat16, any shape.
+    code : array, optional
+        float32 [256] map sorted ascending (default: ``create_dynamic_map()``);
+        moved to A's device if needed.
+    absmax : array, optional
+        float32 [ceil(n / blocksize)] buffer for the block maxima.
+    out : array, optional
+        uint8 buffer of A's size for the codes.
+    blocksize : int
+        32, 64, ..., 4096.
+    nested : bool
+        Quantize the absmax again (double quantization): its mean is taken off
+        (``offset``, the absmax buffer is centered in place) and the rest is
+        quantized with the dynamic map and the same blocksize (``state2``).
+
+    Returns
+    -------
+    (uint8 array of A's shape, QuantState) in A's framework and device.
+    """
+    call = _arrays.Call("quantize_blockwise", A, "A", stream)
+    r = _lowbit.quantize_blockwise(
+        call.arg(A, "A"), call.opt(code, "code"), call.out(absmax, "absmax"), call.out(out, "out"),
+        blocksize, nested, call.stream,
+    )
+    q = out if out is not None else call.result(r["out"])
+    state = _state(call, r, absmax, blocksize=blocksize, shape=r["shape"], dtype=_input_dtype(call, A, r))
+    call.done()
+    return q, state
+
+
+def _out_dtype(out: Optional[Array], dtype: Any) -> str:
+    if out is not None:
+        return _arrays.dtype_name(out.dtype)
+    return _arrays.dtype_name(dtype if dtype is not None else "float32")
+
+
+def dequantize_blockwise(
+    A: Array,
+    quant_state: Optional[QuantState] = None,
+    absmax: Optional[Array] = None,
+    code: Optional[Array] = None,
+    out: Optional[Array] = None,
+    blocksize: int = 4096,
+    nested: bool = False,
+    *,
+    stream: Any = None,
+) -> Array:
+    """Dequantize 8-bit blockwise codes: ``out[i] = code[A[i]] * absmax[i // blocksize]``.
+
+    Parameters
+    ----------
+    A : array
+        uint8 codes.
+    quant_state : QuantState, optional
+        From :func:`quantize_blockwise` (nested absmax restored first). Without
+        it, ``absmax`` (float32) is required and ``code`` defaults to the
+        dynamic map, ``blocksize`` applies and the output is float32.
+    out : array, optional
+        float32/float16/bfloat16 buffer of A's size.
+
+    Returns
+    -------
+    Array of A's shape and the state's dtype (``out`` when given), in A's
+    framework and device.
+    """
+    if quant_state is None:
+        if absmax is None:
+            raise ValueError("dequantize_blockwise: quant_state or absmax is required (got neither)")
+        quant_state = QuantState(absmax=absmax, code=code, blocksize=blocksize, dtype="float32")
+    call = _arrays.Call("dequantize_blockwise", A, "A", stream)
+    qs = quant_state
+    raw = _lowbit.dequantize_blockwise(
+        call.arg(A, "A"),
+        call.arg(qs.absmax, "absmax"),
+        call.arg(qs.code if qs.code is not None else create_dynamic_map(), "code"),
+        int(qs.blocksize) if qs.blocksize is not None else blocksize,
+        _nested_arg(call, qs),
+        call.out(out, "out"),
+        _out_dtype(out, qs.dtype),
+        call.stream,
+    )
+    call.done()
+    return out if out is not None else call.result(raw)
+
+
+# ------------------------------------------------------------------- 4-bit
+
+
+def _storage_view(call: _arrays.Call, packed: Array, quant_storage: Any) -> Array:
+    """The packed uint8 [(n+1)//2, 1] codes seen as quant_storage [m, 1] (bitsandbytes)."""
+    if quant_storage is None or _arrays.dtype_name(quant_storage) == "uint8":
+        return packed
+    name = _arrays.dtype_name(quant_storage)
+    size = np.dtype(np.uint16 if name == "bfloat16" else np.uint8 if name in _arrays._FP8 else name).itemsize
+    nbytes = int(np.prod(packed.shape))
+    if nbytes % size:
+        raise ValueError(
+            f"quantize_4bit: {nbytes} packed bytes do not fill whole {name} elements (quant_storage); "
+            f"use uint8 or an element count that does"
+        )
+    if call.fw is _arrays.TORCH:
+        return packed.view(-1).view(call.fw.dtype(name)).view(-1, 1)
+    if call.fw is _arrays.NUMPY:
+        return packed.reshape(-1).view(_arrays._numpy_dtype(name)).reshape(-1, 1)
+    raise TypeError(f"quantize_4bit: quant_storage other than uint8 needs NumPy or PyTorch arrays (got {call.fw.name})")
+
+
+def quantize_4bit(
+    A: Array,
+    absmax: Optional[Array] = None,
+    out: Optional[Array] = None,
+    blocksize: int = 64,
+    compress_statistics: bool = False,
+    quant_type: str = "fp4",
+    quant_storage: Any = None,
+    *,
+    stream: Any = None,
+) -> Tuple[Array, QuantState]:
+    """Quantize A to 4-bit NF4 or FP4 in blocks of ``blocksize`` values.
+
+    Per block ``absmax = max |x|``; each ``x * (1 / absmax)`` gets the 4-bit code
+    of the nearest NF4 value (the lower one at a midpoint) or bitsandbytes' FP4
+    decision tree; two codes per byte, the even element in the high nibble.
+
+    Parameters
+    ----------
+    A : array
+        float32/float16/bfloat16, any shape (n values).
+    absmax : array, optional
+        float32 [ceil(n / blocksize)] buffer for the block maxima.
+    out : array, optional
+        Buffer of (n + 1) // 2 bytes for the packed codes (any dtype).
+    blocksize : int
+        32, 64, ..., 4096.
+    compress_statistics : bool
+        Double quantization: the absmax is centered (``offset``) and quantized
+        to 8 bits with the dynamic map in blocks of 256 (``state2``).
+    quant_type : str
+        ``"fp4"`` (bitsandbytes' default) or ``"nf4"``.
+    quant_storage : dtype, optional
+        The dtype the packed bytes are viewed as (default uint8), shape [m, 1].
+
+    Returns
+    -------
+    (packed [(n + 1) // 2, 1] uint8, QuantState with shape and dtype of A), in
+    A's framework and device.
+    """
+    call = _arrays.Call("quantize_4bit", A, "A", stream)
+    r = _lowbit.quantize_4bit(
+        call.arg(A, "A"), call.out(absmax, "absmax"), call.out(out, "out", "bytes"), blocksize,
+        compress_statistics, quant_type, call.stream,
+    )
+    packed = out if out is not None else _storage_view(call, call.result(r["out"]), quant_storage)
+    state = _state(call, r, absmax, blocksize=blocksize, shape=r["shape"], dtype=_input_dtype(call, A, r),
+                   quant_type=quant_type)
+    call.done()
+    return packed, state
+
+
+def quantize_fp4(
+    A: Array,
+    absmax: Optional[Array] = None,
+    out: Optional[Array] = None,
+    blocksize: int = 64,
+    compress_statistics: bool = False,
+    quant_storage: Any = None,
+    *,
+    stream: Any = None,
+) -> Tuple[Array, QuantState]:
+    """:func:`quantize_4bit` with ``quant_type="fp4"``."""
+    return quantize_4bit(A, absmax, out, blocksize, compress_statistics, "fp4", quant_storage, stream=stream)
+
+
+def quantize_nf4(
+    A: Array,
+    absmax: Optional[Array] = None,
+    out: Optional[Array] = None,
+    blocksize: int = 64,
+    compress_statistics: bool = False,
+    quant_storage: Any = None,
+    *,
+    stream: Any = None,
+) -> Tuple[Array, QuantState]:
+    """:func:`quantize_4bit` with ``quant_type="nf4"``."""
+    return quantize_4bit(A, absmax, out, blocksize, compress_statistics, "nf4", quant_storage, stream=stream)
+
+
+def dequantize_4bit(
+    A: Array,
+    quant_state: Optional[QuantState] = None,
+    absmax: Optional[Array] = None,
+    out: Optional[Array] = None,
+    blocksize: int = 64,
+    quant_type: str = "fp4",
+    *,
+    stream: Any = None,
+) -> Array:
+    """Dequantize packed NF4/FP4 codes: ``out[i] = table[code(i)] * absmax[i // blocksize]``.
+
+    Parameters
+    ----------
+    A : array
+        The packed codes (uint8, or any ``quant_storage`` dtype holding them).
+    quant_state : QuantState, optional
+        From :func:`quantize_4bit`: gives shape, dtype, blocksize, quant_type
+        and the (possibly nested) absmax. Without it, ``absmax`` and ``out``
+        are required and ``blocksize``/``quant_type`` apply.
+    out : array, optional
+        float32/float16/bfloat16 buffer of the original shape.
+
+    Returns
+    -------
+    The original shape and dtype (``out`` when given), in A's framework and
+    device. (bitsandbytes transposes the result when ``A.shape[0] == 1``;
+    lowbit does not.)
+    """
+    if quant_state is None:
+        if absmax is None or out is None:
+            raise ValueError("dequantize_4bit: without quant_state, absmax and out are both required")
+        quant_state = QuantState(
+            absmax=absmax, shape=tuple(out.shape), dtype=out.dtype, blocksize=blocksize, quant_type=quant_type
+        )
+    qs = quant_state
+    if qs.shape is None:
+        raise ValueError("dequantize_4bit: quant_state.shape is required (got None)")
+    call = _arrays.Call("dequantize_4bit", A, "A", stream)
+    raw = _lowbit.dequantize_4bit(
+        call.arg(A, "A", "bytes"),
+        call.arg(qs.absmax, "absmax"),
+        qs.quant_type or quant_type,
+        int(qs.blocksize) if qs.blocksize is not None else blocksize,
+        _nested_arg(call, qs),
+        [int(d) for d in qs.shape],
+        call.out(out, "out"),
+        _out_dtype(out, qs.dtype),
+        call.stream,
+    )
+    call.done()
+    return out if out is not None else call.result(raw)
+
+
+def dequantize_fp4(
+    A: Array,
+    quant_state: Optional[QuantState] = None,
+    absmax: Optional[Array] = None,
+    out: Optional[Array] = None,
+    blocksize: int = 64,
+    *,
+    stream: Any = None,
+) -> Array:
+    """:func:`dequantize_4bit` with ``quant_type="fp4"``."""
+    return dequantize_4bit(A, quant_state, absmax, out, blocksize, "fp4", stream=stream)
+
+
+def dequantize_nf4(
+    A: Array,
+    quant_state: Optional[QuantState] = None,
+    absmax: Optional[Array] = None,
+    out: Optional[Array] = None,
+    blocksize: int = 64,
+    *,
+    stream: Any = None,
+) -> Array:
+    """:func:`dequantize_4bit` with ``quant_type="nf4"``."""
+    return dequantize_4bit(A, quant_state, absmax, out, blocksize, "nf4", stream=stream)
+
+
+# --------------------------------------------------------------- int8
+
+
+def int8_vectorwise_quant(A: Array, threshold: float = 0.0, *, stream: Any = None) -> Tuple[Array, Array, Optional[Array]]:
+    """LLM.int8 row-wise quantization.
+
+    ``row_stats[r] = max |A[r, :]|`` over the non-outlier entries;
+    ``out_row = round(A * (127 / row_stats[r]))`` (half to even). With
+    ``threshold > 0``, entries with ``|a| >= threshold`` are outliers: their
+    columns are zeroed in ``out_row`` and listed in ``outlier_cols``.
+
+    Parameters
+    ----------
+    A : array
+        float32/float16/bfloat16 [..., K]; rows are all leading dimensions.
+    threshold : float
+        Outlier threshold (0 disables).
+
+    Returns
+    -------
+    (out_row int8 of A's shape, row_stats float32 [rows], outlier_cols int64
+    ascending, or None when threshold is 0), in A's framework and device.
+    """
+    call = _arrays.Call("int8_vectorwise_quant", A, "A", stream)
+    values, stats, cols = _lowbit.int8_vectorwise_quant(call.arg(A, "A"), threshold, call.stream)
+    result = call.result(values), call.result(stats), call.result(cols)
+    call.done()
+    return result
+
+
+def int8_vectorwise_dequant(A: Array, stats: Array, *, dtype: Any = None, stream: Any = None) -> Array:
+    """LLM.int8 row-wise dequantization: ``A * stats[r] * (1 / 127)`` (float32 math).
+
+    ``A`` int8 [..., K], ``stats`` float32 [rows]. ``dtype``: the output dtype
+    (float32 by default, as bitsandbytes; float16/bfloat16 allowed).
+    """
+    call = _arrays.Call("int8_vectorwise_dequant", A, "A", stream)
+    raw = _lowbit.int8_vectorwise_dequant(call.arg(A, "A"), call.arg(stats, "stats"), _out_dtype(None, dtype),
+                                          call.stream)
+    call.done()
+    return call.result(raw)
+
+
+# ------------------------------------------------------------ FP8 (DeepSeek)
+
+
+def act_quant(x: Array, block_size: int = 128, scale_fmt: Optional[str] = None, *, stream: Any = None) -> Tuple[Array, Array]:
+    """DeepSeek-V3 activation quantization to FP8 in 1 x ``block_size`` blocks.
+
+    For every ``block_size`` contiguous values of the last dimension:
+    ``s = max(amax, 1e-4) / 448`` and ``y = float8_e4m3fn(x / s)`` (round to
+    nearest even, saturating at ±448). ``scale_fmt="ue8m0"`` rounds each ``s``
+    up to a power of two.
+
+    Parameters
+    ----------
+    x : array
+        float32/float16/bfloat16 [..., K], K divisible by ``block_size``.
+    block_size : int
+        A power of two from 16 to 1024.
+    scale_fmt : str, optional
+        None or ``"ue8m0"``.
+
+    Returns
+    -------
+    (y float8_e4m3fn of x's shape, s float32 [..., K // block_size]) in x's
+    framework and device. NumPy without ml_dtypes: y holds the fp8 bits as uint8.
+    """
+    if scale_fmt not in (None, "ue8m0"):
+        raise ValueError(f"act_quant: scale_fmt must be None or 'ue8m0' (got {scale_fmt!r})")
+    call = _arrays.Call("act_quant", x, "x", stream)
+    y, s = _lowbit.act_quant(call.arg(x, "x"), block_size, scale_fmt == "ue8m0", call.stream)
+    result = call.result(y), call.result(s)
+    call.done()
+    return result
+
+
+def weight_quant(x: Array, block_size: int = 128, *, stream: Any = None) -> Tuple[Array, Array]:
+    """DeepSeek-V3 weight quantization to FP8 in ``block_size`` x ``block_size`` tiles.
+
+    Per tile ``s = max(amax, 1e-4) / 448``, ``y = float8_e4m3fn(x / s)``; edge
+    tiles of N, K not divisible by the block are smaller, not padded.
+
+    Returns
+    -------
+    (y float8_e4m3fn [N, K], s float32 [ceil(N / block), ceil(K / block)]) in
+    x's framework and device — ``s`` is the checkpoint's ``weight_scale_inv``.
+    """
+    call = _arrays.Call("weight_quant", x, "x", stream)
+    y, s = _lowbit.weight_quant(call.arg(x, "x"), block_size, call.stream)
+    result = call.result(y), call.result(s)
+    call.done()
+    return result
+
+
+def weight_dequant(x: Array, s: Array, block_size: int = 128, *, dtype: Any = None, stream: Any = None) -> Array:
+    """DeepSeek-V3 weight dequantization: ``y[r, c] = float(x[r, c]) * s[r // block, c // block]``.
+
+    Parameters
+    ----------
+    x : array
+        float8_e4m3fn [N, K] (or its bits as uint8); N, K need not divide by the block.
+    s : array
+        float32 [ceil(N / block_size), ceil(K / block_size)].
+    dtype : optional
+        Output dtype: float32/float16/bfloat16. Default: torch.get_default_dtype()
+        for PyTorch inputs (as DeepSeek's kernel), float32 otherwise.
+    """
+    call = _arrays.Call("weight_dequant", x, "x", stream)
+    if dtype is None and call.fw is _arrays.TORCH:
+        import torch
+
+        dtype = torch.get_default_dtype()
+    view_as = "float8_e4m3fn" if _arrays.dtype_name(x.dtype) == "uint8" else ""
+    raw = _lowbit.weight_dequant(call.arg(x, "x", view_as), call.arg(s, "s"), block_size, _out_dtype(None, dtype),
+                                 call.stream)
+    call.done()
+    return call.result(raw)

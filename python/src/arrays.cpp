@@ -1,0 +1,207 @@
+#include "arrays.h"
+
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <string_view>
+
+#include "capi/capi.h"
+#include "core/check.h"
+
+namespace lowbit::python {
+namespace {
+
+using core::cat;
+
+// --- tracing: which memory the ops read and wrote (tests check zero-copy) ---
+// Touched only with the GIL held (argument conversion and export).
+struct TraceRecord {
+  std::string op, arg;
+  uintptr_t ptr;
+  std::string device;
+};
+bool g_tracing = false;
+std::vector<TraceRecord> g_trace;
+
+void trace(const char* op, const char* arg, const void* ptr, Device device) {
+  if (g_tracing) g_trace.push_back({op, arg, reinterpret_cast<uintptr_t>(ptr), device.str()});
+}
+
+// DLPack codes of the lowbit dtypes a caller may name in `as`.
+DLDataType dl_type_of(DType d) {
+  switch (d) {
+    case DType::f32: return {kDLFloat, 32, 1};
+    case DType::f16: return {kDLFloat, 16, 1};
+    case DType::bf16: return {kDLBfloat, 16, 1};
+    case DType::f8_e4m3: return {LOWBIT_DL_FLOAT8_E4M3FN, 8, 1};
+    case DType::f8_e5m2: return {LOWBIT_DL_FLOAT8_E5M2, 8, 1};
+    case DType::i8: return {kDLInt, 8, 1};
+    case DType::u8: return {kDLUInt, 8, 1};
+    case DType::i32: return {kDLInt, 32, 1};
+    case DType::i64: return {kDLInt, 64, 1};
+    default: break;
+  }
+  core::fail(ErrorCode::unsupported_dtype, cat("lowbit: dtype ", dtype_name(d), " cannot cross the Python boundary"));
+}
+
+template <class Array>
+bool row_major(const Array& a) {
+  int64_t expected = 1;
+  for (size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expected) return false;
+    expected *= static_cast<int64_t>(a.shape(i));
+  }
+  return true;
+}
+
+template <class Array>
+TensorRef convert(const char* op, const char* arg, const Array& a, const std::string& as) {
+  DLTensor t{};
+  t.data = const_cast<void*>(static_cast<const void*>(a.data()));  // data() includes byte_offset
+  t.device = DLDevice{static_cast<DLDeviceType>(a.device_type()), a.device_id()};
+  t.ndim = static_cast<int>(a.ndim());
+  t.dtype = DLDataType{a.dtype().code, a.dtype().bits, a.dtype().lanes};
+  t.shape = const_cast<int64_t*>(a.shape_ptr());
+  t.strides = const_cast<int64_t*>(a.stride_ptr());
+  t.byte_offset = 0;
+
+  TensorRef ref;
+  if (as.empty()) {
+    ref = capi::to_ref(op, arg, &t);
+  } else if (as == "bytes") {
+    // Packed 4-bit codes stored in another dtype (bitsandbytes' quant_storage):
+    // the memory as flat uint8, whatever the element type.
+    LOWBIT_REQUIRE(row_major(a), ErrorCode::invalid_argument, op, ": ", arg, " must be contiguous");
+    int64_t nbytes = static_cast<int64_t>(a.nbytes());
+    t.dtype = DLDataType{kDLUInt, 8, 1};
+    t.ndim = 1;
+    t.shape = &nbytes;
+    t.strides = nullptr;
+    ref = capi::to_ref(op, arg, &t);
+  } else {
+    const DType d = parse_dtype_arg(op, arg, as);
+    const DLDataType want = dl_type_of(d);
+    LOWBIT_REQUIRE(t.dtype.bits == want.bits && t.dtype.lanes == 1, ErrorCode::unsupported_dtype, op, ": ", arg,
+                   " viewed as ", as, " must hold ", static_cast<int>(want.bits), "-bit elements (got ",
+                   static_cast<int>(t.dtype.bits), "-bit DLPack type code ", static_cast<int>(t.dtype.code), ")");
+    t.dtype = want;
+    ref = capi::to_ref(op, arg, &t);
+  }
+  trace(op, arg, ref.data, ref.device);
+  return ref;
+}
+
+// The DLPack dtype a tensor is exported as (see to_py).
+nb::dlpack::dtype export_type(DType d) {
+  using nb::dlpack::dtype_code;
+  auto dt = [](dtype_code c, int bits) {
+    return nb::dlpack::dtype{static_cast<uint8_t>(c), static_cast<uint8_t>(bits), 1};
+  };
+  switch (d) {
+    case DType::f32: return dt(dtype_code::Float, 32);
+    case DType::f16: return dt(dtype_code::Float, 16);
+    case DType::bf16: return dt(dtype_code::Int, 16);
+    case DType::f8_e4m3:
+    case DType::f8_e5m2:
+    case DType::u8: return dt(dtype_code::UInt, 8);
+    case DType::i8: return dt(dtype_code::Int, 8);
+    case DType::i32: return dt(dtype_code::Int, 32);
+    case DType::i64: return dt(dtype_code::Int, 64);
+    default: break;
+  }
+  core::fail(ErrorCode::internal, cat("lowbit: cannot export a ", dtype_name(d), " tensor to Python"));
+}
+
+}  // namespace
+
+DType parse_dtype_arg(const char* op, const char* arg, const std::string& name) {
+  DType d{};
+  LOWBIT_REQUIRE(parse_dtype(name, &d), ErrorCode::unsupported_dtype, op, ": ", arg, " '", name,
+                 "' is not a lowbit dtype (float32, float16, bfloat16, float8_e4m3fn, float8_e5m2, int8, uint8, "
+                 "int32, int64)");
+  return d;
+}
+
+TensorRef to_ref(const char* op, const char* arg, const InArray& a) { return convert(op, arg, a.first, a.second); }
+TensorRef to_ref(const char* op, const char* arg, const OutArray& a) { return convert(op, arg, a.first, a.second); }
+TensorRef to_ref(const char* op, const char* arg, const std::optional<InArray>& a) {
+  return a ? to_ref(op, arg, *a) : TensorRef{};
+}
+
+nb::tuple to_py(const Tensor& t, const char* what) {
+  const nb::dlpack::dtype dt = export_type(t.dtype());
+  std::vector<size_t> shape(t.sizes().begin(), t.sizes().end());
+  auto* owned = new Tensor(t);
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  const int device_type = t.device().is_cuda() ? static_cast<int>(kDLCUDA) : static_cast<int>(kDLCPU);
+  trace("", what, t.data(), t.device());
+  // Host memory as a writable NumPy array (through the buffer protocol; a
+  // NumPy array made from a DLPack capsule would be read-only), device memory
+  // as a plain DLPack capsule, to which _arrays.py gives the __dlpack__ /
+  // __dlpack_device__ methods the frameworks import from.
+  nb::object array;
+  if (t.device().is_cpu()) {
+    array = nb::cast(nb::ndarray<nb::numpy>(t.data(), shape.size(), shape.data(), owner, nullptr, dt, device_type),
+                     nb::rv_policy::reference);
+  } else {
+    array =
+        nb::cast(nb::ndarray<>(t.data(), shape.size(), shape.data(), owner, nullptr, dt, device_type, t.device().index),
+                 nb::rv_policy::reference);
+  }
+  return nb::make_tuple(array, std::string(dtype_name(t.dtype())), device_type, t.device().index);
+}
+
+Device to_device(const std::string& type, int index) {
+  if (type == "cpu") return Device::cpu();
+  LOWBIT_REQUIRE(type == "cuda", ErrorCode::invalid_argument, "lowbit: device type must be cpu or cuda (got '", type,
+                 "')");
+  LOWBIT_REQUIRE(index >= 0, ErrorCode::invalid_argument, "lowbit: cuda device index must be >= 0 (got ", index, ")");
+  return Device::cuda(index);
+}
+
+TensorRef place(const TensorRef& t, Device device, Stream stream, std::vector<Tensor>& keep) {
+  if (!t.present() || t.device == device) return t;
+  keep.push_back(without_gil([&] { return Tensor::copy_of(t, device, stream); }));
+  return keep.back().ref();
+}
+
+Tensor workspace(size_t bytes, Device device) {
+  if (bytes == 0) return Tensor();
+  return Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device);
+}
+
+void bind_arrays(nb::module_& m) {
+  m.def(
+      "to_device",
+      [](const InArray& a, const std::string& type, int index, uintptr_t stream) {
+        const TensorRef ref = to_ref("to_device", "array", a);
+        const Device device = to_device(type, index);
+        return to_py(without_gil([&] { return Tensor::copy_of(ref, device, to_stream(stream)); }));
+      },
+      nb::arg("array"), nb::arg("device_type"), nb::arg("device_index"), nb::arg("stream") = 0,
+      "A contiguous copy of `array` on the device (device_type 'cpu' or 'cuda'), as exported tensors.");
+  m.def(
+      "synchronize", [](uintptr_t stream) { without_gil([&] { synchronize(to_stream(stream)); }); },
+      nb::arg("stream") = 0, "Waits for the work enqueued on a CUDA stream (0: the default stream).");
+  m.def("cuda_device_count", &cuda_device_count, "CUDA devices visible to lowbit (0 without the CUDA backend).");
+#if defined(LOWBIT_WITH_CUDA)
+  m.attr("built_with_cuda") = true;
+#else
+  m.attr("built_with_cuda") = false;
+#endif
+  m.def(
+      "_trace",
+      [](bool enable) {
+        std::vector<std::tuple<std::string, std::string, uintptr_t, std::string>> out;
+        for (const TraceRecord& r : g_trace) out.emplace_back(r.op, r.arg, r.ptr, r.device);
+        g_trace.clear();
+        g_tracing = enable;
+        return out;
+      },
+      nb::arg("enable"),
+      "Testing aid: returns the (op, argument, data pointer, device) records gathered since the last call, clears "
+      "them and turns recording on or off. Arguments are recorded as the op sees them, outputs as handed out.");
+}
+
+}  // namespace lowbit::python

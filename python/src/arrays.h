@@ -1,0 +1,84 @@
+// Arrays across the Python boundary: DLPack in (nb::ndarray, zero-copy), owned
+// lowbit::Tensors out (zero-copy, the array keeps the tensor alive), streams,
+// and the helper that runs an op with the GIL released. The Python layer
+// (lowbit/_arrays.py) turns framework objects into these and back.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lowbit/ops/quant.h"
+#include "lowbit/tensor.h"
+
+namespace lowbit::python {
+
+namespace nb = nanobind;
+
+// An array argument as lowbit/_arrays.py passes it: (array, as) where `as` is
+//   ""       the dtype DLPack gives,
+//   a name   a lowbit dtype of the same width that the elements really hold
+//            (NumPy shows bfloat16 as uint16, fp8 as uint8; see _arrays.py),
+//   "bytes"  the array's memory as flat uint8 (4-bit codes in any storage dtype).
+using InArray = std::pair<nb::ndarray<nb::ro>, std::string>;
+// The same for outputs the caller provides (out=, absmax=): must be writable.
+using OutArray = std::pair<nb::ndarray<>, std::string>;
+
+// A TensorRef over the array's memory. Throws lowbit::Error naming op and arg.
+TensorRef to_ref(const char* op, const char* arg, const InArray& a);
+TensorRef to_ref(const char* op, const char* arg, const OutArray& a);
+// Absent (a default TensorRef) when not given.
+TensorRef to_ref(const char* op, const char* arg, const std::optional<InArray>& a);
+
+// (array, dtype name, DLPack device type, device index): `t` handed to
+// Python without a copy — a NumPy array for host memory, a DLPack capsule for
+// device memory — that owns a reference to the tensor. bfloat16 travels as
+// int16 and fp8 as uint8 (what every framework can import); the name says what
+// the bits are.
+nb::tuple to_py(const Tensor& t, const char* what = "out");
+
+// A cudaStream_t handle from Python (0: the legacy default stream).
+inline Stream to_stream(uintptr_t handle) { return Stream{reinterpret_cast<void*>(handle)}; }
+
+Device to_device(const std::string& type, int index);
+
+// `t` where it is, or a copy on `device` kept alive in `keep` (for small
+// auxiliary tensors such as code maps, as bitsandbytes moves `code`).
+TensorRef place(const TensorRef& t, Device device, Stream stream, std::vector<Tensor>& keep);
+
+// Scratch of `bytes` on `device` (undefined when 0).
+Tensor workspace(size_t bytes, Device device);
+
+// check + workspace + run with the GIL released (CPU ops run OpenMP threads).
+template <class Args>
+void run_op(const Args& args, Device device, Stream stream) {
+  nb::gil_scoped_release release;
+  check(args);
+  const Tensor ws = workspace(workspace_size(args), device);
+  run(args, ws.data(), stream);
+}
+
+// Calls f() with the GIL released.
+template <class F>
+auto without_gil(F&& f) {
+  nb::gil_scoped_release release;
+  return f();
+}
+
+// Parses a lowbit dtype name ("float32", "bfloat16", ...); throws
+// unsupported_dtype naming `op` and `arg` otherwise.
+DType parse_dtype_arg(const char* op, const char* arg, const std::string& name);
+
+void bind_arrays(nb::module_& m);
+void bind_quant(nb::module_& m);
+void bind_quant_state(nb::module_& m);
+
+}  // namespace lowbit::python
