@@ -9,5 +9,8 @@ namespace lowbit::cli {
 
 void add_demo_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
+void add_dequantize_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
 
 }  // namespace lowbit::cli

@@ -1,7 +1,10 @@
 // `lowbit demo`: quantizes a synthetic Llama-3-8B-like decoder layer into
 // every format lowbit implements and prints, per format, what it costs to
 // store, how far the round trip lands from the original weights, and how fast
-// both directions run.
+// both directions run. Then the checkpoint path (demo_checkpoint.cpp): the
+// same layer written as a safetensors folder in a temporary folder, run
+// through `lowbit quantize` into every checkpoint format, reported from the
+// files written.
 //
 // The weights are generated here (deterministic from --seed, independent of
 // the thread count); every number in the table comes from the library's
@@ -23,6 +26,7 @@
 #include "commands.h"
 #include "core/check.h"
 #include "core/float_convert.h"
+#include "demo_checkpoint.h"
 #include "lowbit/code_maps.h"
 #include "lowbit/error.h"
 #include "lowbit/ops/quant.h"
@@ -407,6 +411,7 @@ struct DemoOptions {
   std::string device = "auto";
   double scale = 0.0;  // 0: the device's default
   uint64_t seed = 0;
+  bool no_checkpoint = false;  // skip the checkpoint path (demo_checkpoint.cpp)
 };
 
 bool cuda_available() {
@@ -523,6 +528,11 @@ void run_demo(const DemoOptions& o) {
       "      (outputs and scratch allocated beforehand; quant includes the nested step).\n",
       with_commas(params).c_str(), weight_rms);
   if (fell_back) std::printf("*: no %s kernel for this format yet; ran on the CPU.\n", device.str().c_str());
+  if (!o.no_checkpoint) {
+    std::vector<DemoWeight> layer;
+    for (const Weight& w : weights) layer.push_back({w.name, &w.host});
+    run_checkpoint_demo(layer, device);
+  }
   std::printf("total time: %.1f s\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
@@ -543,6 +553,8 @@ void add_demo_command(CLI::App& app) {
                       : std::string("Shrink every dimension by this factor, in (0, 1] (default 1: the full layer)"))
       ->check(CLI::Range(1e-4, 1.0));
   cmd->add_option("--seed", opts->seed, "Seed of the synthetic weights")->capture_default_str();
+  cmd->add_flag("--no-checkpoint", opts->no_checkpoint,
+                "Skip the checkpoint path (the layer written as safetensors and quantized by `lowbit quantize`)");
   cmd->callback([opts] { run_demo(*opts); });
 }
 

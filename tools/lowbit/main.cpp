@@ -11,6 +11,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   lowbit::cli::add_demo_command(app);
   lowbit::cli::add_bench_command(app);
+  lowbit::cli::add_quantize_command(app);
+  lowbit::cli::add_dequantize_command(app);
+  lowbit::cli::add_inspect_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

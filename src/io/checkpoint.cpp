@@ -1,0 +1,134 @@
+// Checkpoint: a safetensors file or a Hugging Face folder (single file, or
+// shards listed by *.safetensors.index.json), every header validated and
+// every tensor name resolved to exactly one file.
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "core/check.h"
+#include "io/fs_util.h"
+#include "lowbit/io.h"
+
+namespace lowbit::io {
+
+using core::cat;
+
+namespace {
+
+constexpr std::string_view kIndexSuffix = ".safetensors.index.json";
+
+bool has_suffix(const std::string& s, std::string_view suffix) {
+  return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The shard names an index lists, in order of first appearance, each a
+// plain file name inside the folder (never a path leading out of it).
+std::vector<std::string> shards_of_index(const std::filesystem::path& index, const nlohmann::json& j,
+                                         std::map<std::string, std::string>* weight_map) {
+  const std::string label = index.string();
+  LOWBIT_REQUIRE(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), ErrorCode::format_error,
+                 label, ": an index must be a JSON object with a \"weight_map\" object");
+  std::vector<std::string> shards;
+  for (const auto& [name, file] : j["weight_map"].items()) {
+    LOWBIT_REQUIRE(file.is_string(), ErrorCode::format_error, label, ": weight_map['", name,
+                   "'] must be a file name (got ", file.dump(), ")");
+    const std::string f = file.get<std::string>();
+    LOWBIT_REQUIRE(
+        !f.empty() && f.find('/') == std::string::npos && f.find('\\') == std::string::npos && f != "." && f != "..",
+        ErrorCode::format_error, label, ": weight_map['", name, "'] = '", f, "' must name a file in the same folder");
+    (*weight_map)[name] = f;
+    if (std::find(shards.begin(), shards.end(), f) == shards.end()) shards.push_back(f);
+  }
+  LOWBIT_REQUIRE(!shards.empty(), ErrorCode::format_error, label, ": weight_map is empty");
+  return shards;
+}
+
+}  // namespace
+
+Checkpoint Checkpoint::open(const std::filesystem::path& path) {
+  Checkpoint c;
+  c.path_ = path;
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  LOWBIT_REQUIRE(!ec && std::filesystem::exists(status), ErrorCode::io_error, path.string(),
+                 ": no such file or folder");
+  std::map<std::string, std::string> weight_map;
+  if (std::filesystem::is_directory(status)) {
+    c.folder_ = true;
+    std::vector<std::string> indexes, files;
+    for (const auto& e : std::filesystem::directory_iterator(path)) {
+      const std::string name = e.path().filename().string();
+      if (!e.is_regular_file() || name.starts_with(".")) continue;  // also skips lowbit's own temporaries
+      if (has_suffix(name, kIndexSuffix))
+        indexes.push_back(name);
+      else if (has_suffix(name, ".safetensors"))
+        files.push_back(name);
+    }
+    std::sort(indexes.begin(), indexes.end());
+    std::sort(files.begin(), files.end());
+    LOWBIT_REQUIRE(indexes.size() <= 1, ErrorCode::format_error, path.string(), ": more than one index (", indexes[0],
+                   ", ", indexes[1], "): which checkpoint is meant is unclear");
+    if (!indexes.empty()) {
+      c.index_name_ = indexes[0];
+      const std::filesystem::path index = path / c.index_name_;
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(detail::read_text(index));
+      } catch (const nlohmann::json::exception& e) {
+        core::fail(ErrorCode::format_error, cat(index.string(), ": not valid JSON (", e.what(), ")"));
+      }
+      files = shards_of_index(index, j, &weight_map);
+    }
+    LOWBIT_REQUIRE(!files.empty(), ErrorCode::format_error, path.string(),
+                   ": no .safetensors file in this folder (other weight formats are not read)");
+    for (const std::string& f : files) c.files_.push_back(SafetensorsFile::open(path / f));
+  } else {
+    c.files_.push_back(SafetensorsFile::open(path));
+  }
+
+  for (size_t i = 0; i < c.files_.size(); ++i) {
+    const std::string file = c.files_[i].path().filename().string();
+    for (const TensorInfo& t : c.files_[i].tensors()) {
+      const auto [it, fresh] = c.where_.emplace(t.name, i);
+      LOWBIT_REQUIRE(fresh, ErrorCode::format_error, path.string(), ": tensor '", t.name, "' is in both ",
+                     c.files_[it->second].path().filename().string(), " and ", file);
+      if (!c.index_name_.empty()) {
+        const auto w = weight_map.find(t.name);
+        LOWBIT_REQUIRE(w != weight_map.end() && w->second == file, ErrorCode::format_error,
+                       (path / c.index_name_).string(), ": tensor '", t.name, "' is in ", file, " but the index ",
+                       w == weight_map.end() ? std::string("does not list it") : cat("places it in ", w->second));
+      }
+    }
+  }
+  for (const auto& [name, file] : weight_map) {
+    LOWBIT_REQUIRE(c.where_.count(name) != 0, ErrorCode::format_error, (path / c.index_name_).string(), ": tensor '",
+                   name, "' is listed in ", file, " but that file does not hold it");
+  }
+  return c;
+}
+
+const SafetensorsFile* Checkpoint::file_of(std::string_view name) const {
+  const auto it = where_.find(name);
+  return it == where_.end() ? nullptr : &files_[it->second];
+}
+
+const TensorInfo* Checkpoint::find(std::string_view name) const {
+  const SafetensorsFile* f = file_of(name);
+  return f ? f->find(name) : nullptr;
+}
+
+std::vector<std::string> Checkpoint::names() const {
+  std::vector<std::string> v;
+  for (const auto& [name, _] : where_) v.push_back(name);
+  return v;
+}
+
+std::string Checkpoint::config_text() const {
+  if (!folder_) return {};
+  const std::filesystem::path config = path_ / "config.json";
+  return std::filesystem::is_regular_file(config) ? detail::read_text(config) : std::string();
+}
+
+}  // namespace lowbit::io

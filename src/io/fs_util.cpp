@@ -1,0 +1,183 @@
+#include "io/fs_util.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "core/check.h"
+
+namespace lowbit::io::detail {
+
+using core::cat;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Extensions of weight files in formats other than safetensors: copying
+// them would carry the unconverted weights along.
+constexpr std::string_view kOtherWeights[] = {".bin",       ".pt",   ".pth",  ".ckpt",       ".h5",
+                                              ".msgpack",   ".onnx", ".gguf", ".tflite",     ".ot",
+                                              ".onnx_data", ".npz",  ".pkl",  ".safetensors"};
+
+bool is_other_weights(const fs::path& p) {
+  const std::string ext = p.extension().string();
+  return std::find(std::begin(kOtherWeights), std::end(kOtherWeights), ext) != std::end(kOtherWeights);
+}
+
+// `child` equals `parent` or lies inside it (both absolute and normalized).
+bool is_within(const fs::path& child, const fs::path& parent) {
+  auto c = child.begin();
+  for (auto p = parent.begin(); p != parent.end(); ++p, ++c) {
+    if (p->empty()) continue;  // a trailing separator
+    if (c == child.end() || *c != *p) return false;
+  }
+  return true;
+}
+
+fs::path normalized(const fs::path& p) {
+  std::error_code ec;
+  fs::path n = fs::weakly_canonical(fs::absolute(p), ec);
+  return ec ? fs::absolute(p).lexically_normal() : n;
+}
+
+std::string unique_suffix() {
+  static std::atomic<unsigned> counter{0};
+  return cat(::getpid(), "-", counter.fetch_add(1));
+}
+
+}  // namespace
+
+std::string read_text(const fs::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  LOWBIT_REQUIRE(f.good(), ErrorCode::io_error, path.string(), ": cannot open for reading (", std::strerror(errno),
+                 ")");
+  std::ostringstream s;
+  s << f.rdbuf();
+  LOWBIT_REQUIRE(!f.bad(), ErrorCode::io_error, path.string(), ": read failed");
+  return s.str();
+}
+
+void write_text(const fs::path& path, const std::string& text) {
+  const fs::path temp = path.parent_path() / cat(".", path.filename().string(), ".tmp-", unique_suffix());
+  {
+    std::ofstream f(temp, std::ios::binary | std::ios::trunc);
+    LOWBIT_REQUIRE(f.good(), ErrorCode::io_error, temp.string(), ": cannot create (", std::strerror(errno), ")");
+    f << text;
+    f.flush();
+    if (!f.good()) {
+      std::error_code ec;
+      fs::remove(temp, ec);
+      core::fail(ErrorCode::io_error, cat(path.string(), ": write failed"));
+    }
+  }
+  std::error_code ec;
+  fs::rename(temp, path, ec);
+  if (ec) {
+    fs::remove(temp, ec);
+    core::fail(ErrorCode::io_error,
+               cat(path.string(), ": cannot rename the temporary file to it (", ec.message(), ")"));
+  }
+}
+
+OutputTarget::OutputTarget(const char* op, const fs::path& in, const fs::path& out, bool in_is_folder, bool overwrite)
+    : op_(op), folder_(in_is_folder), overwrite_(overwrite), destination_(out) {
+  LOWBIT_REQUIRE(!out.empty(), ErrorCode::invalid_argument, op, ": the output path is empty");
+  if (!folder_ && fs::is_directory(out)) destination_ = out / in.filename();
+  destination_ = normalized(destination_);
+  const fs::path src = normalized(in);
+  LOWBIT_REQUIRE(destination_ != src, ErrorCode::invalid_argument, op, ": the output ", destination_.string(),
+                 " is the input; the input is never modified, so choose another output");
+  if (folder_) {
+    LOWBIT_REQUIRE(!is_within(destination_, src), ErrorCode::invalid_argument, op, ": the output ",
+                   destination_.string(), " lies inside the input folder, which is never modified");
+    LOWBIT_REQUIRE(!is_within(src, destination_), ErrorCode::invalid_argument, op, ": the output ",
+                   destination_.string(), " holds the input; replacing it would delete the input");
+  } else {
+    LOWBIT_REQUIRE(!fs::is_directory(destination_), ErrorCode::invalid_argument, op, ": the output ",
+                   destination_.string(), " is a folder");
+  }
+  std::error_code ec;
+  LOWBIT_REQUIRE(overwrite || !fs::exists(destination_, ec), ErrorCode::io_error, op, ": the output ",
+                 destination_.string(), " exists (--force replaces it)");
+  fs::create_directories(destination_.parent_path(), ec);
+  LOWBIT_REQUIRE(!ec, ErrorCode::io_error, op, ": cannot create the folder ", destination_.parent_path().string(), " (",
+                 ec.message(), ")");
+  if (folder_) {
+    staging_ = destination_.parent_path() / cat(".", destination_.filename().string(), ".tmp-", unique_suffix());
+    fs::create_directory(staging_, ec);
+    LOWBIT_REQUIRE(!ec, ErrorCode::io_error, op, ": cannot create the staging folder ", staging_.string(), " (",
+                   ec.message(), ")");
+  }
+}
+
+OutputTarget::~OutputTarget() {
+  if (folder_ && !committed_ && !staging_.empty()) {
+    std::error_code ec;
+    fs::remove_all(staging_, ec);
+  }
+}
+
+fs::path OutputTarget::file(const std::string& name) const { return folder_ ? staging_ / name : destination_; }
+
+void OutputTarget::commit() {
+  if (!folder_) {
+    committed_ = true;
+    return;
+  }
+  std::error_code ec;
+  fs::path old;
+  if (fs::exists(destination_, ec)) {
+    LOWBIT_REQUIRE(overwrite_, ErrorCode::io_error, op_, ": the output ", destination_.string(),
+                   " appeared while writing; the result is left out (--force replaces it)");
+    old = destination_.parent_path() / cat(".", destination_.filename().string(), ".old-", unique_suffix());
+    fs::rename(destination_, old, ec);
+    LOWBIT_REQUIRE(!ec, ErrorCode::io_error, op_, ": cannot move the old ", destination_.string(), " aside (",
+                   ec.message(), ")");
+  }
+  fs::rename(staging_, destination_, ec);
+  if (ec) {
+    if (!old.empty()) fs::rename(old, destination_, ec);  // put the old output back
+    core::fail(ErrorCode::io_error, cat(op_, ": cannot rename ", staging_.string(), " to ", destination_.string()));
+  }
+  committed_ = true;
+  if (!old.empty()) fs::remove_all(old, ec);
+}
+
+CopiedFiles copy_side_files(const fs::path& in, const fs::path& out) {
+  CopiedFiles r;
+  const auto options = fs::directory_options::follow_directory_symlink;
+  for (auto it = fs::recursive_directory_iterator(in, options); it != fs::recursive_directory_iterator(); ++it) {
+    const fs::path rel = it->path().lexically_relative(in);
+    const std::string name = it->path().filename().string();
+    if (name.starts_with(".") && (it->is_directory() || name.find(".tmp-") != std::string::npos)) {
+      if (it->is_directory()) it.disable_recursion_pending();  // .git, .cache, staging folders
+      continue;
+    }
+    if (it->is_directory()) {
+      fs::create_directories(out / rel);
+      continue;
+    }
+    if (!it->is_regular_file()) continue;
+    if (rel == "config.json" || name.ends_with(".safetensors.index.json")) continue;
+    if (is_other_weights(it->path())) {
+      if (!name.ends_with(".safetensors") || rel.has_parent_path()) r.skipped.push_back(rel.string());
+      continue;
+    }
+    std::error_code ec;
+    fs::create_directories((out / rel).parent_path(), ec);
+    fs::copy_file(it->path(), out / rel, fs::copy_options::overwrite_existing, ec);
+    LOWBIT_REQUIRE(!ec, ErrorCode::io_error, it->path().string(), ": cannot copy to ", (out / rel).string(), " (",
+                   ec.message(), ")");
+    r.copied.push_back(rel.string());
+  }
+  std::sort(r.copied.begin(), r.copied.end());
+  std::sort(r.skipped.begin(), r.skipped.end());
+  return r;
+}
+
+}  // namespace lowbit::io::detail

@@ -1,0 +1,62 @@
+#include "io/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace lowbit::io::detail {
+
+namespace {
+[[noreturn]] void io_fail(const std::filesystem::path& path, const char* what, int err) {
+  core::fail(ErrorCode::io_error, core::cat(path.string(), ": ", what, " (", std::strerror(err), ")"));
+}
+}  // namespace
+
+MappedFile::MappedFile(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) io_fail(path, "cannot open for reading", errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    io_fail(path, "cannot stat", err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    core::fail(ErrorCode::io_error, core::cat(path.string(), ": not a regular file"));
+  }
+  size_ = static_cast<uint64_t>(st.st_size);
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      io_fail(path, "cannot map into memory", err);
+    }
+    data_ = static_cast<const uint8_t*>(p);
+  }
+  // The mapping keeps the file's pages reachable; the descriptor is not needed.
+  ::close(fd);
+}
+
+void MappedFile::release(uint64_t offset, uint64_t size) const {
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t begin = (offset + page - 1) / page * page;  // whole pages inside the range only
+  const uint64_t end = std::min(offset + size, size_) / page * page;
+  if (data_ == nullptr || end <= begin) return;
+  // Advice only: a failure changes nothing but memory use.
+  ::madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+}  // namespace lowbit::io::detail

@@ -1,0 +1,32 @@
+// A file mapped read-only into memory (POSIX mmap). The mapping is private
+// and read-only: nothing done through it can change the file.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+
+namespace lowbit::io::detail {
+
+class MappedFile {
+ public:
+  // io_error naming the file when it cannot be opened, is not a regular
+  // file, or cannot be mapped. An empty file maps to an empty span.
+  explicit MappedFile(const std::filesystem::path& path);
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+
+  std::span<const uint8_t> bytes() const { return {data_, size_}; }
+  // Lets the kernel drop the pages of [offset, offset + size) now: a
+  // streaming pass over a file larger than RAM then holds one tensor's pages
+  // at a time. Later reads fault them in again from the file.
+  void release(uint64_t offset, uint64_t size) const;
+  uint64_t size() const { return size_; }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+}  // namespace lowbit::io::detail

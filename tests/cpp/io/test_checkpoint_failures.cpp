@@ -1,0 +1,193 @@
+// Failures of the checkpoint commands: each gives its specific error, the
+// input is never modified, and nothing is left behind (no output, no
+// staging folder, no temporary file).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "io/io_test_util.h"
+#include "lowbit/io.h"
+
+namespace lowbit {
+namespace {
+
+namespace fs = std::filesystem;
+using test::ScratchDir;
+
+io::QuantizeOptions nf4() { return {}; }
+
+// Rewrites `file` without the keys `drop` and with `replace` instead of
+// some others (name -> dtype, shape, bytes).
+struct Replacement {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;
+};
+void rewrite(const fs::path& file, const std::vector<std::string>& drop,
+             const std::map<std::string, Replacement>& replace = {}) {
+  const fs::path tmp = file.string() + ".new";
+  {
+    const auto f = io::SafetensorsFile::open(file);
+    std::vector<io::TensorDecl> decls;
+    for (const auto& t : f.tensors()) {
+      if (std::find(drop.begin(), drop.end(), t.name) != drop.end()) continue;
+      const auto r = replace.find(t.name);
+      decls.push_back(r == replace.end() ? io::TensorDecl{t.name, t.dtype, t.shape, {}}
+                                         : io::TensorDecl{t.name, r->second.dtype, r->second.shape, {}});
+    }
+    io::SafetensorsWriter w(tmp, decls, f.metadata());
+    for (const auto& d : decls) {
+      const auto r = replace.find(d.name);
+      if (r == replace.end()) {
+        w.write(d.name, f.bytes(d.name));
+      } else {
+        w.write(d.name, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(r->second.bytes.data()),
+                                                 r->second.bytes.size()));
+      }
+    }
+    w.commit();
+  }
+  fs::rename(tmp, file);
+}
+
+TEST(CheckpointFailures, ACorruptedInputFailsBeforeWritingAnything) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in", 2);
+  const auto shard = dir / "in" / "model-00002-of-00002.safetensors";
+  std::string bytes = test::read_bytes(shard);
+  bytes[8 + 1] = '#';  // {#__metadata__": not JSON any more
+  test::write_bytes(shard, bytes);
+  const std::string before = test::fingerprint(dir / "in");
+  test::expect_error([&] { io::quantize_checkpoint(dir / "in", dir / "out", nf4()); }, ErrorCode::format_error,
+                     {"model-00002-of-00002.safetensors", "not valid JSON"});
+  EXPECT_EQ(test::fingerprint(dir / "in"), before);
+  for (const auto& e : dir.listing()) EXPECT_EQ(e.rfind("in", 0), 0u) << "left behind: " << e;
+}
+
+TEST(CheckpointFailures, AnInterruptionRemovesThePartialOutput) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in", 2);
+  const std::string before = test::fingerprint(dir / "in");
+  for (const char* out : {"out", "file.safetensors"}) {
+    SCOPED_TRACE(out);
+    io::QuantizeOptions o;
+    int calls = 0;
+    o.cancelled = [&calls] { return ++calls > 5; };
+    const fs::path in = std::string(out) == "out" ? dir / "in" : dir / "in" / "model-00001-of-00002.safetensors";
+    test::expect_error([&] { io::quantize_checkpoint(in, dir / out, o); }, ErrorCode::io_error,
+                       {"interrupted", "nothing was written"});
+    EXPECT_EQ(test::fingerprint(dir / "in"), before);
+    for (const auto& e : dir.listing()) EXPECT_EQ(e.rfind("in", 0), 0u) << "left behind: " << e;
+  }
+}
+
+TEST(CheckpointFailures, OutputsThatWouldTouchTheInputOrAnExistingOutputAreRefused) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in");
+  test::expect_error([&] { io::quantize_checkpoint(dir / "in", dir / "in" / "q", nf4()); }, ErrorCode::invalid_argument,
+                     {"inside the input folder"});
+  test::expect_error([&] { io::quantize_checkpoint(dir / "in", dir / "in", nf4()); }, ErrorCode::invalid_argument,
+                     {"is the input"});
+  test::expect_error(
+      [&] { io::quantize_checkpoint(dir / "in" / "model.safetensors", dir / "in" / "model.safetensors", nf4()); },
+      ErrorCode::invalid_argument, {"is the input"});
+  fs::create_directories(dir / "out");
+  test::write_bytes(dir / "out" / "old.txt", "old");
+  test::expect_error([&] { io::quantize_checkpoint(dir / "in", dir / "out", nf4()); }, ErrorCode::io_error,
+                     {"exists", "--force"});
+  io::QuantizeOptions o;
+  o.overwrite = true;
+  io::quantize_checkpoint(dir / "in", dir / "out", o);
+  EXPECT_FALSE(fs::exists(dir / "out" / "old.txt"));
+  EXPECT_TRUE(fs::exists(dir / "out" / "model.safetensors"));
+  for (const auto& e : dir.listing()) EXPECT_EQ(e.find(".tmp-"), std::string::npos) << e;
+}
+
+TEST(CheckpointFailures, BadOptionsAreInvalidArguments) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in");
+  io::QuantizeOptions o;
+  o.blocksize = 48;
+  test::expect_error([&] { io::quantize_checkpoint(dir / "in", dir / "out", o); }, ErrorCode::invalid_argument,
+                     {"blocksize", "48"});
+  o = {};
+  o.format = io::Format::int8;
+  o.double_quant = true;
+  test::expect_error([&] { io::quantize_checkpoint(dir / "in", dir / "out", o); }, ErrorCode::invalid_argument,
+                     {"double quant", "int8"});
+  EXPECT_FALSE(fs::exists(dir / "out"));
+}
+
+TEST(CheckpointFailures, AQuantizedInputIsNotQuantizedAgain) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in");
+  io::quantize_checkpoint(dir / "in", dir / "q", nf4());
+  test::expect_error([&] { io::quantize_checkpoint(dir / "q", dir / "qq", nf4()); }, ErrorCode::invalid_argument,
+                     {"already quantized", "bitsandbytes"});
+  test::expect_error([&] { io::quantize_checkpoint(dir / "q" / "model.safetensors", dir / "qq.safetensors", nf4()); },
+                     ErrorCode::invalid_argument, {"already quantized"});
+  test::expect_error([&] { io::dequantize_checkpoint(dir / "in", dir / "d", {}); }, ErrorCode::invalid_argument,
+                     {"no quantized weights"});
+}
+
+TEST(CheckpointFailures, AMissingQuantStateIsNamed) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in");
+  io::quantize_checkpoint(dir / "in", dir / "q", nf4());
+  const std::string w = "model.layers.0.mlp.up_proj.weight";
+  rewrite(dir / "q" / "model.safetensors", {w + ".quant_state.bitsandbytes__nf4"});
+  const auto s = io::inspect_checkpoint(dir / "q");
+  EXPECT_EQ(s.problems, 1u);
+  const auto it = std::find_if(s.weights.begin(), s.weights.end(), [&](const auto& x) { return x.name == w; });
+  ASSERT_NE(it, s.weights.end());
+  EXPECT_NE(it->problem.find("quant_state is missing"), std::string::npos) << it->problem;
+  test::expect_error([&] { io::dequantize_checkpoint(dir / "q", dir / "d", {}); }, ErrorCode::format_error,
+                     {"model.safetensors", w, "quant_state is missing"});
+  EXPECT_FALSE(fs::exists(dir / "d"));
+}
+
+TEST(CheckpointFailures, DtypeAndShapeMismatchesInAQuantizedFileAreNamed) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in");
+  io::QuantizeOptions o;
+  o.format = io::Format::int8;
+  io::quantize_checkpoint(dir / "in", dir / "q", o);
+  const std::string m = "model.layers.1.self_attn.k_proj";  // [64, 128]
+  rewrite(dir / "q" / "model.safetensors", {}, {{m + ".SCB", {"F32", {32}, std::string(128, '\0')}}});
+  auto s = io::inspect_checkpoint(dir / "q");
+  EXPECT_EQ(s.problems, 1u);
+  test::expect_error([&] { io::dequantize_checkpoint(dir / "q", dir / "d", {}); }, ErrorCode::format_error,
+                     {m + ".SCB", "must be F32 [64]", "got F32 [32]"});
+
+  o.format = io::Format::fp8_block;
+  io::quantize_checkpoint(dir / "in", dir / "f", o);
+  rewrite(dir / "f" / "model.safetensors", {}, {{m + ".weight", {"I8", {64, 128}, std::string(64 * 128, '\0')}}});
+  test::expect_error([&] { io::dequantize_checkpoint(dir / "f", dir / "d", {}); }, ErrorCode::format_error,
+                     {m + ".weight", "must be F8_E4M3", "got I8"});
+
+  o.format = io::Format::gptq;
+  io::quantize_checkpoint(dir / "in", dir / "g", o);
+  rewrite(dir / "g" / "model.safetensors", {m + ".g_idx"}, {{m + ".qzeros", {"I32", {2, 8}, std::string(64, '\0')}}});
+  test::expect_error([&] { io::dequantize_checkpoint(dir / "g", dir / "d", {}); }, ErrorCode::format_error,
+                     {m + ".qzeros", "must be I32 [1, 8]", "got I32 [2, 8]"});
+  EXPECT_FALSE(fs::exists(dir / "d"));
+}
+
+TEST(CheckpointFailures, AConfigForAnotherFormatIsAProblem) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in");
+  io::quantize_checkpoint(dir / "in", dir / "q", nf4());
+  auto config = nlohmann::json::parse(test::read_bytes(dir / "q" / "config.json"));
+  config["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {128, 128}}};
+  test::write_bytes(dir / "q" / "config.json", config.dump());
+  auto s = io::inspect_checkpoint(dir / "q");
+  EXPECT_GE(s.problems, 1u);
+  EXPECT_NE(s.detected.find("quantization_config says fp8"), std::string::npos) << s.detected;
+  config["quantization_config"] = {{"quant_method", "awq"}};
+  test::write_bytes(dir / "q" / "config.json", config.dump());
+  s = io::inspect_checkpoint(dir / "q");
+  EXPECT_NE(s.detected.find("'awq'"), std::string::npos) << s.detected;
+}
+
+}  // namespace
+}  // namespace lowbit

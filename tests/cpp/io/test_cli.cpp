@@ -1,0 +1,143 @@
+// The lowbit CLI's checkpoint subcommands, run as a user would: exit codes
+// (0 ok, 1 lowbit error, 2 bad command line), messages, --help, and no
+// partial output after a failure. Needs LOWBIT_CLI_PATH (tests/cli/CMakeLists.txt).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+
+#include "io/io_test_util.h"
+#include "lowbit/io.h"
+
+namespace lowbit {
+namespace {
+
+namespace fs = std::filesystem;
+using test::ScratchDir;
+
+struct CliRun {
+  int status = -1;
+  std::string output;  // stdout and stderr
+};
+
+CliRun lowbit_cli(const std::string& args, const ScratchDir& dir) {
+#ifndef LOWBIT_CLI_PATH
+  (void)args;
+  (void)dir;
+  return {};
+#else
+  const fs::path log = dir / "cli.log";
+  const std::string cmd = std::string("'") + LOWBIT_CLI_PATH + "' " + args + " > '" + log.string() + "' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  CliRun r;
+  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+  r.output = test::read_bytes(log);
+  fs::remove(log);
+  return r;
+#endif
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef LOWBIT_CLI_PATH
+    GTEST_SKIP() << "LOWBIT_CLI_PATH is not set: the lowbit CLI is not built in this configuration";
+#endif
+    test::write_tiny_checkpoint(dir_ / "in");
+  }
+  std::string p(const std::string& name) const { return "'" + (dir_ / name).string() + "'"; }
+  ScratchDir dir_;
+};
+
+TEST_F(Cli, HelpForEverySubcommand) {
+  for (const char* sub : {"quantize", "dequantize", "inspect"}) {
+    const CliRun r = lowbit_cli(std::string(sub) + " --help", dir_);
+    EXPECT_EQ(r.status, 0) << sub << ": " << r.output;
+    EXPECT_NE(r.output.find("Exit codes"), std::string::npos) << sub;
+  }
+}
+
+TEST_F(Cli, QuantizeInspectDequantize) {
+  for (const char* fmt : {"nf4 --double-quant", "fp4 --blocksize 128", "int8", "fp8-block", "int4-g64 --asym"}) {
+    SCOPED_TRACE(fmt);
+    CliRun r = lowbit_cli("quantize " + p("in") + " " + p("q") + " --format " + fmt + " --device cpu", dir_);
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("RMSE"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("kept: output head"), std::string::npos) << r.output;
+    r = lowbit_cli("inspect " + p("q"), dir_);
+    EXPECT_EQ(r.status, 0) << r.output;
+    r = lowbit_cli("inspect --json " + p("q"), dir_);
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("\"problems\": 0"), std::string::npos) << r.output;
+    r = lowbit_cli("dequantize " + p("q") + " " + p("d"), dir_);
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(io::Checkpoint::open(dir_ / "d").names(), io::Checkpoint::open(dir_ / "in").names());
+    fs::remove_all(dir_ / "q");
+    fs::remove_all(dir_ / "d");
+  }
+}
+
+TEST_F(Cli, BadCommandLinesExitWith2) {
+  const std::vector<std::string> cases = {"quantize " + p("in") + " " + p("q"),                    // no --format
+                                          "quantize " + p("in") + " " + p("q") + " --format nf5",  // unknown format
+                                          "quantize " + p("in") + " " + p("q") + " --format int8 --double-quant",
+                                          "quantize " + p("in") + " " + p("q") + " --format nf4 --group-size 64",
+                                          "quantize " + p("in") + " " + p("q") + " --format int4 --sym --asym",
+                                          "quantize " + p("absent") + " " + p("q") + " --format nf4",
+                                          "dequantize " + p("in") + " " + p("q") + " --dtype int8",
+                                          "inspect"};
+  for (const std::string& args : cases) {
+    const CliRun r = lowbit_cli(args, dir_);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.output;
+    EXPECT_FALSE(fs::exists(dir_ / "q"));
+  }
+}
+
+TEST_F(Cli, CorruptedInputsExitWith1AndLeaveNothing) {
+  test::write_bytes(dir_ / "empty.safetensors", "");
+  CliRun r = lowbit_cli("quantize " + p("empty.safetensors") + " " + p("q.safetensors") + " --format nf4", dir_);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("format_error"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("empty.safetensors: the file is empty"), std::string::npos) << r.output;
+  r = lowbit_cli("inspect " + p("empty.safetensors"), dir_);
+  EXPECT_EQ(r.status, 1) << r.output;
+
+  const auto model = dir_ / "in" / "model.safetensors";
+  std::string bytes = test::read_bytes(model);
+  bytes.resize(bytes.size() / 2);
+  test::write_bytes(model, bytes);
+  const std::string before = test::fingerprint(dir_ / "in");
+  r = lowbit_cli("quantize " + p("in") + " " + p("q") + " --format int8", dir_);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("model.safetensors"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("truncated"), std::string::npos) << r.output;
+  EXPECT_EQ(test::fingerprint(dir_ / "in"), before);
+  for (const auto& e : dir_.listing()) {
+    EXPECT_TRUE(e.rfind("in", 0) == 0 || e == "empty.safetensors") << "left behind: " << e;
+  }
+}
+
+TEST_F(Cli, InspectFailsAChecklessCheckpoint) {
+  CliRun r = lowbit_cli(
+      "quantize " + p("in/model.safetensors") + " " + p("q.safetensors") + " --format nf4 --no-report", dir_);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.find("RMSE"), std::string::npos) << "--no-report";
+  // Drop one quant_state by rewriting the file without it.
+  const auto f = io::SafetensorsFile::open(dir_ / "q.safetensors");
+  std::vector<io::TensorDecl> decls;
+  for (const auto& t : f.tensors()) {
+    if (t.name.find("up_proj.weight.quant_state") == std::string::npos) decls.push_back({t.name, t.dtype, t.shape, {}});
+  }
+  io::SafetensorsWriter w(dir_ / "broken.safetensors", decls, f.metadata());
+  for (const auto& d : decls) w.write(d.name, f.bytes(d.name));
+  w.commit();
+  r = lowbit_cli("inspect " + p("broken.safetensors"), dir_);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("quant_state is missing"), std::string::npos) << r.output;
+  r = lowbit_cli("dequantize " + p("broken.safetensors") + " " + p("d.safetensors"), dir_);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "d.safetensors"));
+}
+
+}  // namespace
+}  // namespace lowbit
