@@ -93,9 +93,11 @@ void Matmul::forward(const TensorRef& A, const PackedWeight& W, const TensorRef&
 
 Tensor Matmul::forward(const TensorRef& A, const PackedWeight& W, Stream stream) const {
   core::require_present(ops::gemm::kMatmul, "A", A);
-  std::vector<int64_t> shape(A.sizes().begin(), A.sizes().end());
-  if (shape.empty()) shape.push_back(0);
-  shape.back() = config_.N;
+  // [..., N]: A's leading dims, then N (built element by element: GCC 13
+  // misreports a copy-then-back() here as a free of a non-heap pointer).
+  std::vector<int64_t> shape;
+  for (int d = 0; d + 1 < A.ndim; ++d) shape.push_back(A.shape[static_cast<size_t>(d)]);
+  shape.push_back(config_.N);
   Tensor out = Tensor::empty(Shape(shape), config_.out_dtype, A.device);
   forward(A, W, out, stream);
   return out;

@@ -206,8 +206,9 @@ CloseCase<MatmulArgs> matmul_case(const std::string& name, const QuantizedWeight
   const MatmulConfig& c = w.config;
   CloseCase<MatmulArgs> cc;
   cc.name = name;
-  std::vector<int64_t> shape(A.sizes().begin(), A.sizes().end());
-  shape.back() = c.N;
+  std::vector<int64_t> shape;
+  for (int d = 0; d + 1 < A.ndim(); ++d) shape.push_back(A.size(d));
+  shape.push_back(c.N);
   cc.output = {shape, c.out_dtype};
   cc.make = [w, A](Device device, const TensorRef& out, std::vector<Tensor>& keep) {
     const Matmul mm(w.config, device);

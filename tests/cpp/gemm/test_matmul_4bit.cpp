@@ -11,8 +11,9 @@ CloseCase<Matmul4bitArgs> bnb_case(const std::string& name, const Tensor& A, con
   const int64_t N = st.shape[0], K = st.shape[1];
   CloseCase<Matmul4bitArgs> c;
   c.name = name;
-  std::vector<int64_t> shape(A.sizes().begin(), A.sizes().end());
-  shape.back() = N;
+  std::vector<int64_t> shape;
+  for (int d = 0; d + 1 < A.ndim(); ++d) shape.push_back(A.size(d));
+  shape.push_back(N);
   c.output = {shape, A.dtype()};
   c.make = [A, packed, st, bias, N](Device device, const TensorRef& out, std::vector<Tensor>& keep) {
     auto on = [&](const Tensor& t) {

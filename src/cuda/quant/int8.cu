@@ -1,0 +1,123 @@
+// int8_vectorwise_quant / int8_vectorwise_dequant (LLM.int8, SPEC §6) on CUDA.
+//
+// The input is [rows, K] (all leading dims flattened). With threshold > 0 a
+// first kernel marks the outlier columns (outlier_mask zeroed, then set by
+// every thread that sees |x| >= threshold: equal values, so the races are
+// benign). Then one warp per row reduces the row's absmax over non-outlier
+// entries and encodes the row. Not a bandwidth target: scalar, coalesced
+// accesses along rows.
+#include <cuda_runtime.h>
+
+#include "core/float_convert.h"
+#include "core/quant_math.h"
+#include "cuda/common/check.h"
+#include "cuda/common/dispatch.h"
+#include "cuda/common/host_nan.cuh"
+#include "cuda/common/launch.h"
+#include "cuda/quant/ops.h"
+
+namespace lowbit::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    mark_outlier_columns(const T* in, int64_t n, int64_t k, float threshold, uint8_t* mask) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += stride) {
+    if (core::int8_is_outlier(core::to_f32(in[i]), threshold)) mask[i % k] = 1;
+  }
+}
+
+__device__ __forceinline__ float warp_absmax(float m) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = core::absmax_update(m, __shfl_xor_sync(0xffffffffu, m, off));
+  return m;
+}
+
+// mask: null when threshold == 0 (no outliers).
+template <class T>
+__global__ void __launch_bounds__(kThreads) int8_quant_rows(const T* in, int64_t rows, int64_t k, float threshold,
+                                                            const uint8_t* mask, int8_t* out, float* row_stats) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5); row < rows; row += warps) {
+    const T* x = in + row * k;
+    float m = 0.0f;
+    for (int64_t c = lane; c < k; c += 32) {
+      const float v = core::to_f32(x[c]);
+      if (!core::int8_is_outlier(v, threshold)) m = core::absmax_update(m, v);
+    }
+    m = warp_absmax(m);
+    if (lane == 0) row_stats[row] = m;
+    const float f = core::int8_row_factor(m);
+    int8_t* q = out + row * k;
+    for (int64_t c = lane; c < k; c += 32) {
+      q[c] = (mask != nullptr && mask[c] != 0) ? int8_t{0} : core::int8_encode(core::to_f32(x[c]), f);
+    }
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+    int8_dequant_rows(const int8_t* in, int64_t rows, int64_t k, const float* row_stats, T* out) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5); row < rows; row += warps) {
+    const float s = row_stats[row];
+    for (int64_t c = lane; c < k; c += 32) {
+      const int8_t q = in[row * k + c];
+      float v = core::int8_decode(q, s);
+      if (v != v) v = host_nan(static_cast<float>(q), s);  // the NaN of q * s, carried through the 1/127 product
+      out[row * k + c] = core::from_f32<T>(v);
+    }
+  }
+}
+
+}  // namespace
+
+void int8_vectorwise_quant(const Int8VectorwiseQuantArgs& a, void* /*workspace*/, Stream stream) {
+  const char* op = Int8VectorwiseQuantArgs::kName;
+  const int64_t k = a.input.size(-1);
+  const int64_t rows = k == 0 ? 0 : a.input.numel() / k;
+  DeviceGuard guard(a.input.device.index, op);
+  const cudaStream_t s = to_cuda(stream);
+  uint8_t* mask = a.threshold > 0.0f ? a.outlier_mask.ptr<uint8_t>() : nullptr;
+  if (mask != nullptr && k > 0)
+    check(cudaMemsetAsync(mask, 0, static_cast<size_t>(k), s), op, "cudaMemsetAsync(outlier_mask)");
+  if (rows == 0) return;
+  with_float_type(a.input.dtype, op, "input", [&](auto t) {
+    using T = decltype(t);
+    const T* in = a.input.ptr<const T>();
+    if (mask != nullptr) {
+      auto* kernel = &mark_outlier_columns<T>;
+      const int grid = persistent_grid(kernel, kThreads, 0, ceil_div(a.input.numel(), kThreads), op);
+      kernel<<<grid, kThreads, 0, s>>>(in, a.input.numel(), k, a.threshold, mask);
+      check_launch(op, "mark_outlier_columns");
+    }
+    auto* kernel = &int8_quant_rows<T>;
+    const int grid = persistent_grid(kernel, kThreads, 0, ceil_div(rows, kWarps), op);
+    kernel<<<grid, kThreads, 0, s>>>(in, rows, k, a.threshold, mask, a.out.ptr<int8_t>(), a.row_stats.ptr<float>());
+    check_launch(op, "int8_quant_rows");
+  });
+}
+
+void int8_vectorwise_dequant(const Int8VectorwiseDequantArgs& a, void* /*workspace*/, Stream stream) {
+  const char* op = Int8VectorwiseDequantArgs::kName;
+  const int64_t k = a.input.size(-1);
+  const int64_t rows = k == 0 ? 0 : a.input.numel() / k;
+  if (rows == 0) return;
+  DeviceGuard guard(a.input.device.index, op);
+  with_float_type(a.out.dtype, op, "out", [&](auto t) {
+    using T = decltype(t);
+    auto* kernel = &int8_dequant_rows<T>;
+    const int grid = persistent_grid(kernel, kThreads, 0, ceil_div(rows, kWarps), op);
+    kernel<<<grid, kThreads, 0, to_cuda(stream)>>>(a.input.ptr<const int8_t>(), rows, k, a.row_stats.ptr<const float>(),
+                                                   a.out.ptr<T>());
+    check_launch(op, "int8_dequant_rows");
+  });
+}
+
+}  // namespace lowbit::cuda
