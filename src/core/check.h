@@ -3,10 +3,12 @@
 //   "quantize_4bit: blocksize must be one of 32, 64, ..., 4096 (got 48)"
 #pragma once
 
+#include <charconv>
 #include <initializer_list>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "lowbit/error.h"
@@ -14,11 +16,35 @@
 
 namespace lowbit::core {
 
+// Appends one part of a message. Numbers go through std::to_chars, not
+// iostreams: messages are built where a host process may hold another copy of
+// the C++ runtime's locale machinery (seen: a Python extension built by a
+// toolchain that links libstdc++ statically, loaded next to torch), and
+// to_chars needs no locale. Other types fall back to operator<<.
+inline void append_part(std::string& s, std::string_view v) { s += v; }
+inline void append_part(std::string& s, const char* v) { s += v ? v : "(null)"; }
+inline void append_part(std::string& s, char v) { s += v; }
+inline void append_part(std::string& s, bool v) { s += v ? "true" : "false"; }
+template <class T>
+void append_part(std::string& s, const T& v) {
+  if constexpr (std::is_arithmetic_v<T>) {
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+    s.append(buf, r.ptr);
+  } else if constexpr (std::is_convertible_v<const T&, std::string_view>) {
+    s += std::string_view(v);
+  } else {
+    std::ostringstream os;
+    os << v;
+    s += os.str();
+  }
+}
+
 template <class... T>
 std::string cat(T&&... parts) {
-  std::ostringstream os;
-  (os << ... << std::forward<T>(parts));
-  return os.str();
+  std::string s;
+  (append_part(s, parts), ...);
+  return s;
 }
 
 [[noreturn]] void fail(ErrorCode code, const std::string& message);

@@ -40,8 +40,12 @@ void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device,
   const int index = dst_device.is_cuda() ? dst_device.index : src_device.index;
   cuda::DeviceGuard guard(index, "copy");
   const cudaStream_t s = cuda::to_cuda(stream);
-  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s), "copy",
-        cat("cudaMemcpyAsync of ", bytes, " bytes from ", src_device.str(), " to ", dst_device.str()).c_str());
+  // The message is built only on failure: copies are on hot paths.
+  const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
+  if (e != cudaSuccess) {
+    check(e, "copy",
+          cat("cudaMemcpyAsync of ", bytes, " bytes from ", src_device.str(), " to ", dst_device.str()).c_str());
+  }
   check(cudaStreamSynchronize(s), "copy", "cudaStreamSynchronize");
 }
 

@@ -42,12 +42,12 @@ namespace lowbit::cli {
 namespace {
 
 struct Options {
-  std::string device;  // empty: cuda when a GPU is visible, else cpu
+  std::string device;    // empty: cuda when a GPU is visible, else cpu
   int64_t elements = 0;  // 0: 2^28 on the GPU, 2^26 on the CPU
   int reps = 0;          // 0: 20 on the GPU, 5 on the CPU
 };
 
-constexpr int64_t kRowLen = 4096;         // K of act_quant / weight_dequant ([n / K, K])
+constexpr int64_t kRowLen = 4096;  // K of act_quant / weight_dequant ([n / K, K])
 constexpr int64_t kFp8Block = 128;
 constexpr int64_t kCheckElems = 1 << 20;  // prefix checked against the CPU backend (whole blocks and rows)
 
@@ -92,9 +92,7 @@ Tensor host_tensor(const std::vector<float>& values, DType dtype) {
 }
 
 // The first `n` elements of a contiguous tensor, as a flat view.
-TensorRef prefix(const TensorRef& t, int64_t n) {
-  return TensorRef::contiguous(t.data, t.dtype, {n}, t.device);
-}
+TensorRef prefix(const TensorRef& t, int64_t n) { return TensorRef::contiguous(t.data, t.dtype, {n}, t.device); }
 TensorRef rows_view(const TensorRef& t, int64_t rows, int64_t cols) {
   return TensorRef::contiguous(t.data, t.dtype, {rows, cols}, t.device);
 }
@@ -261,38 +259,47 @@ class Bench {
         QuantizeBlockwiseArgs qa{in, code, q, absmax, bs};
         DequantizeBlockwiseArgs da{q, code, absmax, {}, out, bs};
         const double qbytes = n_ * esize + n_ + nb * 4.0;
-        add("quantize_blockwise", dname, bs, qbytes, [&] { lowbit::run(qa, nullptr, stream_); }, [&] {
-          const Tensor hin = to_host(prefix(in, kCheckElems));
-          Tensor hq = Tensor::empty({kCheckElems}, DType::u8), ha = Tensor::empty({kCheckElems / bs}, DType::f32);
-          lowbit::run(QuantizeBlockwiseArgs{hin, code_host_ref(), hq, ha, bs});
-          const Tensor gq = to_host(prefix(q, kCheckElems)), ga = to_host(prefix(absmax, kCheckElems / bs));
-          return check_text({{&hq, &gq}, {&ha, &ga}});
-        });
-        add("dequantize_blockwise", dname, bs, qbytes, [&] { lowbit::run(da, nullptr, stream_); }, [&] {
-          const Tensor hq = to_host(prefix(q, kCheckElems)), ha = to_host(prefix(absmax, kCheckElems / bs));
-          Tensor ho = Tensor::empty({kCheckElems}, dt);
-          lowbit::run(DequantizeBlockwiseArgs{hq, code_host_ref(), ha, {}, ho, bs});
-          const Tensor go = to_host(prefix(out, kCheckElems));
-          return check_text({{&ho, &go}});
-        });
+        add(
+            "quantize_blockwise", dname, bs, qbytes, [&] { lowbit::run(qa, nullptr, stream_); },
+            [&] {
+              const Tensor hin = to_host(prefix(in, kCheckElems));
+              Tensor hq = Tensor::empty({kCheckElems}, DType::u8), ha = Tensor::empty({kCheckElems / bs}, DType::f32);
+              lowbit::run(QuantizeBlockwiseArgs{hin, code_host_ref(), hq, ha, bs});
+              const Tensor gq = to_host(prefix(q, kCheckElems)), ga = to_host(prefix(absmax, kCheckElems / bs));
+              return check_text({{&hq, &gq}, {&ha, &ga}});
+            });
+        add(
+            "dequantize_blockwise", dname, bs, qbytes, [&] { lowbit::run(da, nullptr, stream_); },
+            [&] {
+              const Tensor hq = to_host(prefix(q, kCheckElems)), ha = to_host(prefix(absmax, kCheckElems / bs));
+              Tensor ho = Tensor::empty({kCheckElems}, dt);
+              lowbit::run(DequantizeBlockwiseArgs{hq, code_host_ref(), ha, {}, ho, bs});
+              const Tensor go = to_host(prefix(out, kCheckElems));
+              return check_text({{&ho, &go}});
+            });
         Tensor q4 = Tensor::empty({(n_ + 1) / 2}, DType::u8, dev_);
         Quantize4bitArgs q4a{in, q4, absmax, bs, Quant4Type::nf4};
         Dequantize4bitArgs d4a{q4, absmax, {}, out, bs, Quant4Type::nf4};
         const double q4bytes = n_ * esize + (n_ + 1) / 2 + nb * 4.0;
-        add("quantize_4bit nf4", dname, bs, q4bytes, [&] { lowbit::run(q4a, nullptr, stream_); }, [&] {
-          const Tensor hin = to_host(prefix(in, kCheckElems));
-          Tensor hq = Tensor::empty({kCheckElems / 2}, DType::u8), ha = Tensor::empty({kCheckElems / bs}, DType::f32);
-          lowbit::run(Quantize4bitArgs{hin, hq, ha, bs, Quant4Type::nf4});
-          const Tensor gq = to_host(prefix(q4, kCheckElems / 2)), ga = to_host(prefix(absmax, kCheckElems / bs));
-          return check_text({{&hq, &gq}, {&ha, &ga}});
-        });
-        add("dequantize_4bit nf4", dname, bs, q4bytes, [&] { lowbit::run(d4a, nullptr, stream_); }, [&] {
-          const Tensor hq = to_host(prefix(q4, kCheckElems / 2)), ha = to_host(prefix(absmax, kCheckElems / bs));
-          Tensor ho = Tensor::empty({kCheckElems}, dt);
-          lowbit::run(Dequantize4bitArgs{hq, ha, {}, ho, bs, Quant4Type::nf4});
-          const Tensor go = to_host(prefix(out, kCheckElems));
-          return check_text({{&ho, &go}});
-        });
+        add(
+            "quantize_4bit nf4", dname, bs, q4bytes, [&] { lowbit::run(q4a, nullptr, stream_); },
+            [&] {
+              const Tensor hin = to_host(prefix(in, kCheckElems));
+              Tensor hq = Tensor::empty({kCheckElems / 2}, DType::u8),
+                     ha = Tensor::empty({kCheckElems / bs}, DType::f32);
+              lowbit::run(Quantize4bitArgs{hin, hq, ha, bs, Quant4Type::nf4});
+              const Tensor gq = to_host(prefix(q4, kCheckElems / 2)), ga = to_host(prefix(absmax, kCheckElems / bs));
+              return check_text({{&hq, &gq}, {&ha, &ga}});
+            });
+        add(
+            "dequantize_4bit nf4", dname, bs, q4bytes, [&] { lowbit::run(d4a, nullptr, stream_); },
+            [&] {
+              const Tensor hq = to_host(prefix(q4, kCheckElems / 2)), ha = to_host(prefix(absmax, kCheckElems / bs));
+              Tensor ho = Tensor::empty({kCheckElems}, dt);
+              lowbit::run(Dequantize4bitArgs{hq, ha, {}, ho, bs, Quant4Type::nf4});
+              const Tensor go = to_host(prefix(out, kCheckElems));
+              return check_text({{&ho, &go}});
+            });
       }
       // FP8, [rows, K] with 128 blocks.
       const int64_t rows = n_ / kRowLen, m = rows * kRowLen;
@@ -300,11 +307,14 @@ class Bench {
       Tensor f8 = Tensor::empty({rows, kRowLen}, DType::f8_e4m3, dev_);
       Tensor as = Tensor::empty({rows, kRowLen / kFp8Block}, DType::f32, dev_);
       ActQuantArgs aa{in2, f8, as, kFp8Block, false};
-      add("act_quant", dname, kFp8Block, m * esize + m + m / kFp8Block * 4.0, [&] { lowbit::run(aa, nullptr, stream_); },
+      add(
+          "act_quant", dname, kFp8Block, m * esize + m + m / kFp8Block * 4.0,
+          [&] { lowbit::run(aa, nullptr, stream_); },
           [&] {
             const int64_t r = kCheckElems / kRowLen;
             const Tensor hin = to_host(rows_view(in, r, kRowLen));
-            Tensor hq = Tensor::empty({r, kRowLen}, DType::f8_e4m3), hs = Tensor::empty({r, kRowLen / kFp8Block}, DType::f32);
+            Tensor hq = Tensor::empty({r, kRowLen}, DType::f8_e4m3),
+                   hs = Tensor::empty({r, kRowLen / kFp8Block}, DType::f32);
             lowbit::run(ActQuantArgs{hin, hq, hs, kFp8Block, false});
             const Tensor gq = to_host(prefix(f8, kCheckElems)), gs = to_host(prefix(as, kCheckElems / kFp8Block));
             return check_text({{&hq, &gq}, {&hs, &gs}});
@@ -314,8 +324,10 @@ class Bench {
       lowbit::run(WeightQuantArgs{in2, f8, ws, kFp8Block}, nullptr, stream_);
       Tensor wout = Tensor::empty({rows, kRowLen}, dt, dev_);
       WeightDequantArgs wa{f8, ws, wout, kFp8Block};
-      add("weight_dequant", dname, kFp8Block, m + srows * scols * 4.0 + m * esize,
-          [&] { lowbit::run(wa, nullptr, stream_); }, [&] {
+      add(
+          "weight_dequant", dname, kFp8Block, m + srows * scols * 4.0 + m * esize,
+          [&] { lowbit::run(wa, nullptr, stream_); },
+          [&] {
             const int64_t r = kCheckElems / kRowLen;  // 256 rows = 2 whole tile rows
             const Tensor hq = to_host(rows_view(f8, r, kRowLen));
             const Tensor hs = to_host(rows_view(ws, r / kFp8Block, scols));
@@ -337,21 +349,22 @@ class Bench {
   TensorRef code_host_ref() {
     if (!code_host_.defined()) {
       const std::vector<float> c = create_dynamic_map();
-      code_host_ = Tensor::copy_of(TensorRef::contiguous(const_cast<float*>(c.data()), DType::f32, {256}), Device::cpu());
+      code_host_ =
+          Tensor::copy_of(TensorRef::contiguous(const_cast<float*>(c.data()), DType::f32, {256}), Device::cpu());
     }
     return code_host_;
   }
 
-  void add(const std::string& op, const std::string& dtype, int64_t block, double bytes, const std::function<void()>& fn,
-           const std::function<std::string()>& check) {
+  void add(const std::string& op, const std::string& dtype, int64_t block, double bytes,
+           const std::function<void()>& fn, const std::function<std::string()>& check) {
     fn();
     if (!dev_.is_cpu()) synchronize(stream_);
     const std::string verdict = dev_.is_cpu() ? "-" : check();
     const double ms = timer_.time_ms(fn, reps_);
     const double gbps = bytes / (ms * 1e6);
     rows_.push_back({op, dtype, block, ms, gbps, gbps / copy_gbps(), verdict});
-    std::printf("  %-22s %-4s %5lld %9.4f %9.1f %7.3f  %s\n", op.c_str(), dtype.c_str(), static_cast<long long>(block), ms,
-                gbps, gbps / copy_gbps(), verdict.c_str());
+    std::printf("  %-22s %-4s %5lld %9.4f %9.1f %7.3f  %s\n", op.c_str(), dtype.c_str(), static_cast<long long>(block),
+                ms, gbps, gbps / copy_gbps(), verdict.c_str());
     std::fflush(stdout);
   }
 
@@ -384,7 +397,8 @@ void run_bench(const Options& o) {
 #endif
   if (gpu) {
 #if defined(LOWBIT_WITH_CUDA)
-    if (cuda_device_count() == 0) throw Error(ErrorCode::no_backend, "bench: --device cuda, but no CUDA device is visible");
+    if (cuda_device_count() == 0)
+      throw Error(ErrorCode::no_backend, "bench: --device cuda, but no CUDA device is visible");
     cudaDeviceProp prop{};
     cuda_ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
     cuda_ok(cudaStreamCreate(&cs), "cudaStreamCreate");
@@ -423,14 +437,16 @@ void run_bench(const Options& o) {
   bool all_ok = true;
   for (const Row& r : bench.rows()) all_ok = all_ok && (r.check == "ok" || r.check == "-");
   std::printf("summary: copy %.1f GB/s; checks %s\n", copy, all_ok ? "ok" : "FAILED");
-  for (const auto& [op, mm] : span) std::printf("summary: %-22s of_copy min %.3f max %.3f\n", op.c_str(), mm.first, mm.second);
+  for (const auto& [op, mm] : span)
+    std::printf("summary: %-22s of_copy min %.3f max %.3f\n", op.c_str(), mm.first, mm.second);
 #if defined(LOWBIT_WITH_CUDA)
   if (cs != nullptr) {
     timer.reset();
     cudaStreamDestroy(cs);
   }
 #endif
-  if (!all_ok) throw Error(ErrorCode::internal, "bench: a GPU result differs from the CPU backend (see the check column)");
+  if (!all_ok)
+    throw Error(ErrorCode::internal, "bench: a GPU result differs from the CPU backend (see the check column)");
 }
 
 }  // namespace
@@ -440,7 +456,8 @@ void add_bench_command(CLI::App& app) {
   bench->require_subcommand(1);
   auto opts = std::make_shared<Options>();
   CLI::App* quant = bench->add_subcommand("quant", "Quantization ops: GB/s and fraction of copy bandwidth");
-  quant->add_option("--device", opts->device, "cpu or cuda (default: cuda when a GPU is visible)")->check(CLI::IsMember({"cpu", "cuda"}));
+  quant->add_option("--device", opts->device, "cpu or cuda (default: cuda when a GPU is visible)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   quant->add_option("--elements", opts->elements, "elements per op (default 2^28 on cuda, 2^26 on cpu)");
   quant->add_option("--reps", opts->reps, "timed repetitions per case (default 20 on cuda, 5 on cpu)");
   quant->callback([opts] { run_bench(*opts); });
