@@ -27,6 +27,7 @@
 #include "core/check.h"
 #include "core/float_convert.h"
 #include "demo_checkpoint.h"
+#include "io/error_stats.h"
 #include "lowbit/code_maps.h"
 #include "lowbit/error.h"
 #include "lowbit/ops/quant.h"
@@ -148,65 +149,11 @@ Tensor synthetic_weight(int64_t rows, int64_t cols, uint64_t seed, uint64_t tens
 
 // ------------------------------------------------------------- error sums
 
-// Sums over (original x, restored y) pairs, in double.
-struct ErrorSums {
-  double sq_err = 0.0, max_abs = 0.0, dot = 0.0, x_sq = 0.0, y_sq = 0.0;
-  int64_t n = 0;
+// The checkpoint path's statistics (src/io/error_stats.h): one definition.
+using ErrorSums = io::detail::ErrorStats;
 
-  void merge(const ErrorSums& o) {
-    sq_err += o.sq_err;
-    max_abs = std::max(max_abs, o.max_abs);
-    dot += o.dot;
-    x_sq += o.x_sq;
-    y_sq += o.y_sq;
-    n += o.n;
-  }
-  double rmse() const { return std::sqrt(sq_err / static_cast<double>(n)); }
-  // A NaN anywhere shows in the sums; the max would skip it.
-  double max_err() const { return std::isnan(sq_err) ? sq_err : max_abs; }
-  double cosine() const { return dot / std::sqrt(x_sq * y_sq); }
-};
-
-// One chunk. kLanes independent partial sums let the compiler vectorize the
-// double arithmetic, which it may not reorder in a single running sum.
-ErrorSums compare_chunk(const uint16_t* x, const float* y, int64_t n) {
-  constexpr int kLanes = 8;
-  double sq[kLanes] = {}, mx[kLanes] = {}, dot[kLanes] = {}, xx[kLanes] = {}, yy[kLanes] = {};
-  auto add = [&](int j, int64_t i) {
-    const double a = core::bf16_to_f32(x[i]);
-    const double b = y[i];
-    const double d = b - a;
-    const double ad = std::fabs(d);
-    sq[j] += d * d;
-    mx[j] = ad > mx[j] ? ad : mx[j];
-    dot[j] += a * b;
-    xx[j] += a * a;
-    yy[j] += b * b;
-  };
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) add(j, i + j);
-  }
-  for (; i < n; ++i) add(0, i);
-  ErrorSums s;
-  for (int j = 0; j < kLanes; ++j) s.merge({sq[j], mx[j], dot[j], xx[j], yy[j], 0});
-  s.n = n;
-  return s;
-}
-
-// Fixed chunks summed in order: the same sums whatever the thread count.
 ErrorSums compare(const Tensor& original_bf16, const Tensor& restored_f32) {
-  constexpr int64_t kChunk = int64_t{1} << 16;
-  const uint16_t* x = original_bf16.ptr<const uint16_t>();
-  const float* y = restored_f32.ptr<const float>();
-  const int64_t n = original_bf16.numel();
-  std::vector<ErrorSums> parts(static_cast<size_t>((n + kChunk - 1) / kChunk));
-  parallel_for(static_cast<int64_t>(parts.size()), [&](int64_t p) {
-    parts[static_cast<size_t>(p)] = compare_chunk(x + p * kChunk, y + p * kChunk, std::min(kChunk, n - p * kChunk));
-  });
-  ErrorSums total;
-  for (const ErrorSums& s : parts) total.merge(s);
-  return total;
+  return io::detail::compare(original_bf16, restored_f32);
 }
 
 // ------------------------------------------------------------- the formats
