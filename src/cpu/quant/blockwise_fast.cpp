@@ -72,7 +72,9 @@ void dequantize_blockwise_fast(const DequantizeBlockwiseArgs& a, void*, Stream) 
     parallel_for(ceil_div(n, a.blocksize), n, [&](int64_t b) {
       const float m = absmax_of(b);
       const int64_t begin = b * a.blocksize, end = std::min(n, begin + a.blocksize);
-      for (int64_t i = begin; i < end; ++i) out[i] = from_f32<T>(code[q[i]] * m);
+      alignas(64) float buf[4096];  // one block (blocksize <= 4096)
+      for (int64_t i = begin; i < end; ++i) buf[i - begin] = code[q[i]] * m;
+      from_f32_span(buf, end - begin, out + begin);
     });
   });
 }
@@ -120,11 +122,13 @@ void dequantize_4bit_fast(const Dequantize4bitArgs& a, void*, Stream) {
       const int64_t begin = b * bs, count = std::min(bs, n - begin);
       const uint8_t* p = packed + begin / 2;
       T* o = out + begin;
+      alignas(64) float buf[4096];  // one block (blocksize <= 4096)
       for (int64_t j = 0; j < count / 2; ++j) {
-        o[2 * j] = from_f32<T>(table[p[j] >> 4] * m);
-        o[2 * j + 1] = from_f32<T>(table[p[j] & 0xfu] * m);
+        buf[2 * j] = table[p[j] >> 4] * m;
+        buf[2 * j + 1] = table[p[j] & 0xfu] * m;
       }
-      if (count % 2) o[count - 1] = from_f32<T>(table[p[count / 2] >> 4] * m);
+      if (count % 2) buf[count - 1] = table[p[count / 2] >> 4] * m;
+      from_f32_span(buf, count, o);
     });
   });
 }

@@ -17,6 +17,11 @@ void to_f32_span(const float* x, int64_t n, float* out);
 void to_f32_span(const Half* x, int64_t n, float* out);
 void to_f32_span(const BFloat16* x, int64_t n, float* out);
 
+// out = the float dtype's rounding of x (from_f32 of float_convert.h).
+void from_f32_span(const float* x, int64_t n, float* out);
+void from_f32_span(const float* x, int64_t n, Half* out);
+void from_f32_span(const float* x, int64_t n, BFloat16* out);
+
 // max |x| (absmax_update of src/core/quant_math.h).
 float absmax_span(const float* x, int64_t n);
 
