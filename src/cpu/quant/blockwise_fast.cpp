@@ -73,7 +73,7 @@ void dequantize_blockwise_fast(const DequantizeBlockwiseArgs& a, void*, Stream) 
       const float m = absmax_of(b);
       const int64_t begin = b * a.blocksize, end = std::min(n, begin + a.blocksize);
       alignas(64) float buf[4096];  // one block (blocksize <= 4096)
-      for (int64_t i = begin; i < end; ++i) buf[i - begin] = code[q[i]] * m;
+      decode8_span(q + begin, end - begin, code, m, buf);
       from_f32_span(buf, end - begin, out + begin);
     });
   });
@@ -123,11 +123,7 @@ void dequantize_4bit_fast(const Dequantize4bitArgs& a, void*, Stream) {
       const uint8_t* p = packed + begin / 2;
       T* o = out + begin;
       alignas(64) float buf[4096];  // one block (blocksize <= 4096)
-      for (int64_t j = 0; j < count / 2; ++j) {
-        buf[2 * j] = table[p[j] >> 4] * m;
-        buf[2 * j + 1] = table[p[j] & 0xfu] * m;
-      }
-      if (count % 2) buf[count - 1] = table[p[count / 2] >> 4] * m;
+      decode4_span(p, count, table, m, buf);
       from_f32_span(buf, count, o);
     });
   });

@@ -231,6 +231,67 @@ void encode_code8_span(const float* x, float r, int64_t n, const int32_t* base, 
   }
 }
 
+namespace {
+
+void decode4_scalar(const uint8_t* packed, int64_t count, const float* table, float m, float* out) {
+  for (int64_t j = 0; j < count / 2; ++j) {
+    out[2 * j] = table[packed[j] >> 4] * m;
+    out[2 * j + 1] = table[packed[j] & 0xfu] * m;
+  }
+  if (count % 2) out[count - 1] = table[packed[count / 2] >> 4] * m;
+}
+
+// 8 bytes -> 16 codes: each byte doubled, then shifted by 4 (even element,
+// high nibble) or 0, masked; the 16-entry table sits in one register.
+__attribute__((target("avx512f"))) void decode4_avx512(const uint8_t* packed, int64_t count, const float* table,
+                                                       float m, float* out) {
+  const __m512 tab = _mm512_loadu_ps(table);
+  const __m512 vm = _mm512_set1_ps(m);
+  const __m512i shifts = _mm512_set_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
+  const __m512i low4 = _mm512_set1_epi32(15);
+  int64_t j = 0;
+  for (; 2 * (j + 8) <= count; j += 8) {
+    const __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed + j));
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(b8, b8));
+    const __m512i idx = _mm512_and_si512(_mm512_srlv_epi32(v, shifts), low4);
+    _mm512_storeu_ps(out + 2 * j, _mm512_mul_ps(_mm512_permutexvar_ps(idx, tab), vm));
+  }
+  decode4_scalar(packed + j, count - 2 * j, table, m, out + 2 * j);
+}
+
+void decode8_scalar(const uint8_t* q, int64_t n, const float* code, float m, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = code[q[i]] * m;
+}
+
+__attribute__((target("avx512f"))) void decode8_avx512(const uint8_t* q, int64_t n, const float* code, float m,
+                                                       float* out) {
+  const __m512 vm = _mm512_set1_ps(m);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i)));
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_i32gather_ps(idx, code, 4), vm));
+  }
+  decode8_scalar(q + i, n - i, code, m, out + i);
+}
+
+}  // namespace
+
+void decode4_span(const uint8_t* packed, int64_t count, const float* table16, float m, float* out) {
+  if (simd_level() == 2) {
+    decode4_avx512(packed, count, table16, m, out);
+  } else {
+    decode4_scalar(packed, count, table16, m, out);
+  }
+}
+
+void decode8_span(const uint8_t* q, int64_t n, const float* code256, float m, float* out) {
+  if (simd_level() == 2) {
+    decode8_avx512(q, n, code256, m, out);
+  } else {
+    decode8_scalar(q, n, code256, m, out);
+  }
+}
+
 LOWBIT_SIMD_CLONES void encode_fp4_span(const float* x, float r, int64_t n, uint8_t* codes) {
   for (int64_t i = 0; i < n; ++i) codes[i] = static_cast<uint8_t>(encode_fp4(x[i] * r));
 }

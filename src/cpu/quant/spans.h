@@ -34,6 +34,12 @@ void encode_nf4_span(const float* x, float r, int64_t n, const float* mid, uint8
 // any bucket holds). mid[255] must be +Inf.
 void encode_code8_span(const float* x, float r, int64_t n, const int32_t* base, const float* mid, int steps,
                        uint8_t* codes);
+// out[i] = table[code_i] * m for `count` 4-bit codes packed two a byte (the
+// even element in the high nibble), and out[i] = code[q[i]] * m for bytes:
+// the dequantization loops, with AVX-512 table permutes / gathers.
+void decode4_span(const uint8_t* packed, int64_t count, const float* table16, float m, float* out);
+void decode8_span(const uint8_t* q, int64_t n, const float* code256, float m, float* out);
+
 // codes[i] = encode_fp4(x[i] * r).
 void encode_fp4_span(const float* x, float r, int64_t n, uint8_t* codes);
 // out[j] = codes[2j] << 4 | codes[2j + 1] for j < n / 2 (n even).
