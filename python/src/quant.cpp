@@ -13,6 +13,7 @@
 
 #include "arrays.h"
 #include "core/check.h"
+#include "core/hd.h"
 #include "lowbit/code_maps.h"
 
 namespace lowbit::python {
@@ -23,7 +24,7 @@ using core::cat;
 // (code, absmax, offset, blocksize) of a double-quantized absmax.
 using NestedIn = std::tuple<InArray, InArray, InArray, int64_t>;
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+using core::ceil_div;
 
 // A host vector as an f32 tensor on `device`.
 Tensor f32_tensor(const float* values, int64_t n, Device device, Stream stream) {

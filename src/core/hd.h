@@ -38,6 +38,9 @@ LOWBIT_HD uint32_t shift_right_rne(uint32_t m, int s) {
   return (m + ((1u << (s - 1)) - 1u) + ((m >> s) & 1u)) >> s;
 }
 
+// ceil(a / b) for a >= 0, b > 0: block and tile counts everywhere.
+LOWBIT_HD int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 // Multiply and add rounded separately, never contracted into an FMA: nvcc
 // contracts a * b + c by default, which would change the bits the CPU gets.
 LOWBIT_HD float mul_rn(float a, float b) {

@@ -79,6 +79,9 @@ LOWBIT_HD uint32_t float_order_key(float v) {
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
+// The float whose float_order_key is k (the key's inverse).
+LOWBIT_HD float float_from_order_key(uint32_t k) { return bits_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k); }
+
 // Probability of quantile j (0..255): offset + j * (1 - 2 offset) / 255, in double.
 LOWBIT_HD double quantile_probability(int j, float offset) {
   return add_rn(static_cast<double>(offset), mul_rn(static_cast<double>(j), 1.0 - 2.0 * static_cast<double>(offset)) / 255.0);

@@ -122,7 +122,7 @@ GptqTensors gptq_quantize_rtn(const TensorRef& w, const GptqSpec& spec) {
   LOWBIT_REQUIRE(spec.group_size == -1 || spec.group_size > 0, ErrorCode::invalid_argument, op,
                  ": group_size must be -1 or positive (got ", spec.group_size, ")");
   const int64_t g = spec.group_size > 0 ? std::min(spec.group_size, std::max<int64_t>(K, 1)) : std::max<int64_t>(K, 1);
-  const int64_t G = (K + g - 1) / g;
+  const int64_t G = core::ceil_div(K, g);
   const int maxq = (1 << spec.bits) - 1;
 
   GptqTensors t;

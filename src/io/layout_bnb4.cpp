@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "core/hd.h"
 #include "io/layout.h"
 #include "lowbit/ops/quant.h"
 
@@ -35,7 +36,7 @@ class Bnb4Layout final : public Layout {
                                DType dtype) const override {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
-    const int64_t blocks = (n + blocksize_ - 1) / blocksize_;
+    const int64_t blocks = core::ceil_div(n, blocksize_);
     // quantize_4bit nests only a non-empty absmax.
     const bool nested = double_quant_ && blocks > 0;
     std::vector<TensorDecl> d;

@@ -253,7 +253,7 @@ class Bench {
       const std::string dname = dt == DType::f16 ? "f16" : "f32";
       const double esize = dt == DType::f16 ? 2.0 : 4.0;
       for (int64_t bs : {64, 256, 4096}) {
-        const int64_t nb = (n_ + bs - 1) / bs;
+        const int64_t nb = core::ceil_div(n_, bs);
         Tensor q = Tensor::empty({n_}, DType::u8, dev_), absmax = Tensor::empty({nb}, DType::f32, dev_);
         Tensor out = Tensor::empty({n_}, dt, dev_);
         QuantizeBlockwiseArgs qa{in, code, q, absmax, bs};

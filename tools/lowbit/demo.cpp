@@ -205,7 +205,6 @@ void timed(double& seconds, const Ops&... ops) {
   seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-int64_t blocks_of(int64_t n, int64_t blocksize) { return (n + blocksize - 1) / blocksize; }
 
 constexpr int64_t kBlock4bit = 64;
 constexpr int64_t kNestedBlock4bit = 256;  // bitsandbytes' compress_statistics blocksize
@@ -223,7 +222,7 @@ Tensor dynamic_map_on(Device device) {
 
 RoundTrip four_bit(const Tensor& w, Quant4Type type, bool double_quant) {
   const Device dev = w.device();
-  const int64_t n = w.numel(), nblocks = blocks_of(n, kBlock4bit);
+  const int64_t n = w.numel(), nblocks = core::ceil_div(n, kBlock4bit);
   RoundTrip r;
   Tensor packed = buffer({(n + 1) / 2, 1}, DType::u8, dev);
   Tensor absmax = buffer({nblocks}, DType::f32, dev);
@@ -241,7 +240,7 @@ RoundTrip four_bit(const Tensor& w, Quant4Type type, bool double_quant) {
   const Tensor code = dynamic_map_on(dev);
   Tensor offset = buffer({1}, DType::f32, dev);
   Tensor qabsmax = buffer({nblocks}, DType::u8, dev);
-  Tensor absmax2 = buffer({blocks_of(nblocks, kNestedBlock4bit)}, DType::f32, dev);
+  Tensor absmax2 = buffer({core::ceil_div(nblocks, kNestedBlock4bit)}, DType::f32, dev);
   const Op center(AbsmaxCenterArgs{absmax, offset}, dev);
   const Op compress(QuantizeBlockwiseArgs{absmax, code, qabsmax, absmax2, kNestedBlock4bit}, dev);
   const NestedAbsmax nested{code, absmax2, offset, kNestedBlock4bit};
@@ -258,7 +257,7 @@ RoundTrip blockwise_8bit(const Tensor& w, int64_t blocksize) {
   RoundTrip r;
   const Tensor code = dynamic_map_on(dev);
   Tensor q = buffer(w.sizes(), DType::u8, dev);
-  Tensor absmax = buffer({blocks_of(w.numel(), blocksize)}, DType::f32, dev);
+  Tensor absmax = buffer({core::ceil_div(w.numel(), blocksize)}, DType::f32, dev);
   r.restored = buffer(w.sizes(), DType::f32, dev);
   const Op quantize(QuantizeBlockwiseArgs{w, code, q, absmax, blocksize}, dev);
   const Op dequantize(DequantizeBlockwiseArgs{q, code, absmax, {}, r.restored, blocksize}, dev);
@@ -273,7 +272,7 @@ RoundTrip fp8_blocks(const Tensor& w) {
   const Device dev = w.device();
   RoundTrip r;
   Tensor q = buffer(w.sizes(), DType::f8_e4m3, dev);
-  Tensor scale = buffer({blocks_of(w.size(0), kTile), blocks_of(w.size(1), kTile)}, DType::f32, dev);
+  Tensor scale = buffer({core::ceil_div(w.size(0), kTile), core::ceil_div(w.size(1), kTile)}, DType::f32, dev);
   r.restored = buffer(w.sizes(), DType::f32, dev);
   const Op quantize(WeightQuantArgs{w, q, scale, kTile}, dev);
   const Op dequantize(WeightDequantArgs{q, scale, r.restored, kTile}, dev);

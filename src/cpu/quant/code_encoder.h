@@ -24,8 +24,8 @@ class CodeEncoder {
     table_midpoints(code, 256, mid_);
     mid_[255] = __builtin_inff();  // never below y: a full bucket stops advancing
     for (uint32_t b = 0; b < kBuckets; ++b) {
-      const float lo = from_order_key(b << 16);
-      const float hi = from_order_key((b << 16) | 0xffffu);
+      const float lo = float_from_order_key(b << 16);
+      const float hi = float_from_order_key((b << 16) | 0xffffu);
       const int c_lo = (lo == lo) ? static_cast<int>(encode_by_midpoints<8>(lo, mid_)) : 0;
       const int c_hi = (hi == hi) ? static_cast<int>(encode_by_midpoints<8>(hi, mid_)) : 0;
       base_[b] = c_lo;
@@ -39,7 +39,6 @@ class CodeEncoder {
 
  private:
   static constexpr uint32_t kBuckets = 1u << 16;
-  static float from_order_key(uint32_t k) { return bits_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k); }
   float mid_[256];
   std::vector<int32_t> base_;
   int steps_ = 0;

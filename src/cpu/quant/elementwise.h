@@ -23,6 +23,4 @@ decltype(auto) with_float_type(DType dtype, const char* op, Fn&& fn) {
                                          dtype_name(dtype), ")"));
 }
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 }  // namespace lowbit::core::cpu

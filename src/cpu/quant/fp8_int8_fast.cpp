@@ -170,8 +170,7 @@ void estimate_quantiles_fast(const EstimateQuantilesArgs& a, void*, Stream) {
   std::sort(keys.begin(), keys.end());
   std::vector<float> sorted(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
-    const uint32_t k = keys[i];
-    sorted[i] = bits_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+    sorted[i] = float_from_order_key(keys[i]);
   }
   float* out = a.out.ptr<float>();
   for (int j = 0; j < kNumQuantiles; ++j) {

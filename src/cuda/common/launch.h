@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/hd.h"
 #include "cuda/common/check.h"
 
 namespace lowbit::cuda {
@@ -26,7 +27,7 @@ int persistent_grid(Kernel* kernel, int threads, size_t smem, int64_t work, cons
   return static_cast<int>(std::max<int64_t>(1, std::min(wave, work)));
 }
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+using core::ceil_div;
 
 inline int log2_exact(int64_t v) {
   int l = 0;

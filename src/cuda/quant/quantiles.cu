@@ -34,8 +34,7 @@ __global__ void __launch_bounds__(kThreads) order_keys(const T* in, int64_t n, u
 __global__ void __launch_bounds__(kThreads) keys_to_floats(uint32_t* keys, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += stride) {
-    const uint32_t k = keys[i];
-    keys[i] = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
+    keys[i] = core::float_bits(core::float_from_order_key(keys[i]));
   }
 }
 

@@ -3,11 +3,13 @@
 
 #include <cstdint>
 
+#include "core/hd.h"
+
 #include "lowbit/ops/quant.h"
 
 namespace lowbit::ops {
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+using core::ceil_div;
 
 // The signed dynamic map (bitsandbytes' default code) as an f32 [256] tensor
 // on `device`, made once per device.

@@ -21,9 +21,12 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/hd.h"
 
 namespace lowbit {
 namespace {
+
+using core::ceil_div;
 
 using core::cat;
 
@@ -42,8 +45,6 @@ bool is_field(std::string_view name) {
 }
 
 bool is_quant4_type(std::string_view t) { return t == "nf4" || t == "fp4"; }
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int64_t shape_numel(const std::vector<int64_t>& shape) {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
