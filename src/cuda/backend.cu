@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/registry.h"
 #include "cuda/common/check.h"
+#include "cuda/gemm/ops.h"
 #include "cuda/quant/ops.h"
 
 namespace lowbit::core {
@@ -88,6 +89,7 @@ void register_cuda_backend() {
   add<Int8VectorwiseQuantArgs>(cuda::int8_vectorwise_quant);
   add<Int8VectorwiseDequantArgs>(cuda::int8_vectorwise_dequant);
   add<EstimateQuantilesArgs>(cuda::estimate_quantiles, cuda::estimate_quantiles_workspace);
+  add<MatmulArgs>(cuda::matmul, cuda::matmul_workspace);
 }
 
 }  // namespace lowbit::core

@@ -7,6 +7,9 @@
 #include "core/float_convert.h"
 #include "core/tables.h"
 #include "cpu/gemm/tiles.h"
+#if defined(LOWBIT_WITH_CUDA)
+#include "cuda/gemm/ops.h"
+#endif
 
 namespace lowbit::test {
 namespace {
@@ -185,17 +188,21 @@ Oracle matmul_oracle(const Tensor& A, const std::vector<float>& W, int64_t N, in
   Oracle o;
   o.value.resize(static_cast<size_t>(M * N));
   o.magnitude.resize(static_cast<size_t>(M * N));
+  o.a_magnitude.resize(static_cast<size_t>(M * N));
   for (int64_t m = 0; m < M; ++m) {
     for (int64_t n = 0; n < N; ++n) {
       double sum = bias.empty() ? 0.0 : bias[static_cast<size_t>(n)];
-      double mag = std::fabs(sum);
+      double mag = std::fabs(sum), amag = 0.0;
       for (int64_t k = 0; k < K; ++k) {
-        const double t = static_cast<double>(a[static_cast<size_t>(m * K + k)]) * W[static_cast<size_t>(n * K + k)];
+        const double x = a[static_cast<size_t>(m * K + k)];
+        const double t = x * W[static_cast<size_t>(n * K + k)];
         sum += t;
         mag += std::fabs(t);
+        amag += std::fabs(x);
       }
       o.value[static_cast<size_t>(m * N + n)] = sum;
       o.magnitude[static_cast<size_t>(m * N + n)] = mag;
+      o.a_magnitude[static_cast<size_t>(m * N + n)] = amag;
     }
   }
   return o;
@@ -225,7 +232,12 @@ CloseCase<MatmulArgs> matmul_case(const std::string& name, const QuantizedWeight
 }
 
 int matmul_configs(const core::OpImpl<MatmulArgs>& impl) {
-  return std::string(impl.name) == "cpu" ? core::cpu::gemm::kNumTileConfigs : 0;
+  const std::string name = impl.name;
+  if (name == "cpu") return core::cpu::gemm::kNumTileConfigs;
+#if defined(LOWBIT_WITH_CUDA)
+  if (name == "cuda") return cuda::matmul_num_configs();
+#endif
+  return 0;
 }
 int matmul_4bit_configs(const core::OpImpl<Matmul4bitArgs>& impl) {
   return std::string(impl.name) == "cpu" ? core::cpu::gemm::kNumTileConfigs : 0;

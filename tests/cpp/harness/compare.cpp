@@ -37,6 +37,9 @@ Tolerance matmul_tolerance(DType a_dtype, DType out_dtype, DType accum_dtype, in
     // Tensor cores multiply W rounded to A's dtype; fp16 accumulation adds
     // a rounding per partial sum.
     t.terms += unit_roundoff(a_dtype);
+    // ... and a weight rounded into A's subnormals errs by up to half their
+    // spacing, absolutely: times Σ|a|.
+    t.a_terms = subnormal_half_spacing(a_dtype) * 1.01;
     if (accum_dtype == DType::f16) t.terms += std::log2(static_cast<double>(K) + 1.0) * 0x1p-11;
   }
   return t;
@@ -48,7 +51,8 @@ void expect_close(const Oracle& want, const Tensor& got, const Tolerance& tol, c
   int64_t bad = 0, worst = -1;
   double worst_ratio = 0.0;
   for (size_t i = 0; i < g.size(); ++i) {
-    const double bound = tol.rel * std::fabs(want.value[i]) + tol.terms * want.magnitude[i] + tol.abs;
+    double bound = tol.rel * std::fabs(want.value[i]) + tol.terms * want.magnitude[i] + tol.abs;
+    if (!want.a_magnitude.empty()) bound += tol.a_terms * want.a_magnitude[i];
     const double err = std::fabs(static_cast<double>(g[i]) - want.value[i]);
     const double ratio = std::isnan(err) ? INFINITY : err / (bound > 0 ? bound : 1e-300);
     if (ratio > 1.0) ++bad;

@@ -4,6 +4,7 @@
 // float64 oracle the test computes itself:
 //
 //   |got - value| <= tol.rel * |value| + tol.terms * magnitude + tol.abs
+//                    + tol.a_terms * Σ|a|
 //
 // where magnitude is Σ|terms| of the element's sum (a dot product's Σ|a·w|),
 // the scale on which accumulation error lives. CUDA implementations are
@@ -21,12 +22,16 @@ namespace lowbit::test {
 struct Oracle {
   std::vector<double> value;
   std::vector<double> magnitude;
+  // Σ|a| of the element's dot product (when the oracle knows it): the scale
+  // of the absolute error of operands rounded into subnormals.
+  std::vector<double> a_magnitude;
 };
 
 struct Tolerance {
   double rel = 0.0;    // output rounding, relative to |value|
   double terms = 0.0;  // accumulation and operand rounding, relative to magnitude
   double abs = 0.0;    // the output dtype's subnormal spacing
+  double a_terms = 0.0;  // operand rounding into subnormals, relative to Σ|a|
 };
 
 // Bounds for a matmul on `device`: output rounding of `out`, fp32 sums of K

@@ -1,0 +1,17 @@
+// The CUDA implementation of the matmul op (MatmulArgs), registered as
+// "cuda" by register_cuda_backend() (src/cuda/backend.cu). It reads the
+// `rows` layout; docs/gemm.md describes the kernels.
+#pragma once
+
+#include <cstddef>
+
+#include "lowbit/ops/gemm.h"
+
+namespace lowbit::cuda {
+
+void matmul(const MatmulArgs& a, void* workspace, Stream stream);
+size_t matmul_workspace(const MatmulArgs& a);
+// Kernel configs MatmulArgs::config may name (tests sweep them).
+int matmul_num_configs();
+
+}  // namespace lowbit::cuda
