@@ -8,12 +8,34 @@ this package re-exports them::
     packed, state = F.quantize_4bit(w, quant_type="nf4", compress_statistics=True)
     w2 = F.dequantize_4bit(packed, state)
 
+The mixed-precision matmul follows BitBLAS (``MatmulConfig``, ``Matmul``,
+``transform_weight``, ``forward``), with importers of GPTQ, AWQ and
+bitsandbytes 4-bit weights; ``matmul_4bit`` / ``gemv_4bit`` follow
+bitsandbytes::
+
+    mm = lowbit.Matmul(lowbit.MatmulConfig(N=4096, K=4096, W_dtype="int4",
+                                           with_scaling=True, group_size=128), device="cuda")
+    W = mm.transform_weight(values, scale=scale)
+    out = mm(A, W)
+
 Arrays of NumPy, PyTorch, CuPy or JAX, on the CPU or a CUDA GPU, are taken
 without a copy; results come back in the same framework on the same device.
 See docs/python.md.
 """
 
 from . import _lowbit, functional
+from ._matmul import (
+    Matmul,
+    MatmulConfig,
+    PackedWeight,
+    QuantizedWeight,
+    dequantize_weight,
+    import_awq,
+    import_bnb_4bit,
+    import_gptq,
+    unpack_weight,
+)
+from ._matmul import __all__ as _matmul_all
 from .functional import (
     QuantState,
     act_quant,
@@ -27,9 +49,11 @@ from .functional import (
     dequantize_fp4,
     dequantize_nf4,
     estimate_quantiles,
+    gemv_4bit,
     get_4bit_type,
     int8_vectorwise_dequant,
     int8_vectorwise_quant,
+    matmul_4bit,
     quantize_4bit,
     quantize_blockwise,
     quantize_fp4,
@@ -63,4 +87,4 @@ def synchronize(stream=None) -> None:
     _lowbit.synchronize(0 if handle is None else handle)
 
 
-__all__ = functional.__all__ + ["cuda_available", "cuda_device_count", "synchronize", "functional", "__version__"]
+__all__ = functional.__all__ + _matmul_all + ["cuda_available", "cuda_device_count", "synchronize", "functional", "__version__"]

@@ -1,8 +1,18 @@
-"""Type stubs of the lowbit package (the functions are typed in lowbit/functional.py)."""
+"""Type stubs of the lowbit package (the functions are typed in lowbit/functional.py and
+lowbit/_matmul.py; MatmulConfig in lowbit/_lowbit.pyi)."""
 
 from typing import Any, List
 
 from . import functional as functional
+from ._matmul import Matmul as Matmul
+from ._matmul import MatmulConfig as MatmulConfig
+from ._matmul import PackedWeight as PackedWeight
+from ._matmul import QuantizedWeight as QuantizedWeight
+from ._matmul import dequantize_weight as dequantize_weight
+from ._matmul import import_awq as import_awq
+from ._matmul import import_bnb_4bit as import_bnb_4bit
+from ._matmul import import_gptq as import_gptq
+from ._matmul import unpack_weight as unpack_weight
 from .functional import QuantState as QuantState
 from .functional import act_quant as act_quant
 from .functional import create_dynamic_map as create_dynamic_map
@@ -15,9 +25,11 @@ from .functional import dequantize_blockwise as dequantize_blockwise
 from .functional import dequantize_fp4 as dequantize_fp4
 from .functional import dequantize_nf4 as dequantize_nf4
 from .functional import estimate_quantiles as estimate_quantiles
+from .functional import gemv_4bit as gemv_4bit
 from .functional import get_4bit_type as get_4bit_type
 from .functional import int8_vectorwise_dequant as int8_vectorwise_dequant
 from .functional import int8_vectorwise_quant as int8_vectorwise_quant
+from .functional import matmul_4bit as matmul_4bit
 from .functional import quantize_4bit as quantize_4bit
 from .functional import quantize_blockwise as quantize_blockwise
 from .functional import quantize_fp4 as quantize_fp4

@@ -7,7 +7,7 @@ dtype name of the same width, or "bytes". Results are ``Exported`` tuples:
 name, DLPack device type, device index).
 """
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 InArray = Tuple[Any, str]
 OutArray = Tuple[Any, str]
@@ -89,3 +89,147 @@ def quant_state_as_dict(
 def quant_state_from_dict(
     tensors: Sequence[Tuple[str, InArray]], values: Dict[str, Any], device_type: str, device_index: int
 ) -> Dict[str, Any]: ...
+
+# ------------------------------------------------------------------ matmul
+
+DTypeLike = Any  # a dtype name ("float16"), or a framework dtype (torch.float16, numpy.float16)
+
+class MatmulConfig:
+    """BitBLAS' MatmulConfig (public as lowbit.MatmulConfig): out[M, N] = A[M, K] . dequant(W)[N, K]^T (+ bias).
+
+    Dtypes are given as names (or framework dtypes) and read back as names;
+    W_dtype=None means "same as A_dtype" (an unquantized float16/bfloat16
+    weight), as in BitBLAS. Names are checked when set; the fields as a whole
+    by check() and by Matmul(config). Attributes are writable.
+    """
+
+    M: List[int]
+    N: int
+    K: int
+    A_dtype: str
+    W_dtype: str
+    accum_dtype: str
+    out_dtype: str
+    layout: str
+    with_bias: bool
+    group_size: int
+    with_scaling: bool
+    with_zeros: bool
+    zeros_mode: str
+    def __init__(
+        self,
+        M: Union[None, int, Sequence[int]] = None,
+        N: Optional[int] = None,
+        K: Optional[int] = None,
+        *,
+        A_dtype: DTypeLike = "float16",
+        W_dtype: Optional[DTypeLike] = None,
+        accum_dtype: DTypeLike = "float32",
+        out_dtype: DTypeLike = "float16",
+        layout: str = "nt",
+        with_bias: bool = False,
+        group_size: int = -1,
+        with_scaling: bool = False,
+        with_zeros: bool = False,
+        zeros_mode: str = "original",
+    ) -> None: ...
+    def check(self) -> None: ...
+    def groups(self) -> int: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __copy__(self) -> MatmulConfig: ...
+    def __deepcopy__(self, memo: Any) -> MatmulConfig: ...
+
+class QuantizedWeight:
+    """The C++ unpacked weight (lowbit.QuantizedWeight wraps it)."""
+
+    config: MatmulConfig
+    def tensor(self, name: str) -> Optional[Exported]: ...
+
+class PackedWeight:
+    """The C++ packed weight (lowbit.PackedWeight wraps it)."""
+
+    @property
+    def W_dtype(self) -> str: ...
+    @property
+    def N(self) -> int: ...
+    @property
+    def K(self) -> int: ...
+    @property
+    def group_size(self) -> int: ...
+    @property
+    def with_scaling(self) -> bool: ...
+    @property
+    def with_zeros(self) -> bool: ...
+    @property
+    def zeros_mode(self) -> str: ...
+    @property
+    def with_bias(self) -> bool: ...
+    @property
+    def layout(self) -> str: ...
+    @property
+    def device(self) -> Tuple[str, int]: ...
+    @property
+    def nbytes(self) -> int: ...
+    def tensor(self, name: str) -> Optional[Exported]: ...
+    def dequantize(self) -> Exported: ...
+    def unpack(self) -> QuantizedWeight: ...
+
+class Matmul:
+    """The C++ Matmul (lowbit.Matmul wraps it)."""
+
+    def __init__(self, config: MatmulConfig, device_type: str, device_index: int) -> None: ...
+    @property
+    def config(self) -> MatmulConfig: ...
+    @property
+    def device(self) -> Tuple[str, int]: ...
+    @property
+    def layout(self) -> str: ...
+    def prepared_m(self, m: int) -> int: ...
+    def transform_weight(
+        self,
+        weight: InArray,
+        scale: Optional[InArray],
+        zeros: Optional[InArray],
+        bias: Optional[InArray],
+        perm: Optional[InArray],
+    ) -> PackedWeight: ...
+    def transform_quantized(self, weight: QuantizedWeight) -> PackedWeight: ...
+    def forward(self, A: InArray, W: PackedWeight, out: Optional[OutArray], stream: int = 0) -> Optional[Exported]: ...
+
+def import_gptq(
+    qweight: InArray,
+    qzeros: InArray,
+    scales: InArray,
+    g_idx: Optional[InArray],
+    bias: Optional[InArray],
+    bits: int,
+    group_size: int,
+    zero_plus_one: bool,
+    zeros_mode: str,
+) -> QuantizedWeight: ...
+def import_awq(
+    qweight: InArray, qzeros: InArray, scales: InArray, bias: Optional[InArray], group_size: int
+) -> QuantizedWeight: ...
+def import_bnb_4bit(
+    packed: InArray,
+    absmax: InArray,
+    quant_type: str,
+    blocksize: int,
+    shape: Sequence[int],
+    dtype: str,
+    nested: Optional[NestedIn],
+    bias: Optional[InArray],
+) -> QuantizedWeight: ...
+def matmul_4bit(
+    op: str,
+    A: InArray,
+    B: InArray,
+    absmax: InArray,
+    nested: Optional[NestedIn],
+    quant_type: str,
+    blocksize: int,
+    shape: Sequence[int],
+    bias: Optional[InArray],
+    out: Optional[OutArray],
+    stream: int = 0,
+) -> Optional[Exported]: ...

@@ -45,9 +45,11 @@ __all__ = [
     "dequantize_fp4",
     "dequantize_nf4",
     "estimate_quantiles",
+    "gemv_4bit",
     "get_4bit_type",
     "int8_vectorwise_dequant",
     "int8_vectorwise_quant",
+    "matmul_4bit",
     "quantize_4bit",
     "quantize_blockwise",
     "quantize_fp4",
@@ -493,6 +495,88 @@ def dequantize_nf4(
 ) -> Array:
     """:func:`dequantize_4bit` with ``quant_type="nf4"``."""
     return dequantize_4bit(A, quant_state, absmax, out, blocksize, "nf4", stream=stream)
+
+
+# ------------------------------------------------- 4-bit matmul (bitsandbytes)
+
+
+def _matmul_4bit(op: str, A: Array, B: Array, quant_state: Optional[QuantState], bias: Optional[Array],
+                 out: Optional[Array], stream: Any) -> Array:
+    qs = quant_state
+    if qs is None:
+        raise ValueError(f"{op}: the quant state is required (got None); it comes from quantize_4bit")
+    if not hasattr(qs, "absmax"):
+        raise TypeError(f"{op}: the quant state must be a QuantState (got {type(qs).__name__})")
+    if qs.shape is None:
+        raise ValueError(f"{op}: quant_state.shape is required (got None)")
+    call = _arrays.Call(op, A, "A", stream)
+    raw = _lowbit.matmul_4bit(
+        op,
+        call.arg(A, "A"),
+        call.arg(B, "B", "bytes"),
+        call.arg(qs.absmax, "absmax"),
+        _nested_arg(call, qs),
+        qs.quant_type or "",
+        int(qs.blocksize) if qs.blocksize is not None else 64,
+        [int(d) for d in qs.shape],
+        call.opt(bias, "bias"),
+        call.out(out, "out"),
+        call.stream,
+    )
+    call.done()
+    return out if out is not None else call.result(raw)
+
+
+def matmul_4bit(
+    A: Array,
+    B: Array,
+    quant_state: QuantState,
+    bias: Optional[Array] = None,
+    *,
+    out: Optional[Array] = None,
+    stream: Any = None,
+) -> Array:
+    """bitsandbytes' ``matmul_4bit``: ``A · dequantize_4bit(B, quant_state)ᵀ (+ bias)``.
+
+    Runs on the 4-bit state directly — any K (blocks may cross rows), odd
+    N·K, nested absmax — with float32 weights and accumulation:
+    ``out = A · (table[code] · absmax[block])ᵀ + bias``. bitsandbytes rounds
+    the dequantized weight to A's dtype first, so results differ from it by
+    up to one such rounding per weight (ours are the exact float32 products).
+
+    Parameters
+    ----------
+    A : array
+        float32/float16/bfloat16 [..., K].
+    B : array
+        The packed codes from :func:`quantize_4bit` of a weight [N, K] (uint8
+        or any quant_storage; ``B.t()`` as bitsandbytes passes it is fine).
+    quant_state : QuantState
+        Its 4-bit state (shape [N, K], nf4/fp4, possibly nested), on A's device.
+    bias : array, optional
+        float32/float16/bfloat16 [N].
+    out : array, optional
+        Buffer of A's dtype, [..., N] (keyword-only here).
+
+    Returns
+    -------
+    [..., N] of A's dtype, in A's framework and on its device.
+    """
+    return _matmul_4bit("matmul_4bit", A, B, quant_state, bias, out, stream)
+
+
+def gemv_4bit(
+    A: Array,
+    B: Array,
+    state: QuantState,
+    bias: Optional[Array] = None,
+    *,
+    out: Optional[Array] = None,
+    stream: Any = None,
+) -> Array:
+    """bitsandbytes' ``gemv_4bit``: :func:`matmul_4bit` for an A holding one
+    row ([K], [1, K], [1, 1, K], ...)."""
+    return _matmul_4bit("gemv_4bit", A, B, state, bias, out, stream)
 
 
 # --------------------------------------------------------------- int8

@@ -166,6 +166,20 @@ TensorRef place(const TensorRef& t, Device device, Stream stream, std::vector<Te
   return keep.back().ref();
 }
 
+NestedAbsmax nested_arg(const char* op, const std::optional<NestedIn>& nested, Device device, Stream stream,
+                        std::vector<Tensor>& keep) {
+  if (!nested) return {};
+  const auto& [code, absmax, offset, blocksize] = *nested;
+  return NestedAbsmax{place(to_ref(op, "state2.code", code), device, stream, keep), to_ref(op, "state2.absmax", absmax),
+                      place(to_ref(op, "offset", offset), device, stream, keep), blocksize};
+}
+
+Quant4Type quant4_type(const char* op, const std::string& name) {
+  if (name == "nf4") return Quant4Type::nf4;
+  if (name == "fp4") return Quant4Type::fp4;
+  core::fail(ErrorCode::invalid_argument, cat(op, ": quant_type must be 'nf4' or 'fp4' (got '", name, "')"));
+}
+
 Tensor workspace(size_t bytes, Device device) {
   if (bytes == 0) return Tensor();
   return Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device);

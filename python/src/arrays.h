@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -54,6 +55,17 @@ Device to_device(const std::string& type, int index);
 // auxiliary tensors such as code maps, as bitsandbytes moves `code`).
 TensorRef place(const TensorRef& t, Device device, Stream stream, std::vector<Tensor>& keep);
 
+// (code, absmax, offset, blocksize) of a double-quantized absmax, as
+// lowbit/functional.py's _nested_arg passes it.
+using NestedIn = std::tuple<InArray, InArray, InArray, int64_t>;
+// The NestedAbsmax view of it (absent for None); the code map and offset are
+// moved to `device` when elsewhere, kept alive in `keep`.
+NestedAbsmax nested_arg(const char* op, const std::optional<NestedIn>& nested, Device device, Stream stream,
+                        std::vector<Tensor>& keep);
+
+// "nf4" / "fp4"; throws invalid_argument naming `op` otherwise.
+Quant4Type quant4_type(const char* op, const std::string& name);
+
 // Scratch of `bytes` on `device` (undefined when 0).
 Tensor workspace(size_t bytes, Device device);
 
@@ -80,5 +92,6 @@ DType parse_dtype_arg(const char* op, const char* arg, const std::string& name);
 void bind_arrays(nb::module_& m);
 void bind_quant(nb::module_& m);
 void bind_quant_state(nb::module_& m);
+void bind_gemm(nb::module_& m);
 
 }  // namespace lowbit::python

@@ -42,4 +42,5 @@ NB_MODULE(_lowbit, m) {
   lowbit::python::bind_arrays(m);
   lowbit::python::bind_quant(m);
   lowbit::python::bind_quant_state(m);
+  lowbit::python::bind_gemm(m);
 }

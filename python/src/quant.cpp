@@ -21,9 +21,6 @@ namespace {
 
 using core::cat;
 
-// (code, absmax, offset, blocksize) of a double-quantized absmax.
-using NestedIn = std::tuple<InArray, InArray, InArray, int64_t>;
-
 using core::ceil_div;
 
 // A host vector as an f32 tensor on `device`.
@@ -67,20 +64,6 @@ void compress_absmax(const TensorRef& absmax, int64_t blocksize2, Device device,
   r["absmax2"] = to_py(state2.absmax, "absmax2");
   r["code2"] = to_py(without_gil([&] { return Tensor::copy_of(state2.code, device, stream); }), "code2");
   r["blocksize2"] = blocksize2;
-}
-
-NestedAbsmax nested_arg(const char* op, const std::optional<NestedIn>& nested, Device device, Stream stream,
-                        std::vector<Tensor>& keep) {
-  if (!nested) return {};
-  const auto& [code, absmax, offset, blocksize] = *nested;
-  return NestedAbsmax{place(to_ref(op, "state2.code", code), device, stream, keep), to_ref(op, "state2.absmax", absmax),
-                      place(to_ref(op, "offset", offset), device, stream, keep), blocksize};
-}
-
-Quant4Type quant4_type(const char* op, const std::string& name) {
-  if (name == "nf4") return Quant4Type::nf4;
-  if (name == "fp4") return Quant4Type::fp4;
-  core::fail(ErrorCode::invalid_argument, cat(op, ": quant_type must be 'nf4' or 'fp4' (got '", name, "')"));
 }
 
 // ------------------------------------------------------------------- 8-bit

@@ -37,8 +37,11 @@ x = np.linspace(-1, 1, 1000, dtype=np.float32)
 packed, state = F.quantize_4bit(x, quant_type="nf4")
 y = F.dequantize_4bit(packed, state)
 assert y.shape == x.shape and float(np.abs(y - x).max()) < 0.2
+mm = lowbit.Matmul(lowbit.MatmulConfig(N=4, K=32, W_dtype="int4"))
+out = mm(np.ones((2, 32), np.float16), mm.transform_weight(np.ones((4, 32), np.int8)))
+assert out.shape == (2, 4) and bool((out == 32).all()), out
 for stub in ("__init__.pyi", "_lowbit.pyi", "py.typed"):
     assert os.path.exists(os.path.join(where, stub)), f"{stub} missing from the installed package"
-print(f"pip_install_check: lowbit {lowbit.__version__} from {where}: quantize_4bit/dequantize_4bit ok")
+print(f"pip_install_check: lowbit {lowbit.__version__} from {where}: quantize_4bit/dequantize_4bit/Matmul ok")
 PY
 echo "pip_install_check: 1 passed, 0 failed"
