@@ -15,7 +15,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -26,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.h"
 #include "commands.h"
 #include "core/check.h"
 #include "core/float_convert.h"
@@ -52,23 +52,15 @@ constexpr int64_t kFp8Block = 128;
 constexpr int64_t kCheckElems = 1 << 20;  // prefix checked against the CPU backend (whole blocks and rows)
 
 // --------------------------------------------------------------- input data
-// splitmix64; roughly normal values (sum of four uniforms), a few large ones.
-uint64_t mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
+// Roughly normal values (sum of four uniforms), a few large ones.
 std::vector<float> random_values(int64_t n, uint64_t seed) {
   std::vector<float> v(static_cast<size_t>(n));
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const uint64_t r = mix(seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(i));
-    double s = 0.0;
-    for (int j = 0; j < 4; ++j) s += static_cast<double>((r >> (16 * j)) & 0xffffu) / 65535.0;
-    double x = (s - 2.0) * 1.7320508;  // unit variance
-    if ((r & 0x3ffu) == 0) x *= 8.0;   // one in 1024: an outlier stretching its block
-    v[static_cast<size_t>(i)] = static_cast<float>(x);
+    const uint64_t r = bench::random_bits(seed, static_cast<uint64_t>(i));
+    float x = bench::normal_from_bits(r);  // unit variance
+    if ((r & 0x3ffu) == 0) x *= 8.0f;      // one in 1024: an outlier stretching its block
+    v[static_cast<size_t>(i)] = x;
   }
   return v;
 }
@@ -97,104 +89,11 @@ TensorRef rows_view(const TensorRef& t, int64_t rows, int64_t cols) {
   return TensorRef::contiguous(t.data, t.dtype, {rows, cols}, t.device);
 }
 
-// ------------------------------------------------------------------ timing
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
-// A device-independent timer: median milliseconds of `fn` over `reps` runs.
-class Timer {
- public:
-  virtual ~Timer() = default;
-  virtual double time_ms(const std::function<void()>& fn, int reps) = 0;
-  virtual double copy_gbps(int64_t bytes, int reps) = 0;
-};
-
-class CpuTimer : public Timer {
- public:
-  double time_ms(const std::function<void()>& fn, int reps) override {
-    fn();  // warm-up: first-touch of outputs, thread pool start
-    std::vector<double> ms;
-    for (int r = 0; r < reps; ++r) {
-      const auto t0 = std::chrono::steady_clock::now();
-      fn();
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return median(ms);
-  }
-  double copy_gbps(int64_t bytes, int reps) override {
-    std::vector<char> a(static_cast<size_t>(bytes), 1), b(static_cast<size_t>(bytes), 2);
-    const double ms = time_ms(
-        [&] {
-#pragma omp parallel
-          {
-            const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-            const int64_t lo = bytes * t / nt, hi = bytes * (t + 1) / nt;
-            std::memcpy(b.data() + lo, a.data() + lo, static_cast<size_t>(hi - lo));
-          }
-        },
-        reps);
-    return 2.0 * static_cast<double>(bytes) / (ms * 1e6);
-  }
-};
-
+using bench::CpuTimer;
+using bench::Timer;
 #if defined(LOWBIT_WITH_CUDA)
-void cuda_ok(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    throw Error(ErrorCode::device_error, core::cat("bench: ", what, " failed: ", cudaGetErrorString(e)));
-  }
-}
-
-class CudaTimer : public Timer {
- public:
-  static constexpr size_t kFlushBytes = size_t{256} << 20;  // > 50 MB of H100 L2 (60 MB on H200)
-  explicit CudaTimer(cudaStream_t s) : stream_(s) {
-    cuda_ok(cudaMalloc(&flush_, kFlushBytes), "cudaMalloc(flush buffer)");
-    cuda_ok(cudaEventCreate(&start_), "cudaEventCreate");
-    cuda_ok(cudaEventCreate(&stop_), "cudaEventCreate");
-  }
-  ~CudaTimer() override {
-    cudaFree(flush_);
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-  }
-  double time_ms(const std::function<void()>& fn, int reps) override {
-    fn();
-    fn();
-    cuda_ok(cudaStreamSynchronize(stream_), "warm-up");
-    std::vector<double> ms;
-    for (int r = 0; r < reps; ++r) {
-      cuda_ok(cudaMemsetAsync(flush_, r & 0xff, kFlushBytes, stream_), "L2 flush");
-      cuda_ok(cudaEventRecord(start_, stream_), "cudaEventRecord");
-      fn();
-      cuda_ok(cudaEventRecord(stop_, stream_), "cudaEventRecord");
-      cuda_ok(cudaEventSynchronize(stop_), "cudaEventSynchronize");
-      float t = 0.0f;
-      cuda_ok(cudaEventElapsedTime(&t, start_, stop_), "cudaEventElapsedTime");
-      ms.push_back(t);
-    }
-    return median(ms);
-  }
-  double copy_gbps(int64_t bytes, int reps) override {
-    void *a = nullptr, *b = nullptr;
-    cuda_ok(cudaMalloc(&a, static_cast<size_t>(bytes)), "cudaMalloc(copy source)");
-    cuda_ok(cudaMalloc(&b, static_cast<size_t>(bytes)), "cudaMalloc(copy destination)");
-    cuda_ok(cudaMemsetAsync(a, 0x5a, static_cast<size_t>(bytes), stream_), "cudaMemset");
-    const double ms = time_ms(
-        [&] { cuda_ok(cudaMemcpyAsync(b, a, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_), "copy"); },
-        reps);
-    cudaFree(a);
-    cudaFree(b);
-    return 2.0 * static_cast<double>(bytes) / (ms * 1e6);
-  }
-
- private:
-  cudaStream_t stream_;
-  void* flush_ = nullptr;
-  cudaEvent_t start_{}, stop_{};
-};
+using bench::cuda_ok;
+using bench::CudaTimer;
 #endif
 
 // ------------------------------------------------------------------- cases
@@ -360,7 +259,7 @@ class Bench {
     fn();
     if (!dev_.is_cpu()) synchronize(stream_);
     const std::string verdict = dev_.is_cpu() ? "-" : check();
-    const double ms = timer_.time_ms(fn, reps_);
+    const double ms = timer_.time_ms(fn, reps_, dev_.is_cpu() ? 1 : 2);
     const double gbps = bytes / (ms * 1e6);
     rows_.push_back({op, dtype, block, ms, gbps, gbps / copy_gbps(), verdict});
     std::printf("  %-22s %-4s %5lld %9.4f %9.1f %7.3f  %s\n", op.c_str(), dtype.c_str(), static_cast<long long>(block),
@@ -452,7 +351,8 @@ void run_bench(const Options& o) {
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  CLI::App* bench = app.add_subcommand("bench", "Measure op bandwidth against the machine's copy bandwidth");
+  CLI::App* bench =
+      app.add_subcommand("bench", "Measure ops against the machine's limits: copy bandwidth, cuBLAS in the same run");
   bench->require_subcommand(1);
   auto opts = std::make_shared<Options>();
   CLI::App* quant = bench->add_subcommand("quant", "Quantization ops: GB/s and fraction of copy bandwidth");
@@ -461,6 +361,7 @@ void add_bench_command(CLI::App& app) {
   quant->add_option("--elements", opts->elements, "elements per op (default 2^28 on cuda, 2^26 on cpu)");
   quant->add_option("--reps", opts->reps, "timed repetitions per case (default 20 on cuda, 5 on cpu)");
   quant->callback([opts] { run_bench(*opts); });
+  add_bench_gemm_command(*bench);
 }
 
 }  // namespace lowbit::cli

@@ -1,0 +1,88 @@
+// What the `lowbit bench` subcommands share (bench.cpp: `bench quant`,
+// bench_gemm.cpp: `bench gemm`): random bits, the median, and timers that run
+// a callable `reps` times and return the median (PERFORMANCE.md, "How to
+// measure"). On the GPU each repetition is timed on its own with CUDA events
+// around only the callable, after an untimed L2 flush (a cudaMemsetAsync of a
+// buffer larger than L2); on the CPU with a steady clock.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#if defined(LOWBIT_WITH_CUDA)
+#include <cuda_runtime.h>
+#endif
+
+namespace lowbit::cli {
+
+// `lowbit bench gemm` (bench_gemm.cpp), added under `lowbit bench`.
+void add_bench_gemm_command(CLI::App& bench);
+
+namespace bench {
+
+// splitmix64's finalizer: 64 random-looking bits from a counter.
+inline uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+// A random bit pattern for element i of stream `seed`.
+inline uint64_t random_bits(uint64_t seed, uint64_t i) { return mix(seed * 0x9e3779b97f4a7c15ull + i); }
+// Roughly normal (sum of four uniforms), unit variance, from 64 random bits.
+inline float normal_from_bits(uint64_t r) {
+  double s = 0.0;
+  for (int j = 0; j < 4; ++j) s += static_cast<double>((r >> (16 * j)) & 0xffffu) / 65535.0;
+  return static_cast<float>((s - 2.0) * 1.7320508);
+}
+
+double median(std::vector<double> v);
+
+// A device-independent timer.
+class Timer {
+ public:
+  virtual ~Timer() = default;
+  // The median milliseconds of `fn` over `reps` runs, after `warmup` untimed runs.
+  virtual double time_ms(const std::function<void()>& fn, int reps, int warmup) = 0;
+  // The machine's copy bandwidth in GB/s (bytes read + written) for a copy of `bytes`.
+  virtual double copy_gbps(int64_t bytes, int reps) = 0;
+};
+
+// Steady clock; the copy is a memcpy split over the OpenMP threads.
+class CpuTimer : public Timer {
+ public:
+  double time_ms(const std::function<void()>& fn, int reps, int warmup) override;
+  double copy_gbps(int64_t bytes, int reps) override;
+};
+
+#if defined(LOWBIT_WITH_CUDA)
+// Throws lowbit::Error(device_error) naming `what` when `e` is not cudaSuccess.
+void cuda_ok(cudaError_t e, const char* what);
+
+// CUDA events on `stream`; before each timed repetition an untimed
+// cudaMemsetAsync of `flush_bytes` evicts L2. The copy is a device-to-device
+// cudaMemcpyAsync timed the same way.
+class CudaTimer : public Timer {
+ public:
+  static constexpr size_t kDefaultFlushBytes = size_t{256} << 20;  // > 50 MB of H100 L2 (60 MB on H200)
+  explicit CudaTimer(cudaStream_t stream, size_t flush_bytes = kDefaultFlushBytes);
+  ~CudaTimer() override;
+  CudaTimer(const CudaTimer&) = delete;
+  CudaTimer& operator=(const CudaTimer&) = delete;
+
+  double time_ms(const std::function<void()>& fn, int reps, int warmup) override;
+  double copy_gbps(int64_t bytes, int reps) override;
+  size_t flush_bytes() const { return flush_bytes_; }
+
+ private:
+  cudaStream_t stream_;
+  size_t flush_bytes_;
+  void* flush_ = nullptr;
+  cudaEvent_t start_{}, stop_{};
+};
+#endif
+
+}  // namespace bench
+}  // namespace lowbit::cli
