@@ -39,6 +39,7 @@ struct RowCtx {
   float s = 1.0f;       // the group's scale (post-scale decoders), or
   float z = 0.0f;       // with s, the zero (generic)
   uint32_t negoff = 0;  // magic: -(offset) in both halves (fp32 bits for 8-bit bf16)
+  uint32_t negoff_j[4] = {};  // fp16 2- and 4-bit: -(offset) for the code at bit j·b of a byte
 };
 
 template <int kBits_, int kLB_, class T>
@@ -51,6 +52,11 @@ struct MagicDecoder {
   static constexpr int kWord = 32 / kBits;                     // codes per 32-bit word
   static constexpr int kPermBlock = kBits == 8 ? 1 : kWord;  // phys permutes within blocks of this size
   static constexpr bool kFloatRoute = kBits == 8 && T::kMagicBits < 8;
+  // fp16, 2 and 4 bits: a code is masked in place (bit j·b of its byte)
+  // under the magic and the fma scales by 2^-jb: no shift per code, one per
+  // byte (bf16's 7-bit mantissa has no room for the shifted codes).
+  static constexpr bool kInPlace = (kBits == 2 || kBits == 4) && T::kMagicBits >= 10;
+  static constexpr int kPerByte = 8 / kBits;
 
   __host__ __device__ static constexpr int phys(int s) {
     if (kBits == 8) return s;
@@ -66,6 +72,11 @@ struct MagicDecoder {
       c.negoff = __float_as_uint(-(8388608.0f + p.code_bias + z));
     } else if (kBits == 1) {
       c.negoff = splat2<T>(-(p.code_bias + z));  // after the magic is gone (pair())
+    } else if (kInPlace) {
+      float unit = 1.0f;
+      for (int j = 0; j < kPerByte; ++j, unit *= 1.0f / (1 << kBits)) {
+        c.negoff_j[j] = splat2<T>(-(T::kMagicValue * unit + p.code_bias + z));
+      }
     } else {
       c.negoff = splat2<T>(-(p.code_mul * T::kMagicValue + p.code_bias + z));
     }
@@ -88,6 +99,14 @@ struct MagicDecoder {
     } else {
       constexpr uint32_t kMask = core::code_mask(kBits) * 0x00010001u;
       constexpr int kPairs = kWord / 2;  // pairs per word
+      if constexpr (kInPlace) {
+        // Pair i of a word: byte i / kPerByte of each half, code j = i % kPerByte.
+        const int i = r % kPairs, j = i % kPerByte;
+        const uint32_t x = (w[r / kPairs] ^ p.xor_word) >> (8 * (i / kPerByte));
+        const uint32_t t = and_or(x, kMask << (j * kBits), T::kMagic * 0x00010001u);
+        const uint32_t unit = static_cast<uint32_t>(15 - j * kBits) << 10;  // fp16 2^-jb
+        return fma2<T>(t, unit * 0x00010001u, c.negoff_j[j]);
+      }
       const uint32_t x = (w[r / kPairs] ^ p.xor_word) >> ((r % kPairs) * kBits);
       const uint32_t t = and_or(x, kMask, T::kMagic * 0x00010001u);
       if constexpr (kBits == 1) {

@@ -15,6 +15,7 @@ KernelInfo instance() {
   k.chunk = S::kCH;
   k.step = S::kCH * S::kU;
   k.post_scale = Dec::kPostScale;
+  k.direct_a = kDirectA<MT>;
   return k;
 }
 

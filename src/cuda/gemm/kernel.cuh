@@ -33,9 +33,15 @@ namespace lowbit::cuda::gemm {
 
 inline constexpr int kMaxThreads = 256;
 
-// Chunks per main-loop iteration: more loads in flight for small M.
+// Chunks per pass (two passes are in registers at a time).
 template <int MT>
-inline constexpr int kUnroll = MT == 1 ? 4 : 2;
+inline constexpr int kUnroll = 2;
+
+// Small M tiles read A straight from global memory (L1/L2-resident: every
+// warp of the grid reads the same few rows), with no shared-memory staging
+// and no barriers; larger tiles stage A in shared memory once per pass.
+template <int MT>
+inline constexpr bool kDirectA = MT <= 2;
 
 // Shared memory layout of a kernel instance.
 template <class Dec, int MT>
@@ -47,7 +53,7 @@ struct Smem {
   static constexpr int kRawWords = kU * 4 * kSpan / 2;
   static constexpr int kRowWords = kRawWords + ((8 - kRawWords % 32) + 32) % 32;
   static constexpr int kBM = 8 * MT;
-  static constexpr int kAWords = kBM * kRowWords;
+  static constexpr int kAWords = kDirectA<MT> ? 0 : kBM * kRowWords;
   static constexpr int kTabWords = Dec::kTable ? 256 * 32 : 16;
   static constexpr size_t kBytes = static_cast<size_t>(kAWords + kTabWords) * 4;
 };
@@ -68,8 +74,7 @@ __device__ __forceinline__ void load_span(uint32_t (&w)[kLB / 4], const uint8_t*
 // Stages A[m0 .. m0 + BM, k0 .. k0 + U·CH) into shared memory in slot order;
 // zeros past M and past ke. Rows past M are written only on the first pass.
 template <class Dec, int MT>
-__device__ __forceinline__ void stage_a(uint32_t* sA, const Params& p, int64_t m0, int64_t k0, int64_t ke,
-                                        bool first) {
+__device__ __forceinline__ void stage_a(uint32_t* sA, const Params& p, int64_t m0, int k0, int ke, bool first) {
   using S = Smem<Dec, MT>;
   constexpr int kUnit = Dec::kPermBlock > 8 ? Dec::kPermBlock : 8;
   constexpr int kUnits = S::kU * S::kCH / kUnit;
@@ -78,10 +83,10 @@ __device__ __forceinline__ void stage_a(uint32_t* sA, const Params& p, int64_t m
     const int off = (idx % kUnits) * kUnit;
     const int64_t gm = m0 + m;
     if (gm >= p.M && !first) continue;
-    const int64_t k = k0 + off;
+    const int k = k0 + off;
     uint16_t v[kUnit];
     if (gm < p.M && p.a_vec && k + kUnit <= ke) {
-      const auto* src = reinterpret_cast<const uint4*>(p.A + gm * p.K + k);
+      const auto* src = reinterpret_cast<const uint4*>(p.A + gm * p.lda + k);
 #pragma unroll
       for (int i = 0; i < kUnit / 8; ++i) {
         const uint4 x = __ldg(src + i);
@@ -95,9 +100,9 @@ __device__ __forceinline__ void stage_a(uint32_t* sA, const Params& p, int64_t m
     } else {
 #pragma unroll
       for (int i = 0; i < kUnit; ++i) {
-        const int64_t kk = k + i;
+        const int kk = k + i;
         uint16_t x = 0;
-        if (gm < p.M && kk < ke) x = p.A[gm * p.K + (p.perm ? static_cast<int64_t>(p.perm[kk]) : kk)];
+        if (gm < p.M && kk < ke) x = p.A[gm * p.lda + (p.perm ? p.perm[kk] : kk)];
         v[i] = x;
       }
     }
@@ -125,10 +130,182 @@ __device__ __forceinline__ void store_out(const Params& p, int64_t m, int64_t n,
   }
 }
 
+// The group of column k (32-bit: K < 2^31 on cuda), without a division for
+// one group per row or a power-of-two group size.
+__device__ __forceinline__ int group_of(const Params& p, int k) {
+  if (p.G == 1) return 0;
+  return p.gs_shift >= 0 ? k >> p.gs_shift : k / static_cast<int>(p.gs);
+}
+
+// One pass's weight spans and, per span, the row's scale and zero as
+// loaded (a zero code for quantized zeros): turned into the decoder's RowCtx
+// only when the pass runs, so no load is waited for while issuing the next.
+template <class Dec, int kU>
+struct Pass {
+  uint32_t raw[kU][2][Dec::kLB / 4];
+  float s[kU][2];
+  float z[kU][2];        // float zeros
+  uint32_t zq[kU][2];    // quantized zero codes
+};
+
+template <class Dec, int kU>
+__device__ __forceinline__ RowCtx row_ctx(const Pass<Dec, kU>& ps, int u, int r, const Params& p) {
+  float z = ps.z[u][r];
+  if (p.qzeros) {
+    // The zero code's value, by the integer rule of Params (exact).
+    z = __fadd_rn(__fmul_rn(static_cast<float>((ps.zq[u][r] ^ p.xor_word) & core::code_mask(p.bits)), p.code_mul),
+                  -p.code_bias);
+  }
+  return Dec::ctx(p, ps.s[u][r], z);
+}
+
+template <class Dec, int kU>
+__device__ __forceinline__ void load_pass(Pass<Dec, kU>& ps, const Params& p, int k0, int ke, int q,
+                                          const int64_t (&rows)[2], const bool (&valid)[2]) {
+  constexpr int kE = Dec::kE, kCH = 4 * kE;
+#pragma unroll
+  for (int u = 0; u < kU; ++u) {
+    const int kc = k0 + u * kCH;                // chunk start
+    const int ks = kc + q * kE;                 // this thread's span
+    const int kg = Dec::kPostScale ? kc : ks;   // the column whose group applies
+    const int grp = kg < ke ? group_of(p, kg) : 0;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int i = 0; i < Dec::kLB / 4; ++i) ps.raw[u][r][i] = 0;
+      if (valid[r] && ks < ke) {
+        load_span<Dec::kLB>(ps.raw[u][r], p.qweight + rows[r] * p.row_bytes + static_cast<int64_t>(ks) * Dec::kBits / 8);
+      }
+      ps.s[u][r] = 1.0f;
+      ps.z[u][r] = 0.0f;
+      ps.zq[u][r] = 0;
+      if (valid[r] && kg < ke) {
+        if (p.scale) ps.s[u][r] = __ldg(p.scale + rows[r] * p.G + grp);
+        if (p.zeros) ps.z[u][r] = __ldg(p.zeros + rows[r] * p.G + grp);
+        if (p.qzeros) {
+          // The byte holding the zero code; the code is cut out in row_ctx.
+          const int64_t bit = rows[r] * p.bits;
+          ps.zq[u][r] = static_cast<uint32_t>(__ldg(p.qzeros + grp * p.qzeros_bytes + (bit >> 3))) >> (bit & 7);
+        }
+      }
+    }
+  }
+}
+
+// Direct A: the B fragments of one span's steps from its A halves, loaded
+// from global memory a block of kABlock elements at a time (the decoder's
+// permutation block, or 8). aw[i] holds elements 2i, 2i + 1 of the block.
+template <class Dec>
+inline constexpr int kABlock = Dec::kPermBlock > 8 ? Dec::kPermBlock : 8;
+
+template <class Dec>
+__device__ __forceinline__ void a_block(uint32_t (&aw)[kABlock<Dec> / 2], const uint16_t* src, bool live) {
+#pragma unroll
+  for (int i = 0; i < kABlock<Dec> / 8; ++i) {
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (live) v = __ldg(reinterpret_cast<const uint4*>(src) + i);
+    aw[4 * i] = v.x, aw[4 * i + 1] = v.y, aw[4 * i + 2] = v.z, aw[4 * i + 3] = v.w;
+  }
+}
+
+// Step t of a block (kABlock / 4 steps): slots 4t .. 4t + 3 hold elements
+// phys(4t .. 4t + 3). Magic decoders pair element i with i + W/2 of a word
+// of W codes: low halves of two words, then the high halves (prmt).
+template <class Dec>
+__device__ __forceinline__ void a_frag(const uint32_t (&aw)[kABlock<Dec> / 2], int t, uint32_t& b0, uint32_t& b1) {
+  if constexpr (Dec::kPermBlock == 1) {
+    b0 = aw[2 * t];
+    b1 = aw[2 * t + 1];
+  } else {
+    constexpr int kQuarter = Dec::kPermBlock / 4;  // words between paired elements
+    b0 = prmt(aw[t], aw[t + kQuarter], 0x5410u);
+    b1 = prmt(aw[t], aw[t + kQuarter], 0x7632u);
+  }
+}
+
+// Stages A for the pass at k0 and runs its mma steps on the pass's weights.
+template <class Dec, class T, int MT>
+__device__ __forceinline__ void run_pass(const Pass<Dec, kUnroll<MT>>& ps, uint32_t* sA, const uint32_t* tab,
+                                         const Params& p, int64_t m0, int k0, int kb, int ke, float (&acc)[MT][4],
+                                         float (&part)[MT][4]) {
+  using S = Smem<Dec, MT>;
+  constexpr int kCH = S::kCH, kU = S::kU, kSteps = S::kE / 4;
+  const int lane = threadIdx.x & 31;
+  const int g = lane >> 2, q = lane & 3;
+  if constexpr (!kDirectA<MT>) {
+    __syncthreads();  // the previous pass's fragment reads are done
+    stage_a<Dec, MT>(sA, p, m0, k0, ke, k0 == kb);
+    __syncthreads();
+  }
+#pragma unroll
+  for (int u = 0; u < kU; ++u) {
+    const int kc = k0 + u * kCH;
+    if (kc >= ke) break;  // uniform over the block
+    const RowCtx ctx[2] = {row_ctx(ps, u, 0, p), row_ctx(ps, u, 1, p)};
+    auto weights = [&](int j, uint32_t& a0, uint32_t& a1, uint32_t& a2, uint32_t& a3) {
+      a0 = Dec::pair(ps.raw[u][0], 2 * j, ctx[0], p, tab, lane);
+      a2 = Dec::pair(ps.raw[u][0], 2 * j + 1, ctx[0], p, tab, lane);
+      a1 = Dec::pair(ps.raw[u][1], 2 * j, ctx[1], p, tab, lane);
+      a3 = Dec::pair(ps.raw[u][1], 2 * j + 1, ctx[1], p, tab, lane);
+    };
+    if constexpr (kDirectA<MT>) {
+      // Row m0 + 8t + g of A, this thread's span, block by block.
+      constexpr int kBlock = kABlock<Dec>;
+#pragma unroll
+      for (int blk = 0; blk < S::kE / kBlock; ++blk) {
+        uint32_t aw[MT][kBlock / 2];
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {
+          const int64_t m = m0 + t * 8 + g;
+          a_block<Dec>(aw[t], p.A + m * p.lda + kc + q * S::kE + blk * kBlock, m < p.M);
+        }
+#pragma unroll
+        for (int st = 0; st < kBlock / 4; ++st) {
+          uint32_t a0, a1, a2, a3;
+          weights(blk * (kBlock / 4) + st, a0, a1, a2, a3);
+#pragma unroll
+          for (int t = 0; t < MT; ++t) {
+            uint32_t b0, b1;
+            a_frag<Dec>(aw[t], st, b0, b1);
+            mma16816<T>(Dec::kPostScale ? part[t] : acc[t], a0, a1, a2, a3, b0, b1);
+          }
+        }
+      }
+    } else {
+      const uint32_t* frag = sA + (u * 4 * S::kSpan + q * S::kSpan) / 2;
+#pragma unroll
+      for (int j = 0; j < kSteps; ++j) {
+        uint32_t a0, a1, a2, a3;
+        weights(j, a0, a1, a2, a3);
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {
+          const uint2 b = *reinterpret_cast<const uint2*>(frag + (t * 8 + g) * S::kRowWords + 2 * j);
+          mma16816<T>(Dec::kPostScale ? part[t] : acc[t], a0, a1, a2, a3, b.x, b.y);
+        }
+      }
+    }
+    if constexpr (Dec::kPostScale) {
+      // A chunk lies in one group (the host picks spans so); flush the
+      // group's sums at its end and at the end of the range.
+      const int after = kc + kCH;
+      if (after >= ke || group_of(p, after) != group_of(p, kc)) {
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            acc[t][i] = __fadd_rn(acc[t][i], __fmul_rn(ctx[i / 2].s, part[t][i]));
+            part[t][i] = 0.0f;
+          }
+        }
+      }
+    }
+  }
+}
+
 template <class Dec, class T, int MT>
 __global__ void __launch_bounds__(kMaxThreads) rows_mma_kernel(const Params p) {
   using S = Smem<Dec, MT>;
-  constexpr int kE = S::kE, kCH = S::kCH, kU = S::kU, kNW = Dec::kLB / 4, kSteps = kE / 4;
+  constexpr int kU = S::kU, kStep = S::kCH * S::kU;
   extern __shared__ uint4 smem_raw[];
   uint32_t* sA = reinterpret_cast<uint32_t*>(smem_raw);
   uint32_t* tab = sA + S::kAWords;
@@ -137,8 +314,9 @@ __global__ void __launch_bounds__(kMaxThreads) rows_mma_kernel(const Params p) {
   const int g = lane >> 2, q = lane & 3;
   const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5)) * 16;
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * S::kBM;
-  const int64_t kb = static_cast<int64_t>(blockIdx.z) * p.k_split;
-  const int64_t ke = kb + p.k_split < p.K ? kb + p.k_split : p.K;
+  const int K = static_cast<int>(p.K);
+  const int kb = static_cast<int>(blockIdx.z) * static_cast<int>(p.k_split);
+  const int ke = K - kb > static_cast<int>(p.k_split) ? kb + static_cast<int>(p.k_split) : K;
   const int64_t rows[2] = {n0 + g, n0 + g + 8};
   const bool valid[2] = {rows[0] < p.N, rows[1] < p.N};
 
@@ -147,74 +325,24 @@ __global__ void __launch_bounds__(kMaxThreads) rows_mma_kernel(const Params p) {
   } else {
     if (threadIdx.x < 16) reinterpret_cast<float*>(tab)[threadIdx.x] = p.table[threadIdx.x];
   }
+  if constexpr (kDirectA<MT>) __syncthreads();  // the table is filled (staging passes sync themselves)
 
   float acc[MT][4] = {};
   float part[MT][4] = {};
-  bool first = true;
-  for (int64_t k0 = kb; k0 < ke; k0 += kCH * kU, first = false) {
-    uint32_t raw[kU][2][kNW];
-    RowCtx ctx[kU][2];
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int64_t kc = k0 + u * kCH;                          // chunk start
-      const int64_t ks = kc + q * kE;                           // this thread's span
-      const int64_t kg = Dec::kPostScale ? kc : ks;             // the column whose group applies
-      const int64_t grp = kg < ke ? kg / p.gs : 0;
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const bool live = valid[r] && ks < ke;
-#pragma unroll
-        for (int i = 0; i < kNW; ++i) raw[u][r][i] = 0;
-        if (live) load_span<Dec::kLB>(raw[u][r], p.qweight + rows[r] * p.row_bytes + ks * Dec::kBits / 8);
-        float s = 1.0f, z = 0.0f;
-        if (valid[r] && kg < ke) {
-          if (p.scale) s = __ldg(p.scale + rows[r] * p.G + grp);
-          if (p.zeros) {
-            z = __ldg(p.zeros + rows[r] * p.G + grp);
-          } else if (p.qzeros) {
-            const auto type = static_cast<WeightType>(p.wtype);
-            z = static_cast<float>(core::weight_int_value(
-                type, core::stream_read(p.qzeros + grp * p.qzeros_bytes, rows[r], p.bits)));
-          }
-        }
-        ctx[u][r] = Dec::ctx(p, s, z);
-      }
-    }
-    __syncthreads();  // the previous pass's fragment reads are done (and the table is filled)
-    stage_a<Dec, MT>(sA, p, m0, k0, ke, first);
-    __syncthreads();
-
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      const int64_t kc = k0 + u * kCH;
-      if (kc >= ke) break;  // uniform over the block
-      const uint32_t* frag = sA + (u * 4 * S::kSpan + q * S::kSpan) / 2;
-#pragma unroll
-      for (int j = 0; j < kSteps; ++j) {
-        const uint32_t a0 = Dec::pair(raw[u][0], 2 * j, ctx[u][0], p, tab, lane);
-        const uint32_t a2 = Dec::pair(raw[u][0], 2 * j + 1, ctx[u][0], p, tab, lane);
-        const uint32_t a1 = Dec::pair(raw[u][1], 2 * j, ctx[u][1], p, tab, lane);
-        const uint32_t a3 = Dec::pair(raw[u][1], 2 * j + 1, ctx[u][1], p, tab, lane);
-#pragma unroll
-        for (int t = 0; t < MT; ++t) {
-          const uint2 b = *reinterpret_cast<const uint2*>(frag + (t * 8 + g) * S::kRowWords + 2 * j);
-          mma16816<T>(Dec::kPostScale ? part[t] : acc[t], a0, a1, a2, a3, b.x, b.y);
-        }
-      }
-      if constexpr (Dec::kPostScale) {
-        const int64_t next = kc + kCH;
-        if (next >= ke || next % p.gs == 0) {
-#pragma unroll
-          for (int t = 0; t < MT; ++t) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              acc[t][i] = __fadd_rn(acc[t][i], __fmul_rn(ctx[u][i / 2].s, part[t][i]));
-              part[t][i] = 0.0f;
-            }
-          }
-        }
-      }
-    }
+  // Two passes in registers, ping-pong: the next pass's weight loads are in
+  // flight while this one stages A and runs its mma steps (two copies of the
+  // body rather than a copy of the registers, which would wait for them).
+  Pass<Dec, kU> pa, pb;
+  load_pass<Dec, kU>(pa, p, kb, ke, q, rows, valid);
+  for (int k0 = kb;;) {
+    if (k0 + kStep < ke) load_pass<Dec, kU>(pb, p, k0 + kStep, ke, q, rows, valid);
+    run_pass<Dec, T, MT>(pa, sA, tab, p, m0, k0, kb, ke, acc, part);
+    k0 += kStep;
+    if (k0 >= ke) break;
+    if (k0 + kStep < ke) load_pass<Dec, kU>(pa, p, k0 + kStep, ke, q, rows, valid);
+    run_pass<Dec, T, MT>(pb, sA, tab, p, m0, k0, kb, ke, acc, part);
+    k0 += kStep;
+    if (k0 >= ke) break;
   }
 
   // c0, c1: row g, columns 2q, 2q + 1; c2, c3: row g + 8.

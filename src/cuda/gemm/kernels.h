@@ -17,6 +17,7 @@ struct KernelInfo {
   int chunk = 0;                     // columns of K per chunk: 4 spans of E
   int step = 0;                      // columns of K per main-loop pass
   bool post_scale = false;
+  bool direct_a = false;             // reads A from global memory (see Params::A)
 };
 
 // Integer decoder of 1, 2, 4 or 8 bits (kernels_magic_b*.cu); lb (bytes per
@@ -38,6 +39,10 @@ inline KernelInfo magic_kernel(int bits, int lb, bool bf16, int mt) {
 KernelInfo table_kernel(int lb, bool bf16, int mt);
 // Any weight type.
 KernelInfo generic_kernel(WeightType type, bool bf16, int mt);
+
+// a[m, k] = A[m, perm[k]] (or A[m, k]) for k < K, 0 up to lda: A made fit
+// for the direct-A kernels, in the workspace.
+void gather_a_launch(const Params& p, uint16_t* a, int64_t lda, int blocks, cudaStream_t stream);
 
 // out = Σ_split partial (+ bias) over `blocks` blocks of 256 threads (reduce.cu).
 void reduce_splits_launch(const Params& p, int blocks, cudaStream_t stream);

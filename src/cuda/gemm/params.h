@@ -9,9 +9,13 @@ namespace lowbit::cuda::gemm {
 enum class OutKind : uint8_t { f32, f16, bf16 };
 
 struct Params {
-  // A [M, K] fp16/bf16 bits; perm i32 [K] (A's column of packed column k) or null.
+  // A [M, K] fp16/bf16 bits, rows lda apart; perm i32 [K] (A's column of
+  // packed column k) or null. Kernels reading A directly (small M tiles)
+  // get A with perm applied, 16-byte aligned rows and zeros up to a whole
+  // chunk (a copy in the workspace when the caller's A is not so).
   const uint16_t* A = nullptr;
   const int32_t* perm = nullptr;
+  int64_t lda = 0;
   int64_t M = 0, N = 0, K = 0;
   bool a_vec = false;  // A's rows 16-byte aligned and no perm: 16-byte loads
 
@@ -23,7 +27,8 @@ struct Params {
   const uint8_t* qzeros = nullptr;  // quantized zeros: G streams of N codes, qzeros_bytes apart
   int64_t qzeros_bytes = 0;
   const float* bias = nullptr;  // f32 [N] or null
-  int64_t gs = 0;  // group length (K for one group per row)
+  int64_t gs = 0;    // group length (K for one group per row)
+  int gs_shift = -1;  // log2(gs) when a power of two
   int64_t G = 1;
 
   // Output: out [M, N], or with splits > 1 fp32 partial sums [splits, M, N]

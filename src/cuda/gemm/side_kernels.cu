@@ -1,4 +1,5 @@
-// The reduction of split-K partial sums (kernel.cuh writes them).
+// The small kernels around rows_mma_kernel: the gather of A for the
+// direct-A kernels, and the reduction of split-K partial sums.
 #include "cuda/common/check.h"
 #include "cuda/gemm/kernel.cuh"
 #include "cuda/gemm/kernels.h"
@@ -20,7 +21,23 @@ __global__ void reduce_splits(const Params p) {
   }
 }
 
+__global__ void gather_a(const Params p, uint16_t* a, int64_t lda) {
+  const int64_t total = p.M * lda;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t m = i / lda, k = i % lda;
+    uint16_t v = 0;
+    if (k < p.K) v = p.A[m * p.lda + (p.perm ? static_cast<int64_t>(p.perm[k]) : k)];
+    a[i] = v;
+  }
+}
+
 }  // namespace
+
+void gather_a_launch(const Params& p, uint16_t* a, int64_t lda, int blocks, cudaStream_t stream) {
+  gather_a<<<blocks, 256, 0, stream>>>(p, a, lda);
+  check_launch(MatmulArgs::kName, "gather_a");
+}
 
 void reduce_splits_launch(const Params& p, int blocks, cudaStream_t stream) {
   reduce_splits<<<blocks, 256, 0, stream>>>(p);
