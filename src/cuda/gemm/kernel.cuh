@@ -159,9 +159,48 @@ __device__ __forceinline__ RowCtx row_ctx(const Pass<Dec, kU>& ps, int u, int r,
   return Dec::ctx(p, ps.s[u][r], z);
 }
 
-template <class Dec, int kU>
+// What a thread reads, computed once: its two weight rows (at its span of
+// chunk 0), their scale / zero rows, the byte and shift of their zero codes,
+// and its A rows (direct A). The main loop then adds 32-bit offsets only.
+template <class Dec, int MT>
+struct Rows {
+  const uint8_t* w[2];
+  const float* s[2];
+  const float* z[2];
+  const uint8_t* zq[2];
+  int zshift[2];
+  bool valid[2];
+  const uint16_t* a[MT];
+  bool a_valid[MT];
+};
+
+template <class Dec, int MT>
+__device__ __forceinline__ Rows<Dec, MT> thread_rows(const Params& p, int64_t n0, int64_t m0, int g, int q) {
+  Rows<Dec, MT> rw;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t n = n0 + g + 8 * r;
+    rw.valid[r] = n < p.N;
+    const int64_t row = rw.valid[r] ? n : 0;
+    rw.w[r] = p.qweight + row * p.row_bytes + q * Dec::kLB;
+    rw.s[r] = p.scale ? p.scale + row * p.G : nullptr;
+    rw.z[r] = p.zeros ? p.zeros + row * p.G : nullptr;
+    const int64_t bit = row * p.bits;
+    rw.zq[r] = p.qzeros ? p.qzeros + (bit >> 3) : nullptr;
+    rw.zshift[r] = static_cast<int>(bit & 7);
+  }
+#pragma unroll
+  for (int t = 0; t < MT; ++t) {
+    const int64_t m = m0 + 8 * t + g;
+    rw.a_valid[t] = m < p.M;
+    rw.a[t] = p.A + (rw.a_valid[t] ? m : 0) * p.lda + q * Dec::kE;
+  }
+  return rw;
+}
+
+template <class Dec, int kU, int MT>
 __device__ __forceinline__ void load_pass(Pass<Dec, kU>& ps, const Params& p, int k0, int ke, int q,
-                                          const int64_t (&rows)[2], const bool (&valid)[2]) {
+                                          const Rows<Dec, MT>& rw) {
   constexpr int kE = Dec::kE, kCH = 4 * kE;
 #pragma unroll
   for (int u = 0; u < kU; ++u) {
@@ -169,24 +208,21 @@ __device__ __forceinline__ void load_pass(Pass<Dec, kU>& ps, const Params& p, in
     const int ks = kc + q * kE;                 // this thread's span
     const int kg = Dec::kPostScale ? kc : ks;   // the column whose group applies
     const int grp = kg < ke ? group_of(p, kg) : 0;
+    // Byte offset of the chunk in a row (16-bit codes: K < 2^30 keeps 2·kc an int).
+    const int wbyte = Dec::kBits == 16 ? 2 * kc : kc / (8 / (Dec::kBits < 8 ? Dec::kBits : 8));
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
 #pragma unroll
       for (int i = 0; i < Dec::kLB / 4; ++i) ps.raw[u][r][i] = 0;
-      if (valid[r] && ks < ke) {
-        load_span<Dec::kLB>(ps.raw[u][r], p.qweight + rows[r] * p.row_bytes + static_cast<int64_t>(ks) * Dec::kBits / 8);
-      }
+      if (rw.valid[r] && ks < ke) load_span<Dec::kLB>(ps.raw[u][r], rw.w[r] + wbyte);
       ps.s[u][r] = 1.0f;
       ps.z[u][r] = 0.0f;
       ps.zq[u][r] = 0;
-      if (valid[r] && kg < ke) {
-        if (p.scale) ps.s[u][r] = __ldg(p.scale + rows[r] * p.G + grp);
-        if (p.zeros) ps.z[u][r] = __ldg(p.zeros + rows[r] * p.G + grp);
-        if (p.qzeros) {
-          // The byte holding the zero code; the code is cut out in row_ctx.
-          const int64_t bit = rows[r] * p.bits;
-          ps.zq[u][r] = static_cast<uint32_t>(__ldg(p.qzeros + grp * p.qzeros_bytes + (bit >> 3))) >> (bit & 7);
-        }
+      if (rw.valid[r] && kg < ke) {
+        if (p.scale) ps.s[u][r] = __ldg(rw.s[r] + grp);
+        if (p.zeros) ps.z[u][r] = __ldg(rw.z[r] + grp);
+        // The byte holding the zero code; the code is cut out in row_ctx.
+        if (p.qzeros) ps.zq[u][r] = static_cast<uint32_t>(__ldg(rw.zq[r] + grp * p.qzeros_bytes)) >> rw.zshift[r];
       }
     }
   }
@@ -225,9 +261,9 @@ __device__ __forceinline__ void a_frag(const uint32_t (&aw)[kABlock<Dec> / 2], i
 
 // Stages A for the pass at k0 and runs its mma steps on the pass's weights.
 template <class Dec, class T, int MT>
-__device__ __forceinline__ void run_pass(const Pass<Dec, kUnroll<MT>>& ps, uint32_t* sA, const uint32_t* tab,
-                                         const Params& p, int64_t m0, int k0, int kb, int ke, float (&acc)[MT][4],
-                                         float (&part)[MT][4]) {
+__device__ __forceinline__ void run_pass(const Pass<Dec, kUnroll<MT>>& ps, const Rows<Dec, MT>& rw, uint32_t* sA,
+                                         const uint32_t* tab, const Params& p, int64_t m0, int k0, int kb, int ke,
+                                         float (&acc)[MT][4], float (&part)[MT][4]) {
   using S = Smem<Dec, MT>;
   constexpr int kCH = S::kCH, kU = S::kU, kSteps = S::kE / 4;
   const int lane = threadIdx.x & 31;
@@ -255,10 +291,7 @@ __device__ __forceinline__ void run_pass(const Pass<Dec, kUnroll<MT>>& ps, uint3
       for (int blk = 0; blk < S::kE / kBlock; ++blk) {
         uint32_t aw[MT][kBlock / 2];
 #pragma unroll
-        for (int t = 0; t < MT; ++t) {
-          const int64_t m = m0 + t * 8 + g;
-          a_block<Dec>(aw[t], p.A + m * p.lda + kc + q * S::kE + blk * kBlock, m < p.M);
-        }
+        for (int t = 0; t < MT; ++t) a_block<Dec>(aw[t], rw.a[t] + kc + blk * kBlock, rw.a_valid[t]);
 #pragma unroll
         for (int st = 0; st < kBlock / 4; ++st) {
           uint32_t a0, a1, a2, a3;
@@ -317,8 +350,7 @@ __global__ void __launch_bounds__(kMaxThreads) rows_mma_kernel(const Params p) {
   const int K = static_cast<int>(p.K);
   const int kb = static_cast<int>(blockIdx.z) * static_cast<int>(p.k_split);
   const int ke = K - kb > static_cast<int>(p.k_split) ? kb + static_cast<int>(p.k_split) : K;
-  const int64_t rows[2] = {n0 + g, n0 + g + 8};
-  const bool valid[2] = {rows[0] < p.N, rows[1] < p.N};
+  const Rows<Dec, MT> rw = thread_rows<Dec, MT>(p, n0, m0, g, q);
 
   if constexpr (Dec::kTable) {
     Dec::fill(tab, p);
@@ -333,14 +365,14 @@ __global__ void __launch_bounds__(kMaxThreads) rows_mma_kernel(const Params p) {
   // flight while this one stages A and runs its mma steps (two copies of the
   // body rather than a copy of the registers, which would wait for them).
   Pass<Dec, kU> pa, pb;
-  load_pass<Dec, kU>(pa, p, kb, ke, q, rows, valid);
+  load_pass<Dec, kU, MT>(pa, p, kb, ke, q, rw);
   for (int k0 = kb;;) {
-    if (k0 + kStep < ke) load_pass<Dec, kU>(pb, p, k0 + kStep, ke, q, rows, valid);
-    run_pass<Dec, T, MT>(pa, sA, tab, p, m0, k0, kb, ke, acc, part);
+    if (k0 + kStep < ke) load_pass<Dec, kU, MT>(pb, p, k0 + kStep, ke, q, rw);
+    run_pass<Dec, T, MT>(pa, rw, sA, tab, p, m0, k0, kb, ke, acc, part);
     k0 += kStep;
     if (k0 >= ke) break;
-    if (k0 + kStep < ke) load_pass<Dec, kU>(pa, p, k0 + kStep, ke, q, rows, valid);
-    run_pass<Dec, T, MT>(pb, sA, tab, p, m0, k0, kb, ke, acc, part);
+    if (k0 + kStep < ke) load_pass<Dec, kU, MT>(pa, p, k0 + kStep, ke, q, rw);
+    run_pass<Dec, T, MT>(pb, rw, sA, tab, p, m0, k0, kb, ke, acc, part);
     k0 += kStep;
     if (k0 >= ke) break;
   }
@@ -350,7 +382,7 @@ __global__ void __launch_bounds__(kMaxThreads) rows_mma_kernel(const Params p) {
   for (int t = 0; t < MT; ++t) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int64_t n = rows[i / 2];
+      const int64_t n = n0 + g + 8 * (i / 2);
       const int64_t m = m0 + t * 8 + 2 * q + (i & 1);
       if (n >= p.N || m >= p.M) continue;
       if (p.splits > 1) {
