@@ -26,8 +26,11 @@ For every shape N x K and batch M, in one process, on one stream:
   stored ``[K/128, N, 2]`` (scale, zero) in bf16.
 
 Each repetition is timed on its own with CUDA events around only the op,
-after an untimed L2 flush (``zero_()`` of a buffer of max(256 MB, 2 x L2));
-the median is reported. Each result is first checked against cuBLAS (relative
+after an untimed L2 flush: a read-only ``torch.sum`` over a buffer of
+max(256 MB, 2 x L2), zeroed once. It must only read: a write (``zero_()``)
+leaves ~L2-size of dirty lines whose write-back the next, timed op pays
+(~10-17 us on an H100; cuBLAS's 4096x4096 GEMV read 22 us instead of ~12).
+The median is reported. Each result is first checked against cuBLAS (relative
 L2 error; tinygemm's bf16 rounding of A and of the scales gives ~3e-3).
 
 Usage (on the GPU machine, after scripts/gpu-check built build-gpu):
@@ -103,7 +106,7 @@ def parse_ms(text: str) -> List[int]:
 
 class Timer:
     """Median ms of a callable over reps, each rep timed by its own CUDA events
-    after an untimed L2 flush."""
+    after an untimed L2 flush that only reads (so it leaves L2 clean)."""
 
     def __init__(self, torch, reps: int, warmup: int):
         self.torch = torch
@@ -112,7 +115,11 @@ class Timer:
         props = torch.cuda.get_device_properties(0)
         l2 = int(getattr(props, "L2_cache_size", 0) or 50 << 20)
         self.flush_bytes = max(256 << 20, 2 * l2)
-        self.flush = torch.empty(self.flush_bytes, dtype=torch.uint8, device="cuda")
+        # Written once here; each flush reads it all into a device scalar (same
+        # stream, no host sync), evicting the last op's lines, dirty ones too.
+        self.flush = torch.zeros(self.flush_bytes // 4, dtype=torch.float32, device="cuda")
+        self.flush_sum = torch.zeros((), dtype=torch.float32, device="cuda")
+        torch.cuda.synchronize()
 
     def ms(self, fn: Callable[[], object]) -> float:
         torch = self.torch
@@ -122,7 +129,7 @@ class Timer:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
         for s, e in zip(starts, ends):
-            self.flush.zero_()
+            torch.sum(self.flush, 0, out=self.flush_sum)  # 1-D: a 0-dim result
             s.record()
             fn()
             e.record()
@@ -206,8 +213,8 @@ def main() -> int:
     timer = Timer(torch, args.reps, args.warmup)
     dev = torch.cuda.get_device_name(0)
     log(f"bench_gemm.py: {dev}, torch {torch.__version__} (CUDA {torch.version.cuda}); int4 groups of {GROUP}; "
-        f"median of {args.reps} reps ({args.warmup} warm-up), L2 flushed ({timer.flush_bytes >> 20} MB) before each, "
-        f"CUDA events")
+        f"median of {args.reps} reps ({args.warmup} warm-up), L2 flushed ({timer.flush_bytes >> 20} MB read by "
+        f"torch.sum: leaves L2 clean) before each, CUDA events")
     log(f"  lowbit: {lowbit_where}")
     log("  tinygemm: " + ("off (--no-tinygemm)" if args.no_tinygemm else
                           f"torch.ops.aten._weight_int4pack_mm, bf16 A/scales/out, innerKTiles {args.inner_k_tiles}"))

@@ -7,9 +7,10 @@
 // counting the bytes the op must move (every input read once, every output
 // written once) and that rate over the copy rate. On the GPU the copy is a
 // device-to-device cudaMemcpy (bytes read + written), L2 is flushed before each
-// repetition by writing a 256 MB buffer (the copy is timed the same way), and
-// times come from CUDA events; on the CPU the copy is a memcpy split over the
-// same OpenMP threads the ops use. Inputs are random (never zeros), and on the
+// repetition by reading a 256 MB buffer (cublasSasum, leaving L2 clean; a
+// memset, leaving it dirty, without cuBLAS: bench_common.h; the copy is timed
+// the same way), and times come from CUDA events; on the CPU the copy is a
+// memcpy split over the same OpenMP threads the ops use. Inputs are random (never zeros), and on the
 // GPU each op's output is checked against the CPU backend on a prefix before
 // it is timed.
 #include <omp.h>
@@ -23,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_common.h"
@@ -287,7 +289,7 @@ void run_bench(const Options& o) {
   n = std::max<int64_t>(n / kRowLen * kRowLen, kCheckElems);  // whole FP8 rows, at least the checked prefix
   const int reps = o.reps > 0 ? o.reps : (gpu ? 20 : 5);
 
-  std::string what;
+  std::string what, flush_text;
   Stream stream{};
   std::unique_ptr<Timer> timer;
   Device device = Device::cpu();
@@ -302,7 +304,9 @@ void run_bench(const Options& o) {
     cuda_ok(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
     cuda_ok(cudaStreamCreate(&cs), "cudaStreamCreate");
     stream.handle = cs;
-    timer = std::make_unique<CudaTimer>(cs);
+    auto cuda_timer = std::make_unique<CudaTimer>(cs);
+    flush_text = core::cat(", ", cuda_timer->flush_text(), " before each, CUDA events");
+    timer = std::move(cuda_timer);
     device = Device::cuda(0);
     what = core::cat("cuda:0 ", prop.name, ", ", prop.multiProcessorCount, " SMs, L2 ", prop.l2CacheSize >> 20, " MB");
 #else
@@ -314,7 +318,7 @@ void run_bench(const Options& o) {
   }
 
   std::printf("lowbit bench quant: %s, %lld elements, median of %d reps%s\n", what.c_str(), static_cast<long long>(n),
-              reps, gpu ? ", L2 flushed (256 MB write) before each, CUDA events" : "");
+              reps, flush_text.c_str());
   Bench bench(device, n, reps, *timer, stream);
   const double copy = bench.copy_gbps();
   std::printf("  copy (%s, read + write of %lld MB): %.1f GB/s\n", gpu ? "device-to-device cudaMemcpy" : "memcpy",

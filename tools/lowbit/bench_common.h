@@ -2,18 +2,23 @@
 // bench_gemm.cpp: `bench gemm`): random bits, the median, and timers that run
 // a callable `reps` times and return the median (PERFORMANCE.md, "How to
 // measure"). On the GPU each repetition is timed on its own with CUDA events
-// around only the callable, after an untimed L2 flush (a cudaMemsetAsync of a
-// buffer larger than L2); on the CPU with a steady clock.
+// around only the callable, after an untimed L2 flush that reads a buffer
+// larger than L2 (cublasSasum; a cudaMemsetAsync without cuBLAS, see
+// CudaTimer); on the CPU with a steady clock.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #if defined(LOWBIT_WITH_CUDA)
 #include <cuda_runtime.h>
+#endif
+#if defined(LOWBIT_WITH_CUBLAS)
+#include <cublas_v2.h>
 #endif
 
 namespace lowbit::cli {
@@ -61,9 +66,17 @@ class CpuTimer : public Timer {
 // Throws lowbit::Error(device_error) naming `what` when `e` is not cudaSuccess.
 void cuda_ok(cudaError_t e, const char* what);
 
-// CUDA events on `stream`; before each timed repetition an untimed
-// cudaMemsetAsync of `flush_bytes` evicts L2. The copy is a device-to-device
-// cudaMemcpyAsync timed the same way.
+// CUDA events on `stream`; before each timed repetition an untimed flush of
+// `flush_bytes` evicts L2. The copy is a device-to-device cudaMemcpyAsync
+// timed the same way.
+//
+// The flush must leave L2 clean: a memset leaves ~L2-size of dirty lines, and
+// the next (timed) kernel pays for writing them back to DRAM (~10-17 us on an
+// H100: a 4096x4096 fp16 GEMV reads 22 us instead of ~12). With cuBLAS
+// (LOWBIT_WITH_CUBLAS) the buffer is zeroed once here and each flush only
+// reads it: cublasSasum over it as floats, result to a device scalar
+// (CUBLAS_POINTER_MODE_DEVICE), on `stream`, so no host sync. Without cuBLAS
+// the flush is a cudaMemsetAsync of the buffer (dirty; flush_text says so).
 class CudaTimer : public Timer {
  public:
   static constexpr size_t kDefaultFlushBytes = size_t{256} << 20;  // > 50 MB of H100 L2 (60 MB on H200)
@@ -75,12 +88,21 @@ class CudaTimer : public Timer {
   double time_ms(const std::function<void()>& fn, int reps, int warmup) override;
   double copy_gbps(int64_t bytes, int reps) override;
   size_t flush_bytes() const { return flush_bytes_; }
+  // What the flush does, for a bench's header line: "L2 flushed (256 MB ...)".
+  std::string flush_text() const;
 
  private:
+  void flush_l2(int rep);  // untimed, enqueued on stream_
+  void release() noexcept;
+
   cudaStream_t stream_;
   size_t flush_bytes_;
   void* flush_ = nullptr;
   cudaEvent_t start_{}, stop_{};
+#if defined(LOWBIT_WITH_CUBLAS)
+  cublasHandle_t cublas_ = nullptr;
+  float* flush_sum_ = nullptr;  // cublasSasum's result, on the device
+#endif
 };
 #endif
 

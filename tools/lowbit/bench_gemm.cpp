@@ -6,7 +6,9 @@
 // Matmul::transform_weight on the device; forward runs through the primitive
 // (Matmul::args, a preallocated workspace, run on a stream). Each repetition is
 // timed on its own (CUDA events around only the matmul, after an untimed L2
-// flush writing a buffer of max(256 MB, 2 x L2)); the median is reported.
+// flush reading a buffer of max(256 MB, 2 x L2) with cublasSasum, which
+// leaves L2 clean; a memset, which leaves it dirty, when the build has no
+// cuBLAS: bench_common.h); the median is reported.
 // cuBLAS: cublasGemmEx, A f16 [M, K] times a random f16 W [N, K] transposed,
 // f32 compute, f16 out, same M, N, K and flush. The floor is the bytes the
 // matmul must move (packed W as the device's layout stores it, with scales and
@@ -35,6 +37,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "bench_common.h"
@@ -762,10 +765,11 @@ void run_gemm_bench(GemmOptions o) {
     bench::cuda_ok(cudaStreamCreate(&cs), "cudaStreamCreate");
     stream.handle = cs;
     const size_t flush = std::max(bench::CudaTimer::kDefaultFlushBytes, 2 * static_cast<size_t>(prop.l2CacheSize));
-    timer = std::make_unique<bench::CudaTimer>(cs, flush);
+    auto cuda_timer = std::make_unique<bench::CudaTimer>(cs, flush);
+    flush_text = core::cat(", ", cuda_timer->flush_text(), " before each, CUDA events around the matmul");
+    timer = std::move(cuda_timer);
     device = Device::cuda(0);
     what = core::cat("cuda:0 ", prop.name, ", ", prop.multiProcessorCount, " SMs, L2 ", prop.l2CacheSize >> 20, " MB");
-    flush_text = core::cat(", L2 flushed (", flush >> 20, " MB memset) before each, CUDA events around the matmul");
 #if defined(LOWBIT_WITH_CUBLAS)
     cublas = std::make_unique<Cublas>(cs);
     have_cublas = true;

@@ -36,9 +36,9 @@ namespace lowbit::cuda::gemm {
 
 // Per row and span: what pair() needs besides the codes.
 struct RowCtx {
-  float s = 1.0f;       // the group's scale (post-scale decoders), or
-  float z = 0.0f;       // with s, the zero (generic)
-  uint32_t negoff = 0;  // magic: -(offset) in both halves (fp32 bits for 8-bit bf16)
+  float s = 1.0f;             // the group's scale (post-scale decoders), or
+  float z = 0.0f;             // with s, the zero (generic)
+  uint32_t negoff = 0;        // magic: -(offset) in both halves (fp32 bits for 8-bit bf16)
   uint32_t negoff_j[4] = {};  // fp16 2- and 4-bit: -(offset) for the code at bit j·b of a byte
 };
 
@@ -49,7 +49,7 @@ struct MagicDecoder {
   static constexpr int kE = kLB * 8 / kBits;
   static constexpr bool kPostScale = true;
   static constexpr bool kTable = false;
-  static constexpr int kWord = 32 / kBits;                     // codes per 32-bit word
+  static constexpr int kWord = 32 / kBits;                   // codes per 32-bit word
   static constexpr int kPermBlock = kBits == 8 ? 1 : kWord;  // phys permutes within blocks of this size
   static constexpr bool kFloatRoute = kBits == 8 && T::kMagicBits < 8;
   // fp16, 2 and 4 bits: a code is masked in place (bit j·b of its byte)

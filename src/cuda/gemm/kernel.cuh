@@ -144,8 +144,8 @@ template <class Dec, int kU>
 struct Pass {
   uint32_t raw[kU][2][Dec::kLB / 4];
   float s[kU][2];
-  float z[kU][2];        // float zeros
-  uint32_t zq[kU][2];    // quantized zero codes
+  float z[kU][2];      // float zeros
+  uint32_t zq[kU][2];  // quantized zero codes
 };
 
 template <class Dec, int kU>
@@ -204,9 +204,9 @@ __device__ __forceinline__ void load_pass(Pass<Dec, kU>& ps, const Params& p, in
   constexpr int kE = Dec::kE, kCH = 4 * kE;
 #pragma unroll
   for (int u = 0; u < kU; ++u) {
-    const int kc = k0 + u * kCH;                // chunk start
-    const int ks = kc + q * kE;                 // this thread's span
-    const int kg = Dec::kPostScale ? kc : ks;   // the column whose group applies
+    const int kc = k0 + u * kCH;               // chunk start
+    const int ks = kc + q * kE;                // this thread's span
+    const int kg = Dec::kPostScale ? kc : ks;  // the column whose group applies
     const int grp = kg < ke ? group_of(p, kg) : 0;
     // Byte offset of the chunk in a row (16-bit codes: K < 2^30 keeps 2·kc an int).
     const int wbyte = Dec::kBits == 16 ? 2 * kc : kc / (8 / (Dec::kBits < 8 ? Dec::kBits : 8));

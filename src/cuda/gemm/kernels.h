@@ -17,7 +17,7 @@ struct KernelInfo {
   int chunk = 0;                     // columns of K per chunk: 4 spans of E
   int step = 0;                      // columns of K per main-loop pass
   bool post_scale = false;
-  bool direct_a = false;             // reads A from global memory (see Params::A)
+  bool direct_a = false;  // reads A from global memory (see Params::A)
 };
 
 // Integer decoder of 1, 2, 4 or 8 bits (kernels_magic_b*.cu); lb (bytes per

@@ -83,8 +83,8 @@ Plan make_plan(const MatmulArgs& a) {
   const WeightFormat& f = w.format;
   LOWBIT_REQUIRE(f.layout == WeightLayout::rows, ErrorCode::invalid_argument, op,
                  ": the cuda kernels read the rows layout (got layout ", weight_layout_name(f.layout), ")");
-  LOWBIT_REQUIRE(a.config < kNumConfigs, ErrorCode::invalid_argument, op, ": config must be -1 or below ",
-                 kNumConfigs, " on cuda (got ", a.config, ")");
+  LOWBIT_REQUIRE(a.config < kNumConfigs, ErrorCode::invalid_argument, op, ": config must be -1 or below ", kNumConfigs,
+                 " on cuda (got ", a.config, ")");
   LOWBIT_REQUIRE(f.K < (int64_t{1} << 31) - 4096, ErrorCode::invalid_argument, op,
                  ": K must be below 2^31 - 4096 on cuda (got ", f.K, ")");
   Plan plan;
@@ -139,9 +139,8 @@ Plan make_plan(const MatmulArgs& a) {
   prepare(plan.k, op);
   const int64_t blocks_n = ceil_div(p.N, int64_t{16} * c.warps);
   const int64_t blocks_m = ceil_div(p.M, int64_t{8} * c.mt);
-  const int64_t wave = int64_t{sm_count(op)} *
-                       std::max(1, blocks_per_sm(reinterpret_cast<const void*>(plan.k.kernel), plan.threads,
-                                                 plan.k.smem, op));
+  const int64_t wave = int64_t{sm_count(op)} * std::max(1, blocks_per_sm(reinterpret_cast<const void*>(plan.k.kernel),
+                                                                         plan.threads, plan.k.smem, op));
   const int64_t passes = ceil_div(p.K, static_cast<int64_t>(plan.k.step));
   int64_t splits = 1;
   if (blocks_n * blocks_m < 4 * wave) {
@@ -191,8 +190,8 @@ void matmul(const MatmulArgs& a, void* workspace, Stream stream) {
   DeviceGuard guard(a.A.device.index, gemm::op);
   gemm::Plan plan = gemm::make_plan(a);
   gemm::Params& p = plan.p;
-  LOWBIT_REQUIRE(plan.bytes() == 0 || workspace != nullptr, ErrorCode::invalid_argument, gemm::op,
-                 ": a workspace of ", plan.bytes(), " bytes is required (workspace_size); got none");
+  LOWBIT_REQUIRE(plan.bytes() == 0 || workspace != nullptr, ErrorCode::invalid_argument, gemm::op, ": a workspace of ",
+                 plan.bytes(), " bytes is required (workspace_size); got none");
   const cudaStream_t s = to_cuda(stream);
   auto blocks_for = [](int64_t total) {
     return static_cast<int>(std::min<int64_t>(ceil_div(total, int64_t{256}), int64_t{8} * sm_count(gemm::op)));

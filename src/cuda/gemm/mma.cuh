@@ -64,8 +64,8 @@ __device__ __forceinline__ uint32_t splat2(float v) {
 
 // c[4] += a[16x16] · b[16x8] (fragments as PTX lays them out for m16n8k16).
 template <class T>
-__device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1);
+__device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1);
 template <>
 __device__ __forceinline__ void mma16816<F16>(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                               uint32_t b0, uint32_t b1) {

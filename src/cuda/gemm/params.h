@@ -22,13 +22,13 @@ struct Params {
   // The packed weight in the `rows` layout (docs/gemm.md).
   const uint8_t* qweight = nullptr;
   int64_t row_bytes = 0;
-  const float* scale = nullptr;   // f32 [N, G] or null (no scaling)
-  const float* zeros = nullptr;   // f32 [N, G] (original / rescale) or null
+  const float* scale = nullptr;     // f32 [N, G] or null (no scaling)
+  const float* zeros = nullptr;     // f32 [N, G] (original / rescale) or null
   const uint8_t* qzeros = nullptr;  // quantized zeros: G streams of N codes, qzeros_bytes apart
   int64_t qzeros_bytes = 0;
   const float* bias = nullptr;  // f32 [N] or null
-  int64_t gs = 0;    // group length (K for one group per row)
-  int gs_shift = -1;  // log2(gs) when a power of two
+  int64_t gs = 0;               // group length (K for one group per row)
+  int gs_shift = -1;            // log2(gs) when a power of two
   int64_t G = 1;
 
   // Output: out [M, N], or with splits > 1 fp32 partial sums [splits, M, N]

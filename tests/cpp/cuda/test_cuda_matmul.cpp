@@ -1,0 +1,103 @@
+// The CUDA matmul's own paths, beyond the shared sweeps: A not fit to read
+// in place (a misaligned view, K not a multiple of the kernel's chunk) is
+// gathered into the workspace; K long enough for split-K and many passes;
+// every kernel config on each. Results against the float64 oracle with the
+// CUDA tolerance.
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.h"
+#if defined(LOWBIT_WITH_CUDA)
+#include "cuda/gemm/ops.h"
+#endif
+#include "gemm/gemm_cases.h"
+#include "harness/compare.h"
+
+namespace {
+
+using namespace lowbit;
+using namespace lowbit::test;
+
+// A copy of host A on the GPU whose data starts `offset` elements into its buffer.
+struct DeviceA {
+  Tensor buffer;
+  TensorRef ref;
+};
+DeviceA device_a(const Tensor& host, int64_t offset) {
+  DeviceA d;
+  const int64_t n = host.numel();
+  d.buffer = Tensor::empty({n + offset}, host.dtype(), Device::cuda(0));
+  d.ref = TensorRef::contiguous(static_cast<char*>(d.buffer.data()) + dtype_storage_bytes(host.dtype(), offset),
+                                host.dtype(), {host.size(0), host.size(1)}, Device::cuda(0));
+  copy(d.ref, host.ref());
+  return d;
+}
+
+void check_cuda_matmul(const MatmulConfig& c, int64_t M, int64_t offset, const std::string& what) {
+  const QuantizedWeight w = random_weight(c, DType::f16, false);
+  const Tensor A = random_floats({M, c.K}, c.A_dtype, 0.5f);
+  const Oracle oracle = matmul_oracle(A, expected_dequant(w), c.N, c.K, {});
+  const Matmul mm(c, Device::cuda(0));
+  const PackedWeight W = mm.transform_weight(w);
+  const DeviceA a = device_a(A, offset);
+#if defined(LOWBIT_WITH_CUDA)
+  const int configs = cuda::matmul_num_configs();
+#else
+  const int configs = 0;
+#endif
+  for (int config = -1; config < configs; ++config) {
+    Tensor out = Tensor::empty({M, c.N}, c.out_dtype, Device::cuda(0));
+    MatmulArgs args = mm.args(a.ref, W.ref(), out.ref());
+    args.config = config;
+    check(args);
+    const size_t bytes = workspace_size(args);
+    Tensor ws = bytes ? Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, Device::cuda(0)) : Tensor();
+    run(args, ws.data(), Stream{});
+    synchronize(Stream{});
+    expect_close(oracle, out, matmul_tolerance(c.A_dtype, c.out_dtype, c.accum_dtype, c.K, DeviceType::cuda),
+                 what + " M=" + std::to_string(M) + " config " + std::to_string(config));
+  }
+}
+
+MatmulConfig config(WeightType type, int64_t N, int64_t K, int64_t group, bool zeros) {
+  MatmulConfig c;
+  c.W_dtype = type;
+  c.N = N;
+  c.K = K;
+  c.with_scaling = true;
+  c.group_size = group;
+  c.with_zeros = zeros;
+  c.zeros_mode = ZerosMode::quantized;
+  c.out_dtype = DType::f32;
+  return c;
+}
+
+TEST(CudaMatmul, MisalignedAIsGathered) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+  for (const MatmulConfig& c :
+       {config(WeightType::uint4, 72, 512, 128, true), config(WeightType::nf4, 40, 256, 64, false),
+        config(WeightType::int2, 24, 512, 128, false)}) {
+    for (int64_t M : {1, 3, 16, 40}) check_cuda_matmul(c, M, 1, describe(c) + " A offset 1");
+  }
+}
+
+TEST(CudaMatmul, RaggedKPerRow) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+  // K = 1000: no whole chunk of 128 int4 codes at the end (per-row scale).
+  for (WeightType t : {WeightType::int4, WeightType::uint8, WeightType::int1}) {
+    for (int64_t M : {1, 9})
+      check_cuda_matmul(config(t, 50, 1000, -1, false), M, 0, describe(config(t, 50, 1000, -1, false)));
+  }
+}
+
+TEST(CudaMatmul, LongKSplits) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+  // N small and K long: split-K over many passes, reduced in split order.
+  for (const MatmulConfig& c :
+       {config(WeightType::uint4, 64, 8192, 128, true), config(WeightType::nf4, 48, 4096, 64, false),
+        config(WeightType::int8, 32, 4096, 128, false)}) {
+    for (int64_t M : {1, 16, 33}) check_cuda_matmul(c, M, 0, describe(c));
+  }
+}
+
+}  // namespace
