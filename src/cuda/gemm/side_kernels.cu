@@ -13,8 +13,17 @@ __global__ void reduce_splits(const Params p) {
   const int64_t total = p.M * p.N;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    float v = p.partial[i];
-    for (int s = 1; s < p.splits; ++s) v = __fadd_rn(v, p.partial[s * total + i]);
+    // Eight independent loads in flight, then added in split order.
+    float v = 0.0f;
+    for (int s0 = 0; s0 < p.splits; s0 += 8) {
+      float x[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) x[j] = s0 + j < p.splits ? p.partial[(s0 + j) * total + i] : 0.0f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        if (s0 + j < p.splits) v = s0 + j == 0 ? x[j] : __fadd_rn(v, x[j]);
+      }
+    }
     const int64_t n = i % p.N;
     if (p.bias) v = __fadd_rn(v, p.bias[n]);
     store_out(p, i / p.N, n, v);
