@@ -32,11 +32,8 @@
 namespace lowbit::cuda::gemm {
 
 inline constexpr int kMaxThreads = 256;
-// Blocks of kMaxThreads per SM the register budget must allow. (3 for
-// M tile 8 caps registers at 80 and spills: int4 at 28672x8192, M = 1, went
-// from 83 to 109 us on an H100; left at 1.)
-template <int MT>
-inline constexpr int kMinBlocks = 1;
+// (A minimum of 3 blocks per SM for M tile 8 caps registers at 80 and
+// spills: int4 at 28672x8192, M = 1, went from 83 to 109 us on an H100.)
 
 // Chunks per pass (two passes are in registers at a time).
 template <int MT>
@@ -341,7 +338,7 @@ __device__ __forceinline__ void run_pass(const Pass<Dec, kUnroll<MT>>& ps, const
 }
 
 template <class Dec, class T, int MT>
-__global__ void __launch_bounds__(kMaxThreads, kMinBlocks<MT>) rows_mma_kernel(const Params p) {
+__global__ void __launch_bounds__(kMaxThreads) rows_mma_kernel(const Params p) {
   using S = Smem<Dec, MT>;
   constexpr int kU = S::kU, kStep = S::kCH * S::kU;
   extern __shared__ uint4 smem_raw[];
