@@ -80,12 +80,14 @@ class Dev:
         return x
 
     def forward(self, fn, *args, **kwargs):
-        """fn(...), skipping the case when the CUDA backend has no kernel for it yet."""
+        """fn(...). Matmul runs on CUDA; bitsandbytes' matmul_4bit / gemv_4bit
+        have no CUDA kernel yet (gemm.md), so only they skip on its no-backend error."""
         try:
             return fn(*args, **kwargs)
         except RuntimeError as e:
-            if self.name == "cuda" and "no backend" in str(e):
-                pytest.skip(f"CUDA matmul backend absent at run time: {e}")
+            four_bit = getattr(fn, "__name__", "") in ("matmul_4bit", "gemv_4bit")
+            if self.name == "cuda" and four_bit and "no backend" in str(e):
+                pytest.skip(f"no CUDA kernel for {fn.__name__} yet: {e}")
             raise
 
 
