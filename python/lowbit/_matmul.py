@@ -74,6 +74,16 @@ def _fmt_bytes(n: int) -> str:
     return f"{n:.1f} GiB"
 
 
+def _impl_field(name: str, doc: str = "") -> property:
+    """A read-only property forwarding to the binding object's field."""
+    return property(lambda self: getattr(self._impl, name), doc=doc or f"The packed weight's {name}.")
+
+
+def _tensor_field(name: str) -> property:
+    """A read-only property: the named tensor as an array of the owner's framework (None when absent)."""
+    return property(lambda self: self._tensors.get(name), doc=f"The {name} tensor, or None.")
+
+
 class _Tensors:
     """Lazily exported tensors of a C++ weight object, cached (a CUDA export
     can be imported into a framework only once)."""
@@ -125,25 +135,11 @@ class QuantizedWeight:
     def config(self, value: MatmulConfig) -> None:
         self._impl.config = value
 
-    @property
-    def weight(self) -> Array:
-        return self._tensors.get("weight")
-
-    @property
-    def scale(self) -> Optional[Array]:
-        return self._tensors.get("scale")
-
-    @property
-    def zeros(self) -> Optional[Array]:
-        return self._tensors.get("zeros")
-
-    @property
-    def bias(self) -> Optional[Array]:
-        return self._tensors.get("bias")
-
-    @property
-    def perm(self) -> Optional[Array]:
-        return self._tensors.get("perm")
+    weight = _tensor_field("weight")
+    scale = _tensor_field("scale")
+    zeros = _tensor_field("zeros")
+    bias = _tensor_field("bias")
+    perm = _tensor_field("perm")
 
     def __repr__(self) -> str:
         return f"QuantizedWeight(config={self.config!r})"
@@ -176,42 +172,15 @@ class PackedWeight:
         self._fw = fw
         self._tensors = _Tensors(impl, fw)
 
-    @property
-    def W_dtype(self) -> str:
-        return self._impl.W_dtype
-
-    @property
-    def N(self) -> int:
-        return self._impl.N
-
-    @property
-    def K(self) -> int:
-        return self._impl.K
-
-    @property
-    def group_size(self) -> int:
-        return self._impl.group_size
-
-    @property
-    def with_scaling(self) -> bool:
-        return self._impl.with_scaling
-
-    @property
-    def with_zeros(self) -> bool:
-        return self._impl.with_zeros
-
-    @property
-    def zeros_mode(self) -> str:
-        return self._impl.zeros_mode
-
-    @property
-    def with_bias(self) -> bool:
-        return self._impl.with_bias
-
-    @property
-    def layout(self) -> str:
-        """The packed layout ("rows" on the CPU; docs/gemm.md)."""
-        return self._impl.layout
+    W_dtype = _impl_field("W_dtype")
+    N = _impl_field("N")
+    K = _impl_field("K")
+    group_size = _impl_field("group_size")
+    with_scaling = _impl_field("with_scaling")
+    with_zeros = _impl_field("with_zeros")
+    zeros_mode = _impl_field("zeros_mode")
+    with_bias = _impl_field("with_bias")
+    layout = _impl_field("layout", "The packed layout (\"rows\" on every device; docs/gemm.md).")
 
     @property
     def nbytes(self) -> int:
@@ -223,25 +192,11 @@ class PackedWeight:
         kind, index = self._impl.device
         return "cpu" if kind == "cpu" else f"cuda:{index}"
 
-    @property
-    def qweight(self) -> Array:
-        return self._tensors.get("qweight")
-
-    @property
-    def scale(self) -> Optional[Array]:
-        return self._tensors.get("scale")
-
-    @property
-    def zeros(self) -> Optional[Array]:
-        return self._tensors.get("zeros")
-
-    @property
-    def bias(self) -> Optional[Array]:
-        return self._tensors.get("bias")
-
-    @property
-    def perm(self) -> Optional[Array]:
-        return self._tensors.get("perm")
+    qweight = _tensor_field("qweight")
+    scale = _tensor_field("scale")
+    zeros = _tensor_field("zeros")
+    bias = _tensor_field("bias")
+    perm = _tensor_field("perm")
 
     def __repr__(self) -> str:
         parts = [f"{self.W_dtype} [{self.N}, {self.K}]"]
@@ -289,7 +244,7 @@ class Matmul:
 
     @property
     def layout(self) -> str:
-        """The packed layout of this device's kernels ("rows" on the CPU)."""
+        """The packed layout of this device's kernels ("rows" on every device)."""
         return self._impl.layout
 
     def prepared_m(self, m: int) -> int:
