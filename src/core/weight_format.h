@@ -1,7 +1,8 @@
 // The weight formats of the mixed-precision matmul (SPEC §5, docs/gemm.md),
 // defined once for host and device code: each WeightType's bits, value range
-// and code -> value map; the dequantization rule; and the bit-stream packing
-// rule of the `rows` layout and of packed (GPTQ-style) zeros.
+// and code -> value map; the dequantization rule; the bit-stream packing
+// rule of the `rows` layout and of packed (GPTQ-style) zeros; and the tile
+// permutation of the CUDA `tiles` layout.
 #pragma once
 
 #include <cstdint>
@@ -173,5 +174,82 @@ LOWBIT_HD constexpr int64_t rows_row_bytes(int64_t K, int bits) {
 // Packed quantized zeros: one stream of N codes per group, padded to whole
 // 32-bit words: i32 [groups, packed_zeros_words(N, bits)].
 LOWBIT_HD constexpr int64_t packed_zeros_words(int64_t N, int bits) { return (N * bits + 31) / 32; }
+
+// ------------------------------------------------------------ tiles layout
+
+// `tiles` (CUDA, docs/gemm.md draws it): W cut into tiles of 16 rows ×
+// tile_k(bits) columns, 512 bytes each whatever the bit width, stored so that
+// one warp's 16-byte loads of a tile are exactly the A fragments of its
+// mma.m16n8k16 (and wgmma m64nNk16, whose A fragment per warp is the same)
+// steps over those columns. Lane l = 4g + q holds bytes [16l, 16l + 16) of
+// the tile: four 32-bit words that decode, in order, into fragment registers
+// rho = 0 .. 64 / bits - 1, each a pair of halves. Register rho = 4j + r is
+// register r of k16 step j:
+//   r = 0: row g,     columns 16j + 2q + {0, 1}
+//   r = 1: row g + 8, columns 16j + 2q + {0, 1}
+//   r = 2: row g,     columns 16j + 2q + 8 + {0, 1}
+//   r = 3: row g + 8, columns 16j + 2q + 8 + {0, 1}
+// Two's complement codes (intN) are stored in offset binary, code ^ 2^(bits-1)
+// (tile_code), so a code's value is stored - 2^(bits-1) with no sign flip to
+// undo per word; quantized zeros the same (tiles_zero_codes).
+// Register rho is pair i = rho % P of word rho / P, P = 16 / bits pairs a word
+// (2 for 8 bits): elements (i, i + P) of the word for integer types below 8
+// bits (what one shift and mask under a magic exponent yields), (2i, 2i + 1)
+// for 8-bit types and 4-bit tables (a byte is a pair). Element e of a word
+// sits at bits [e·bits, e·bits + bits). Tile (nt, kt) starts at byte
+// (nt · tiles_k_tiles + kt) · 512; rows past N and columns past K hold code 0.
+inline constexpr int kTileRows = 16;
+inline constexpr int kTileBytes = 512;
+LOWBIT_HD constexpr int tile_k(int bits) { return 256 / bits; }
+LOWBIT_HD constexpr int64_t tiles_row_tiles(int64_t N) { return (N + kTileRows - 1) / kTileRows; }
+LOWBIT_HD constexpr int64_t tiles_k_tiles(int64_t K, int bits) { return (K + tile_k(bits) - 1) / tile_k(bits); }
+// Rows of the per-row tensors (scale, zero codes): N padded to whole tiles.
+LOWBIT_HD constexpr int64_t tiles_padded_rows(int64_t N) { return tiles_row_tiles(N) * kTileRows; }
+
+// A code as the tiles layout stores it, and back (an involution): offset
+// binary for two's complement types, the code itself for the others.
+LOWBIT_HD constexpr uint32_t tile_code(WeightType t, uint32_t code) {
+  const WeightTypeInfo info = weight_type_info(t);
+  return info.kind == WeightKind::sint ? code ^ (1u << (info.bits - 1)) : code;
+}
+
+// Whether a word's pairs are adjacent elements (8-bit types, 4-bit tables).
+LOWBIT_HD constexpr bool tile_pairs_adjacent(WeightType t) {
+  return weight_type_info(t).bits == 8 || weight_type_info(t).kind == WeightKind::table;
+}
+
+// The byte of a tile holding element (row, col) (row < 16, col < tile_k),
+// and the element's bit position in that byte.
+struct TileSpot {
+  int byte;
+  int shift;
+};
+LOWBIT_HD constexpr TileSpot tile_spot(int bits, bool adjacent, int row, int col) {
+  const int j = col / 16, c = col % 16;
+  const int g = row % 8, q = (c % 8) / 2, h = c % 2;
+  const int rho = 4 * j + row / 8 + 2 * (c / 8);
+  const int pairs = bits == 8 ? 2 : 16 / bits;
+  const int e = adjacent ? 2 * (rho % pairs) + h : rho % pairs + h * pairs;
+  const int bit = 128 * (4 * g + q) + 32 * (rho / pairs) + e * bits;
+  return {bit / 8, bit % 8};
+}
+
+// The formats the tile kernels run: integer types of 1, 2, 4, 8 bits and
+// the 4-bit tables, with no scale, a scale, or quantized (integer) zeros,
+// and groups of a power-of-two count of whole tiles (a tile lies in one
+// group; the kernels find a tile's group with a shift).
+LOWBIT_HD constexpr bool tiles_supported(WeightType t, int64_t group_size, bool with_zeros, ZerosMode mode) {
+  const WeightTypeInfo info = weight_type_info(t);
+  const bool integer = info.kind == WeightKind::sint || info.kind == WeightKind::pm1 || info.kind == WeightKind::uint;
+  if (!integer && info.kind != WeightKind::table) return false;
+  if (info.bits > 8) return false;
+  if (with_zeros && mode != ZerosMode::quantized) return false;
+  if (group_size <= 0) return true;
+  const int64_t tiles = group_size / tile_k(info.bits);
+  return group_size % tile_k(info.bits) == 0 && (tiles & (tiles - 1)) == 0;
+}
+inline bool tiles_supported(const WeightFormat& f) {
+  return tiles_supported(f.type, f.with_scaling ? f.group_size : -1, f.with_zeros, f.zeros_mode);
+}
 
 }  // namespace lowbit::core

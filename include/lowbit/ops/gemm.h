@@ -93,10 +93,15 @@ void check(const MatmulConfig& config);
 // ------------------------------------------------------------ packed weight
 
 // How a packed weight is laid out in memory. Each backend's kernels consume
-// one layout; Matmul packs into the layout of its device (docs/gemm.md draws
-// them). `rows` is the CPU's: every row of W a little-endian bit stream of
-// codes, element k in bits [k*b, k*b + b) of the row, rows padded to 16 bytes.
-enum class WeightLayout : uint8_t { rows };
+// their layouts; Matmul packs into the layout its device runs fastest for the
+// format (docs/gemm.md draws them). `rows` is the CPU's, and CUDA's for the
+// formats `tiles` does not take: every row of W a little-endian bit stream of
+// codes, element k in bits [k*b, k*b + b) of the row, rows padded to 16
+// bytes. `tiles` is CUDA's for integer types of 1/2/4/8 bits and the 4-bit
+// tables with no zeros or quantized zeros and groups of 2^i whole tiles: tiles of
+// 16 rows x 256/bits columns, 512 bytes each, permuted into tensor-core
+// fragment order (src/core/weight_format.h defines it).
+enum class WeightLayout : uint8_t { rows, tiles };
 std::string_view weight_layout_name(WeightLayout l);
 
 // What a packed weight holds, besides its tensors.
@@ -124,6 +129,12 @@ struct WeightFormat {
 //   bias     f32 [N]                            with_bias
 //   perm     i32 [K]   optional: the kernel reads A[:, perm[k]] as column k
 //                      (GPTQ act-order, made contiguous by the importer)
+// In the `tiles` layout (Np = N rounded up to 16):
+//   qweight  u8  [Np/16, ceil(K/(256/bits)) * 512]  tiles, see WeightLayout
+//   scale    f16/bf16/f32 [groups, Np]      the given scales, transposed
+//   zeros    u8  [groups, Np]                      quantized zeros: codes of W's type
+//            (intN codes in offset binary in both qweight and zeros)
+//   bias, perm as in `rows`
 struct PackedWeightRef {
   WeightFormat format;
   TensorRef qweight;

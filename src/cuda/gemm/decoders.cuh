@@ -34,6 +34,13 @@
 
 namespace lowbit::cuda::gemm {
 
+// The value of an integer code by Params' rule, (code ^ sign) · mul - bias:
+// two's complement, ±1 or the code itself (exact).
+__device__ __forceinline__ float int_code_value(uint32_t code, const Params& p) {
+  return __fadd_rn(__fmul_rn(static_cast<float>((code ^ p.xor_word) & core::code_mask(p.bits)), p.code_mul),
+                   -p.code_bias);
+}
+
 // Per row and span: what pair() needs besides the codes.
 struct RowCtx {
   float s = 1.0f;             // the group's scale (post-scale decoders), or
@@ -42,7 +49,10 @@ struct RowCtx {
   uint32_t negoff_j[4] = {};  // fp16 2- and 4-bit: -(offset) for the code at bit j·b of a byte
 };
 
-template <int kBits_, int kLB_, class T>
+// kXor: flip the codes' sign bits per word by Params::xor_word (two's
+// complement codes of the rows layout); the tiles layout stores them in
+// offset binary already (core::tile_code) and instantiates kXor = false.
+template <int kBits_, int kLB_, class T, bool kXor = true>
 struct MagicDecoder {
   static constexpr int kBits = kBits_;
   static constexpr int kLB = kLB_;  // bytes per span load
@@ -57,6 +67,11 @@ struct MagicDecoder {
   // byte (bf16's 7-bit mantissa has no room for the shifted codes).
   static constexpr bool kInPlace = (kBits == 2 || kBits == 4) && T::kMagicBits >= 10;
   static constexpr int kPerByte = 8 / kBits;
+
+  __device__ static uint32_t flip(uint32_t word, const Params& p) {
+    if constexpr (kXor) return word ^ p.xor_word;
+    return word;
+  }
 
   __host__ __device__ static constexpr int phys(int s) {
     if (kBits == 8) return s;
@@ -86,7 +101,7 @@ struct MagicDecoder {
   __device__ static uint32_t pair(const uint32_t* w, int r, const RowCtx& c, const Params& p, const uint32_t* /*tab*/,
                                   int /*lane*/) {
     if constexpr (kBits == 8) {
-      const uint32_t x = w[r / 2] ^ p.xor_word;
+      const uint32_t x = flip(w[r / 2], p);
       if constexpr (kFloatRoute) {
         const float lo = __uint_as_float(prmt(x, 0x4bu, (r % 2) ? 0x4552u : 0x4550u));
         const float hi = __uint_as_float(prmt(x, 0x4bu, (r % 2) ? 0x4553u : 0x4551u));
@@ -102,12 +117,12 @@ struct MagicDecoder {
       if constexpr (kInPlace) {
         // Pair i of a word: byte i / kPerByte of each half, code j = i % kPerByte.
         const int i = r % kPairs, j = i % kPerByte;
-        const uint32_t x = (w[r / kPairs] ^ p.xor_word) >> (8 * (i / kPerByte));
+        const uint32_t x = flip(w[r / kPairs], p) >> (8 * (i / kPerByte));
         const uint32_t t = and_or(x, kMask << (j * kBits), T::kMagic * 0x00010001u);
         const uint32_t unit = static_cast<uint32_t>(15 - j * kBits) << 10;  // fp16 2^-jb
         return fma2<T>(t, unit * 0x00010001u, c.negoff_j[j]);
       }
-      const uint32_t x = (w[r / kPairs] ^ p.xor_word) >> ((r % kPairs) * kBits);
+      const uint32_t x = flip(w[r / kPairs], p) >> ((r % kPairs) * kBits);
       const uint32_t t = and_or(x, kMask, T::kMagic * 0x00010001u);
       if constexpr (kBits == 1) {
         // int1's 2·x - (2·magic + 1 + z) needs an odd offset past 2048, not
@@ -177,9 +192,7 @@ struct GenericDecoder {
   // The code's value (src/core/weight_format.h's weight_code_value, kind by kind).
   __device__ static float value(uint32_t code, const Params& p, const float* table) {
     if constexpr (kKind == GenericKind::integer) {
-      // (code ^ sign) * mul - bias: two's complement, ±1 or the code itself.
-      return __fadd_rn(__fmul_rn(static_cast<float>(code ^ (p.xor_word & core::code_mask(kBits))), p.code_mul),
-                       -p.code_bias);
+      return int_code_value(code, p);
     } else if constexpr (kKind == GenericKind::table) {
       return table[code];
     } else if constexpr (kKind == GenericKind::fp8) {

@@ -10,7 +10,7 @@ template <class Dec, class T, int MT>
 KernelInfo instance() {
   using S = Smem<Dec, MT>;
   KernelInfo k;
-  k.kernel = rows_mma_kernel<Dec, T, MT>;
+  k.kernel = reinterpret_cast<const void*>(rows_mma_kernel<Dec, T, MT>);
   k.smem = S::kBytes;
   k.chunk = S::kCH;
   k.step = S::kCH * S::kU;

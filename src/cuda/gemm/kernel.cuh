@@ -152,12 +152,7 @@ struct Pass {
 
 template <class Dec, int kU>
 __device__ __forceinline__ RowCtx row_ctx(const Pass<Dec, kU>& ps, int u, int r, const Params& p) {
-  float z = ps.z[u][r];
-  if (p.qzeros) {
-    // The zero code's value, by the integer rule of Params (exact).
-    z = __fadd_rn(__fmul_rn(static_cast<float>((ps.zq[u][r] ^ p.xor_word) & core::code_mask(p.bits)), p.code_mul),
-                  -p.code_bias);
-  }
+  const float z = p.qzeros ? int_code_value(ps.zq[u][r], p) : ps.z[u][r];
   return Dec::ctx(p, ps.s[u][r], z);
 }
 

@@ -12,12 +12,17 @@
 namespace lowbit::cuda::gemm {
 
 struct KernelInfo {
-  void (*kernel)(Params) = nullptr;  // null: no such instance
-  size_t smem = 0;                   // dynamic shared memory bytes
-  int chunk = 0;                     // columns of K per chunk: 4 spans of E
-  int step = 0;                      // columns of K per main-loop pass
+  const void* kernel = nullptr;  // a __global__ taking (Params), or (CUtensorMap, Params) when tma; null: none
+  bool tma = false;              // takes A's tensor map first (the wgmma kernel)
+  size_t smem = 0;               // dynamic shared memory bytes
+  int chunk = 0;                 // columns of K per chunk: 4 spans of E
+  int step = 0;                  // columns of K per main-loop pass
   bool post_scale = false;
   bool direct_a = false;  // reads A from global memory (see Params::A)
+  // Tile kernels fix these (rows kernels take them from their config).
+  int threads = 0;  // per block
+  int m_tile = 0;   // rows of M per block
+  int n_tile = 0;   // rows of N per block
 };
 
 // Integer decoder of 1, 2, 4 or 8 bits (kernels_magic_b*.cu); lb (bytes per
@@ -37,8 +42,41 @@ inline KernelInfo magic_kernel(int bits, int lb, bool bf16, int mt) {
 }
 // 4-bit tables; lb 16 or 8.
 KernelInfo table_kernel(int lb, bool bf16, int mt);
+// The number of tiles kernel shapes (configs of the tiles layout).
+int tiles_num_shapes();
+// The tiles-layout wgmma kernel (tiles_wgmma.cuh, sm_90a) for 4-bit integer
+// codes, 8-bit integer codes or the 4-bit tables; bn (rows of M a block)
+// 128 or 256. Empty for other bit widths.
+KernelInfo tiles_wgmma_kernel_b4(bool bf16, int bn);
+KernelInfo tiles_wgmma_kernel_b8(bool bf16, int bn);
+KernelInfo tiles_wgmma_kernel_table(bool bf16, int bn);
+inline KernelInfo tiles_wgmma_kernel_for(int bits, bool table, bool bf16, int bn) {
+  if (table) return tiles_wgmma_kernel_table(bf16, bn);
+  if (bits == 4) return tiles_wgmma_kernel_b4(bf16, bn);
+  if (bits == 8) return tiles_wgmma_kernel_b8(bf16, bn);
+  return {};
+}
 // Any weight type.
 KernelInfo generic_kernel(WeightType type, bool bf16, int mt);
+
+// The tiles-layout mma.sync kernel (tiles_mma.cuh) for a format's decoder:
+// integer codes of 1, 2, 4, 8 bits (kernels_tiles_b*.cu) or 4-bit tables
+// (table = true); shape: an index into tiles_instances.cuh's kTilesShapes.
+KernelInfo tiles_mma_kernel_b1(bool bf16, int shape);
+KernelInfo tiles_mma_kernel_b2(bool bf16, int shape);
+KernelInfo tiles_mma_kernel_b4(bool bf16, int shape);
+KernelInfo tiles_mma_kernel_b8(bool bf16, int shape);
+KernelInfo tiles_mma_kernel_table(bool bf16, int shape);
+inline KernelInfo tiles_mma_kernel_for(int bits, bool table, bool bf16, int shape) {
+  if (table) return tiles_mma_kernel_table(bf16, shape);
+  switch (bits) {
+    case 1: return tiles_mma_kernel_b1(bf16, shape);
+    case 2: return tiles_mma_kernel_b2(bf16, shape);
+    case 4: return tiles_mma_kernel_b4(bf16, shape);
+    case 8: return tiles_mma_kernel_b8(bf16, shape);
+    default: return {};
+  }
+}
 
 // a[m, k] = A[m, perm[k]] (or A[m, k]) for k < K, 0 up to lda: A made fit
 // for the direct-A kernels, in the workspace.

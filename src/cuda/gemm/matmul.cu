@@ -1,9 +1,11 @@
-// The CUDA matmul (MatmulArgs): picks a decoder and a kernel config for the
-// weight format and M, splits K when the output alone cannot fill the GPU,
-// and launches rows_mma_kernel (kernel.cuh) plus, when split, reduce_splits.
+// The CUDA matmul (MatmulArgs): picks a kernel for the weight's layout
+// (tiles_mma_kernel for `tiles`, rows_mma_kernel for `rows`), a decoder and a
+// config for the format and M, splits K when the output alone cannot fill
+// the GPU, and launches it plus, when split, reduce_splits.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -12,6 +14,7 @@
 #include "core/weight_format.h"
 #include "cuda/common/check.h"
 #include "cuda/common/launch.h"
+#include "cuda/common/tma.h"
 #include "cuda/gemm/kernels.h"
 #include "cuda/gemm/ops.h"
 
@@ -21,33 +24,47 @@ namespace {
 
 const char* const op = MatmulArgs::kName;
 
-// Kernel configs: n8 tiles of M per block (M tile = 8·mt) and warps along N
-// (16 rows each). MatmulArgs::config indexes this table.
-struct Config {
+// Kernel configs. MatmulArgs::config = k picks config k % (the count of the
+// weight's layout), so one index sweeps every config of both layouts.
+//
+// rows: n8 tiles of M per block (M tile = 8·mt) and warps along N (16 rows each).
+struct RowsConfig {
   int mt;
   int warps;
 };
-constexpr Config kConfigs[] = {{1, 4}, {1, 8}, {2, 4}, {4, 4}, {4, 8}};
-constexpr int kNumConfigs = static_cast<int>(sizeof(kConfigs) / sizeof(kConfigs[0]));
+constexpr RowsConfig kRowsConfigs[] = {{1, 4}, {1, 8}, {2, 4}, {4, 4}, {4, 8}};
+constexpr int kNumRowsConfigs = static_cast<int>(sizeof(kRowsConfigs) / sizeof(kRowsConfigs[0]));
+// tiles: the mma.sync shapes of tiles_instances.cuh, then the wgmma kernel
+// with 128 and 256 rows of M a block (sm_90a; on other devices, and for bit
+// widths it does not take, those two configs run the mma.sync shape 3).
+int tiles_num_configs() { return tiles_num_shapes() + 2; }
+int num_configs() { return std::max(kNumRowsConfigs, tiles_num_configs()); }
 
-// The heuristic, from the prepared M:
+// The rows heuristic, from the prepared M:
 // - M <= 8: one n8 tile, 8 warps (on an H100 nf4 at 28672x8192 runs in
 //   101 us with 8 warps against 122 us with 4; uint4 is even);
 // - M <= 16: two n8 tiles (no wasted columns at 16);
 // - larger: four n8 tiles and 8 warps, the most weight reuse per block.
-int heuristic(int64_t m) {
+int rows_heuristic(int64_t m) {
   if (m <= 8) return 1;
   if (m <= 16) return 2;
   return 4;
+}
+// tiles (kTilesShapes): the smallest M tile that covers the prepared M (no
+// wasted columns), 64 at most; the 4-bit tables take 3 stages up to M 16.
+int tiles_heuristic(int64_t m, bool table) {
+  if (m <= 8) return table ? 4 : 0;
+  if (m <= 16) return table ? 5 : 1;
+  if (m <= 32) return 2;
+  return 3;
 }
 
 struct Plan {
   KernelInfo k;
   Params p;
   dim3 grid;
-  int threads = 0;
-  // Workspace: split-K partial sums, then (direct-A kernels whose A is not
-  // fit to read as it is) A gathered into rows of a_lda elements.
+  // Workspace: split-K partial sums, then (kernels that need A fit to read
+  // as it is, when the caller's is not) A gathered into rows of a_lda elements.
   size_t partial_bytes = 0;
   int64_t a_lda = 0;  // 0: A is read where it is
   size_t bytes() const { return partial_bytes + (a_lda ? static_cast<size_t>(p.M * a_lda) * 2 : 0); }
@@ -55,10 +72,10 @@ struct Plan {
 
 size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
-// The decoder for a format: the integer or table decoders where their
+// The rows decoder for a format: the integer or table decoders where their
 // post-scaling applies (a rule of value or scale, or integer zeros) and a
 // chunk of 4 spans fits the group; the generic decoder otherwise.
-KernelInfo pick_kernel(const WeightFormat& f, bool bf16, int mt) {
+KernelInfo pick_rows_kernel(const WeightFormat& f, bool bf16, int mt) {
   const core::WeightTypeInfo info = core::weight_type_info(f.type);
   const core::DequantRule rule = core::dequant_rule(f);
   const bool qzeros = f.with_zeros && f.zeros_mode == ZerosMode::quantized;
@@ -78,17 +95,11 @@ KernelInfo pick_kernel(const WeightFormat& f, bool bf16, int mt) {
   return generic_kernel(f.type, bf16, mt);
 }
 
-Plan make_plan(const MatmulArgs& a) {
+// The fields of Params every layout shares: A, out, bias, the format's rule
+// and its integer-code constants.
+void fill_common(Params& p, const MatmulArgs& a) {
   const PackedWeightRef& w = a.weight;
   const WeightFormat& f = w.format;
-  LOWBIT_REQUIRE(f.layout == WeightLayout::rows, ErrorCode::invalid_argument, op,
-                 ": the cuda kernels read the rows layout (got layout ", weight_layout_name(f.layout), ")");
-  LOWBIT_REQUIRE(a.config < kNumConfigs, ErrorCode::invalid_argument, op, ": config must be -1 or below ", kNumConfigs,
-                 " on cuda (got ", a.config, ")");
-  LOWBIT_REQUIRE(f.K < (int64_t{1} << 31) - 4096, ErrorCode::invalid_argument, op,
-                 ": K must be below 2^31 - 4096 on cuda (got ", f.K, ")");
-  Plan plan;
-  Params& p = plan.p;
   p.M = a.A.numel() / a.A.size(-1);
   p.N = f.N;
   p.K = f.K;
@@ -96,14 +107,7 @@ Plan make_plan(const MatmulArgs& a) {
   p.lda = p.K;
   p.perm = w.perm.present() ? w.perm.ptr<const int32_t>() : nullptr;
   p.a_vec = !p.perm && p.K % 8 == 0 && aligned16(a.A.data);
-  p.qweight = w.qweight.ptr<const uint8_t>();
-  p.row_bytes = w.qweight.size(1);
-  p.scale = f.with_scaling ? w.scale.ptr<const float>() : nullptr;
-  const bool qzeros = f.with_zeros && f.zeros_mode == ZerosMode::quantized;
-  p.zeros = f.with_zeros && !qzeros ? w.zeros.ptr<const float>() : nullptr;
-  p.qzeros = qzeros ? w.zeros.ptr<const uint8_t>() : nullptr;
   p.bits = core::weight_bits(f.type);
-  p.qzeros_bytes = core::packed_zeros_words(f.N, p.bits) * 4;
   p.bias = f.with_bias ? w.bias.ptr<const float>() : nullptr;
   p.gs = f.group_length();
   p.gs_shift = (p.gs & (p.gs - 1)) == 0 ? log2_exact(p.gs) : -1;
@@ -125,41 +129,134 @@ Plan make_plan(const MatmulArgs& a) {
     p.code_bias = 1.0f;
   }
   if (const float* t = core::weight_table16(f.type)) std::copy(t, t + 16, p.table);
+}
 
-  const int index = a.config >= 0 ? a.config : heuristic(a.prepared_m > 0 ? a.prepared_m : p.M);
-  const Config c = kConfigs[index];
-  plan.k = pick_kernel(f, a.A.dtype == DType::bf16, c.mt);
-  LOWBIT_REQUIRE(plan.k.kernel != nullptr, ErrorCode::internal, op, ": no kernel instance for ",
-                 weight_type_name(f.type), " with mt ", c.mt);
-  plan.threads = 32 * c.warps;
-
-  // Split K when the output tiles give fewer than 4 waves of blocks (the
-  // last, partial wave then costs little), keeping >= 2 passes per split
-  // for the pipeline; each split a whole number of passes.
-  prepare(plan.k, op);
-  const int64_t blocks_n = ceil_div(p.N, int64_t{16} * c.warps);
-  const int64_t blocks_m = ceil_div(p.M, int64_t{8} * c.mt);
-  const int64_t wave = int64_t{sm_count(op)} * std::max(1, blocks_per_sm(reinterpret_cast<const void*>(plan.k.kernel),
-                                                                         plan.threads, plan.k.smem, op));
+// Split K when the output tiles give fewer than 4 waves of blocks (the
+// last, partial wave then costs little), keeping >= min_passes passes per
+// split for the pipeline; each split a whole number of passes.
+void split_k(Plan& plan, int64_t blocks_n, int m_tile, int threads, int64_t min_passes) {
+  Params& p = plan.p;
+  const int64_t blocks_m = ceil_div(p.M, int64_t{m_tile});
+  LOWBIT_REQUIRE(blocks_m <= 65535, ErrorCode::invalid_argument, op, ": M = ", p.M,
+                 " needs more than 65535 M tiles on cuda (M tile ", m_tile, ")");
+  const int64_t wave = int64_t{sm_count(op)} * std::max(1, blocks_per_sm(plan.k.kernel, threads, plan.k.smem, op));
   const int64_t passes = ceil_div(p.K, static_cast<int64_t>(plan.k.step));
   int64_t splits = 1;
   // 4 waves: on an H100 (M = 1) 1, 2, 8 and 16 waves were within 10 % of it
-  // at 4096², 8192² and 28672x8192, none better on all three.
-  constexpr int64_t waves = 4;
-  if (blocks_n * blocks_m < waves * wave) {
-    splits = std::min<int64_t>({ceil_div(waves * wave, blocks_n * blocks_m), std::max<int64_t>(1, passes / 2), 64});
+  // at 4096², 8192² and 28672x8192 (rows kernel), none better on all three.
+  double waves = 4;
+  if (const char* e = std::getenv("LOWBIT_SPLIT_WAVES")) waves = std::atof(e);
+  const auto target = static_cast<int64_t>(waves * static_cast<double>(wave));
+  if (blocks_n * blocks_m < target) {
+    splits = std::min<int64_t>({ceil_div(target, blocks_n * blocks_m), std::max<int64_t>(1, passes / min_passes), 64});
   }
   p.k_split = ceil_div(passes, splits) * plan.k.step;
   p.splits = static_cast<int>(ceil_div(p.K, p.k_split));
   if (p.splits > 1) plan.partial_bytes = round_up(static_cast<size_t>(p.splits * p.M * p.N) * sizeof(float), 256);
+  plan.grid = dim3(static_cast<unsigned>(blocks_n), static_cast<unsigned>(blocks_m), static_cast<unsigned>(p.splits));
+}
+
+Plan make_rows_plan(const MatmulArgs& a, int config) {
+  const PackedWeightRef& w = a.weight;
+  const WeightFormat& f = w.format;
+  Plan plan;
+  Params& p = plan.p;
+  fill_common(p, a);
+  p.qweight = w.qweight.ptr<const uint8_t>();
+  p.row_bytes = w.qweight.size(1);
+  p.scale = f.with_scaling ? w.scale.ptr<const float>() : nullptr;
+  const bool qzeros = f.with_zeros && f.zeros_mode == ZerosMode::quantized;
+  p.zeros = f.with_zeros && !qzeros ? w.zeros.ptr<const float>() : nullptr;
+  p.qzeros = qzeros ? w.zeros.ptr<const uint8_t>() : nullptr;
+  p.qzeros_bytes = core::packed_zeros_words(f.N, p.bits) * 4;
+
+  const int index = config >= 0 ? config % kNumRowsConfigs : rows_heuristic(a.prepared_m > 0 ? a.prepared_m : p.M);
+  const RowsConfig c = kRowsConfigs[index];
+  plan.k = pick_rows_kernel(f, a.A.dtype == DType::bf16, c.mt);
+  LOWBIT_REQUIRE(plan.k.kernel != nullptr, ErrorCode::internal, op, ": no kernel instance for ",
+                 weight_type_name(f.type), " with mt ", c.mt);
+  prepare(plan.k, op);
+  const int threads = 32 * c.warps;
+  plan.k.threads = threads;
+  split_k(plan, ceil_div(p.N, int64_t{16} * c.warps), 8 * c.mt, threads, 2);
   // Direct-A kernels read whole chunks of 16-byte-aligned rows of A.
   if (plan.k.direct_a && (p.perm || !aligned16(a.A.data) || p.K % plan.k.chunk != 0)) {
     plan.a_lda = ceil_div(p.K, int64_t{plan.k.chunk}) * plan.k.chunk;
   }
-  plan.grid = dim3(static_cast<unsigned>(blocks_n), static_cast<unsigned>(blocks_m), static_cast<unsigned>(p.splits));
-  LOWBIT_REQUIRE(blocks_m <= 65535, ErrorCode::invalid_argument, op, ": M = ", p.M,
-                 " needs more than 65535 M tiles on cuda (M tile ", 8 * c.mt, ")");
   return plan;
+}
+
+// Whether the wgmma kernel serves the format here: Hopper, 4- or 8-bit codes.
+bool wgmma_serves(int bits) { return (bits == 4 || bits == 8) && device_is_sm90(op); }
+
+Plan make_tiles_plan(const MatmulArgs& a, int config) {
+  const PackedWeightRef& w = a.weight;
+  const WeightFormat& f = w.format;
+  Plan plan;
+  Params& p = plan.p;
+  fill_common(p, a);
+  p.xor_word = 0;  // intN codes are stored in offset binary (core::tile_code)
+  p.qweight = w.qweight.ptr<const uint8_t>();
+  p.k_tiles = core::tiles_k_tiles(f.K, p.bits);
+  p.np = core::tiles_padded_rows(f.N);
+  if (f.with_scaling) {
+    p.tscale = w.scale.data;
+    p.scale_kind = w.scale.dtype == DType::f32   ? ScaleKind::f32
+                   : w.scale.dtype == DType::f16 ? ScaleKind::f16
+                                                 : ScaleKind::bf16;
+  }
+  if (f.with_zeros) p.zcodes = w.zeros.ptr<const uint8_t>();
+
+  const bool table = core::weight_type_info(f.type).kind == core::WeightKind::table;
+  const bool bf16 = a.A.dtype == DType::bf16;
+  const int64_t m = a.prepared_m > 0 ? a.prepared_m : p.M;
+  const int shapes = tiles_num_shapes();
+  // The heuristic: wgmma above M = 64 where it serves (256 rows of M a block
+  // above 128), the mma.sync shape fitting M otherwise.
+  int index = config >= 0                      ? config % tiles_num_configs()
+              : m > 64 && wgmma_serves(p.bits) ? shapes + (m > 128 ? 1 : 0)
+                                               : tiles_heuristic(m, table);
+  if (index >= shapes && !wgmma_serves(p.bits)) index = 3;
+  const bool wgmma = index >= shapes;
+  plan.k = wgmma ? tiles_wgmma_kernel_for(p.bits, table, bf16, index == shapes ? 128 : 256)
+                 : tiles_mma_kernel_for(p.bits, table, bf16, index);
+  LOWBIT_REQUIRE(plan.k.kernel != nullptr, ErrorCode::internal, op, ": no tiles kernel instance for ",
+                 weight_type_name(f.type), " config ", index);
+  prepare(plan.k, op);
+  const int64_t blocks_n = ceil_div(p.N, int64_t{plan.k.n_tile});
+  if (wgmma) {
+    // One block an SM: split K only to fill one wave (partial sums of large
+    // M cost more than the idle SMs they would fill).
+    const int64_t blocks = blocks_n * ceil_div(p.M, int64_t{plan.k.m_tile});
+    const int64_t passes = ceil_div(p.K, static_cast<int64_t>(plan.k.step));
+    const int64_t splits = std::clamp<int64_t>(int64_t{sm_count(op)} / blocks, 1, std::max<int64_t>(1, passes / 4));
+    p.k_split = ceil_div(passes, splits) * plan.k.step;
+    p.splits = static_cast<int>(ceil_div(p.K, p.k_split));
+    if (p.splits > 1) plan.partial_bytes = round_up(static_cast<size_t>(p.splits * p.M * p.N) * sizeof(float), 256);
+    LOWBIT_REQUIRE(blocks <= (int64_t{1} << 31) - 1, ErrorCode::invalid_argument, op, ": M = ", p.M, " and N = ", p.N,
+                   " need too many blocks on cuda");
+    plan.grid = dim3(static_cast<unsigned>(blocks), 1, static_cast<unsigned>(p.splits));
+  } else {
+    // 2 stages a split at least.
+    split_k(plan, blocks_n, plan.k.m_tile, plan.k.threads, 2);
+  }
+  // The kernel copies A in 16-byte chunks of 16-byte-aligned rows.
+  if (!p.a_vec) plan.a_lda = ceil_div(p.K, int64_t{8}) * 8;
+  return plan;
+}
+
+Plan make_plan(const MatmulArgs& a) {
+  const WeightFormat& f = a.weight.format;
+  LOWBIT_REQUIRE(a.config < num_configs(), ErrorCode::invalid_argument, op, ": config must be -1 or below ",
+                 num_configs(), " on cuda (got ", a.config, ")");
+  LOWBIT_REQUIRE(f.K < (int64_t{1} << 31) - 4096, ErrorCode::invalid_argument, op,
+                 ": K must be below 2^31 - 4096 on cuda (got ", f.K, ")");
+  switch (f.layout) {
+    case WeightLayout::rows: return make_rows_plan(a, a.config);
+    case WeightLayout::tiles: return make_tiles_plan(a, a.config);
+  }
+  core::fail(ErrorCode::invalid_argument,
+             core::cat(op, ": no cuda kernels for weight layout ", weight_layout_name(f.layout)));
 }
 
 std::mutex prepared_mutex;
@@ -172,15 +269,14 @@ void prepare(const KernelInfo& k, const char* name) {
   int device = 0;
   check(cudaGetDevice(&device), name, "cudaGetDevice");
   const std::lock_guard<std::mutex> lock(prepared_mutex);
-  if (!prepared.insert({reinterpret_cast<const void*>(k.kernel), device}).second) return;
-  check(cudaFuncSetAttribute(reinterpret_cast<const void*>(k.kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(k.smem)),
-        name, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+  if (!prepared.insert({k.kernel, device}).second) return;
+  check(cudaFuncSetAttribute(k.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(k.smem)), name,
+        "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
 }
 
 }  // namespace gemm
 
-int matmul_num_configs() { return gemm::kNumConfigs; }
+int matmul_num_configs() { return gemm::num_configs(); }
 
 size_t matmul_workspace(const MatmulArgs& a) {
   if (a.A.numel() == 0) return 0;
@@ -197,8 +293,8 @@ void matmul(const MatmulArgs& a, void* workspace, Stream stream) {
                  plan.bytes(), " bytes is required (workspace_size); got none");
   const cudaStream_t s = to_cuda(stream);
   auto blocks_for = [](int64_t total) {
-    return static_cast<int>(std::max<int64_t>(
-        1, std::min<int64_t>(ceil_div(total, int64_t{256}), int64_t{8} * sm_count(gemm::op))));
+    return static_cast<int>(
+        std::max<int64_t>(1, std::min<int64_t>(ceil_div(total, int64_t{256}), int64_t{8} * sm_count(gemm::op))));
   };
   if (p.splits > 1) p.partial = static_cast<float*>(workspace);
   if (plan.a_lda) {
@@ -208,10 +304,17 @@ void matmul(const MatmulArgs& a, void* workspace, Stream stream) {
     p.lda = plan.a_lda;
     p.perm = nullptr;
   }
-  void* args[] = {&p};
-  check(cudaLaunchKernel(reinterpret_cast<const void*>(plan.k.kernel), plan.grid, dim3(plan.threads), args, plan.k.smem,
-                         s),
-        gemm::op, "launch of rows_mma_kernel");
+  CUtensorMap tmap{};
+  void* args_plain[] = {&p};
+  void* args_tma[] = {&tmap, &p};
+  if (plan.k.tma) {
+    // A [M, K] in boxes of [rows of M a block, 64] (the kernel's stage).
+    tmap = tensor_map_2d_u16(p.A, static_cast<uint64_t>(p.M), static_cast<uint64_t>(p.K),
+                             static_cast<uint64_t>(p.lda) * 2, static_cast<uint32_t>(plan.k.m_tile), 64, gemm::op);
+  }
+  check(cudaLaunchKernel(plan.k.kernel, plan.grid, dim3(plan.k.threads), plan.k.tma ? args_tma : args_plain,
+                         plan.k.smem, s),
+        gemm::op, "launch of the matmul kernel");
   if (p.splits > 1) gemm::reduce_splits_launch(p, blocks_for(p.M * p.N), s);
 }
 

@@ -1,5 +1,5 @@
 // What a matmul kernel launch reads (plain data, filled on the host by
-// src/cuda/gemm/plan.cpp from MatmulArgs, passed by value).
+// src/cuda/gemm/matmul.cu from MatmulArgs, passed by value).
 #pragma once
 
 #include <cstdint>
@@ -7,6 +7,8 @@
 namespace lowbit::cuda::gemm {
 
 enum class OutKind : uint8_t { f32, f16, bf16 };
+// The dtype of the tiles layout's scales (kept as given).
+enum class ScaleKind : uint8_t { f32, f16, bf16 };
 
 struct Params {
   // A [M, K] fp16/bf16 bits, rows lda apart; perm i32 [K] (A's column of
@@ -18,6 +20,16 @@ struct Params {
   int64_t lda = 0;
   int64_t M = 0, N = 0, K = 0;
   bool a_vec = false;  // A's rows 16-byte aligned and no perm: 16-byte loads
+
+  // The packed weight in the `tiles` layout (src/core/weight_format.h):
+  // qweight holds tiles, k_tiles of them per row tile; the scales
+  // (tscale, [G, np] of scale_kind) and zero codes (zcodes, u8 [G, np]) are
+  // transposed, np = N padded to 16.
+  int64_t k_tiles = 0;
+  int64_t np = 0;
+  const void* tscale = nullptr;
+  ScaleKind scale_kind = ScaleKind::f32;
+  const uint8_t* zcodes = nullptr;
 
   // The packed weight in the `rows` layout (docs/gemm.md).
   const uint8_t* qweight = nullptr;

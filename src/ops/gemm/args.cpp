@@ -1,6 +1,7 @@
 // check / workspace_size / run of the matmul primitives (MatmulArgs,
 // Matmul4bitArgs).
 #include <cstdint>
+#include <utility>
 
 #include "core/check.h"
 #include "core/weight_format.h"
@@ -54,6 +55,39 @@ void check_rows_layout(const char* op, const PackedWeightRef& w) {
   }
 }
 
+void check_tiles_layout(const char* op, const PackedWeightRef& w) {
+  const WeightFormat& f = w.format;
+  LOWBIT_REQUIRE(core::tiles_supported(f), ErrorCode::invalid_argument, op,
+                 ": the tiles layout takes integer types of 1/2/4/8 bits and 4-bit tables, no zeros or quantized "
+                 "zeros, groups of a power-of-two count of tiles (got ",
+                 weight_type_name(f.type), " group_size ", f.group_size,
+                 f.with_zeros ? core::cat(" zeros ", zeros_mode_name(f.zeros_mode)) : std::string(), ")");
+  const int bits = core::weight_bits(f.type);
+  const int64_t G = f.groups(), np = core::tiles_padded_rows(f.N);
+  core::require_present(op, "weight.qweight", w.qweight);
+  core::require_dtype(op, "weight.qweight", w.qweight, {DType::u8});
+  core::require_shape(op, "weight.qweight", w.qweight,
+                      {core::tiles_row_tiles(f.N), core::tiles_k_tiles(f.K, bits) * core::kTileBytes});
+  core::require_contiguous(op, "weight.qweight", w.qweight);
+  // Tiles are read as 16-byte words, a tile's scales and zero codes as 16-byte copies.
+  for (const auto& [name, t] : {std::pair<const char*, const TensorRef*>{"weight.qweight", &w.qweight},
+                                {"weight.scale", &w.scale},
+                                {"weight.zeros", &w.zeros}}) {
+    const auto address = reinterpret_cast<uintptr_t>(t->data);
+    LOWBIT_REQUIRE(!t->present() || address % 16 == 0, ErrorCode::invalid_argument, op, ": ", name,
+                   " must be 16-byte aligned in the tiles layout (got an address ", address % 16,
+                   " bytes past alignment)");
+  }
+  require_optional(op, "weight.scale", w.scale, f.with_scaling, "with_scaling", core::kFloatDTypes, {G, np});
+  require_optional(op, "weight.zeros", w.zeros, f.with_zeros, "with_zeros", {DType::u8}, {G, np});
+  require_optional(op, "weight.bias", w.bias, f.with_bias, "with_bias", {DType::f32}, {f.N});
+  if (w.perm.present()) {
+    core::require_dtype(op, "weight.perm", w.perm, {DType::i32});
+    core::require_shape(op, "weight.perm", w.perm, {f.K});
+    core::require_contiguous(op, "weight.perm", w.perm);
+  }
+}
+
 // A [..., K] and out [..., N] with the same leading dims.
 void check_rows_io(const char* op, const TensorRef& A, const TensorRef& out, int64_t K, int64_t N) {
   LOWBIT_REQUIRE(A.ndim >= 1, ErrorCode::invalid_argument, op, ": A must have at least one dimension (got ",
@@ -81,6 +115,7 @@ void check_packed(const char* op, const PackedWeightRef& w) {
   check_format(op, f.type, f.N, f.K, f.group_size, f.with_scaling, f.with_zeros, f.zeros_mode);
   switch (f.layout) {
     case WeightLayout::rows: check_rows_layout(op, w); return;
+    case WeightLayout::tiles: check_tiles_layout(op, w); return;
   }
   core::fail(ErrorCode::invalid_argument,
              core::cat(op, ": weight.layout must be a WeightLayout (got value ", static_cast<int>(f.layout), ")"));

@@ -14,9 +14,9 @@ namespace lowbit::ops::gemm {
 inline constexpr const char* kMatmul = "matmul";
 inline constexpr const char* kTransform = "transform_weight";
 
-// The layout whose kernels serve `device` (the CPU's is `rows`; a CUDA
-// backend adds its own here when its kernels land, docs/gemm.md).
-WeightLayout layout_for(Device device);
+// The layout whose kernels serve the config's format on `device`: `rows` on
+// the CPU; on CUDA `tiles` where core::tiles_supported, else `rows`.
+WeightLayout layout_for(Device device, const MatmulConfig& c);
 
 // The format a config packs into.
 WeightFormat format_of(const MatmulConfig& c, WeightLayout layout);

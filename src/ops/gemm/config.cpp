@@ -39,12 +39,15 @@ void check_format(const char* op, WeightType type, int64_t N, int64_t K, int64_t
       static_cast<int>(zeros_mode), ")");
 }
 
-WeightLayout layout_for(Device device) {
+WeightLayout layout_for(Device device, const MatmulConfig& c) {
   switch (device.type) {
     case DeviceType::cpu: return WeightLayout::rows;
-    // No CUDA matmul kernels exist yet; until they bring their own layout a
-    // CUDA weight is packed as `rows`, and forward() reports no backend.
-    case DeviceType::cuda: return WeightLayout::rows;
+    // The tile kernels take the common quantized formats; the rest (fp8,
+    // f16/bf16 weights, float zeros, groups smaller than a tile) stay `rows`.
+    case DeviceType::cuda:
+      return core::tiles_supported(c.W_dtype, c.with_scaling ? c.group_size : -1, c.with_zeros, c.zeros_mode)
+                 ? WeightLayout::tiles
+                 : WeightLayout::rows;
   }
   core::fail(ErrorCode::no_backend, core::cat(kMatmul, ": no weight layout for device ", device.str()));
 }

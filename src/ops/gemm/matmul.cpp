@@ -35,7 +35,7 @@ Matmul::Matmul(MatmulConfig config, Device device) : config_(std::move(config)),
   check(config_);
   std::sort(config_.M.begin(), config_.M.end());
   config_.M.erase(std::unique(config_.M.begin(), config_.M.end()), config_.M.end());
-  layout_ = ops::gemm::layout_for(device_);
+  layout_ = ops::gemm::layout_for(device_, config_);
 }
 
 int64_t Matmul::prepared_m(int64_t m) const {

@@ -73,6 +73,7 @@ bool parse_zeros_mode(std::string_view name, ZerosMode* out) {
 std::string_view weight_layout_name(WeightLayout l) {
   switch (l) {
     case WeightLayout::rows: return "rows";
+    case WeightLayout::tiles: return "tiles";
   }
   return "invalid";
 }

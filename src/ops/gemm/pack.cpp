@@ -1,5 +1,5 @@
-// transform_weight's validation and the packing into the `rows` layout
-// (docs/gemm.md draws it): host work, done once per weight.
+// transform_weight's validation and the packing into the `rows` and `tiles`
+// layouts (docs/gemm.md draws them): host work, done once per weight.
 #include <cstring>
 
 #include "core/check.h"
@@ -128,6 +128,64 @@ PackedWeight pack_rows(const MatmulConfig& c, const std::vector<uint32_t>& codes
   return w;
 }
 
+// The `tiles` layout (src/core/weight_format.h): codes (core::tile_code)
+// permuted into fragment order, scales [G, Np] in their own dtype, zero codes
+// u8 [G, Np].
+PackedWeight pack_tiles(const MatmulConfig& c, const std::vector<uint32_t>& codes) {
+  PackedWeight w;
+  w.format = format_of(c, WeightLayout::tiles);
+  const int bits = core::weight_bits(c.W_dtype);
+  const bool adjacent = core::tile_pairs_adjacent(c.W_dtype);
+  const int kt = core::tile_k(bits);
+  const int64_t k_tiles = core::tiles_k_tiles(c.K, bits);
+  w.qweight = Tensor::empty({core::tiles_row_tiles(c.N), k_tiles * core::kTileBytes}, DType::u8);
+  std::memset(w.qweight.data(), 0, w.qweight.nbytes());
+  auto* q = w.qweight.ptr<uint8_t>();
+  for (int64_t n = 0; n < c.N; ++n) {
+    uint8_t* row_tiles = q + (n / core::kTileRows) * k_tiles * core::kTileBytes;
+    for (int64_t k = 0; k < c.K; ++k) {
+      const core::TileSpot spot =
+          core::tile_spot(bits, adjacent, static_cast<int>(n % core::kTileRows), static_cast<int>(k % kt));
+      uint8_t& byte = row_tiles[(k / kt) * core::kTileBytes + spot.byte];
+      const uint32_t code = core::tile_code(c.W_dtype, codes[static_cast<size_t>(n * c.K + k)]);
+      byte = static_cast<uint8_t>(byte | (code << spot.shift));
+    }
+  }
+  return w;
+}
+
+// [N, G] -> [G, Np] (rows past N zero), element bytes as they are.
+Tensor transpose_rows_padded(const TensorRef& t, int64_t N, int64_t G) {
+  const Tensor h = host_copy(t);
+  const int64_t np = core::tiles_padded_rows(N);
+  const size_t size = static_cast<size_t>(dtype_bits(h.dtype()) / 8);
+  Tensor out = Tensor::empty({G, np}, h.dtype());
+  std::memset(out.data(), 0, out.nbytes());
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t g = 0; g < G; ++g) {
+      std::memcpy(out.ptr<uint8_t>() + static_cast<size_t>(g * np + n) * size,
+                  h.ptr<const uint8_t>() + static_cast<size_t>(n * G + g) * size, size);
+    }
+  }
+  return out;
+}
+
+// Quantized zeros as codes u8 [G, Np] (core::tile_code), from the packed streams.
+Tensor tiles_zero_codes(const MatmulConfig& c, const Tensor& streams) {
+  const int bits = core::weight_bits(c.W_dtype);
+  const int64_t np = core::tiles_padded_rows(c.N), G = c.groups();
+  const int64_t words = core::packed_zeros_words(c.N, bits);
+  Tensor out = Tensor::empty({G, np}, DType::u8);
+  std::memset(out.data(), 0, out.nbytes());
+  for (int64_t g = 0; g < G; ++g) {
+    for (int64_t n = 0; n < c.N; ++n) {
+      const uint32_t code = core::stream_read(streams.ptr<const uint8_t>() + g * words * 4, n, bits);
+      out.ptr<uint8_t>()[g * np + n] = static_cast<uint8_t>(core::tile_code(c.W_dtype, code));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Tensor host_copy(const TensorRef& t) { return Tensor::copy_of(t, Device::cpu()); }
@@ -189,16 +247,29 @@ PackedWeight pack_weight(WeightLayout layout, const MatmulConfig& c, const Tenso
     core::require_dtype(op, "bias", bias, core::kFloatDTypes);
     core::require_shape(op, "bias", bias, {N});
   }
-  LOWBIT_REQUIRE(layout == WeightLayout::rows, ErrorCode::invalid_argument, op, ": no packer for layout value ",
-                 static_cast<int>(layout));
-  PackedWeight w = pack_rows(c, weight_codes(c, weight));
-  // Scales, float zeros and bias widen to f32 (exact): the CPU kernels then
-  // read one dtype.
-  if (c.with_scaling) w.scale = f32_tensor(host_floats(scale), {N, G});
-  if (quantized_zeros) {
-    w.zeros = pack_quantized_zeros(c, zeros);
-  } else if (c.with_zeros) {
-    w.zeros = f32_tensor(host_floats(zeros), {N, G});
+  LOWBIT_REQUIRE(layout == WeightLayout::rows || layout == WeightLayout::tiles, ErrorCode::invalid_argument, op,
+                 ": no packer for layout value ", static_cast<int>(layout));
+  const bool tiles = layout == WeightLayout::tiles;
+  LOWBIT_REQUIRE(!tiles || core::tiles_supported(format_of(c, layout)), ErrorCode::invalid_argument, op,
+                 ": the tiles layout takes integer types of 1/2/4/8 bits and 4-bit tables, no zeros or quantized "
+                 "zeros, groups of a power-of-two count of tiles (got ",
+                 weight_type_name(c.W_dtype), " group_size ", c.group_size,
+                 c.with_zeros ? core::cat(" zeros ", zeros_mode_name(c.zeros_mode)) : std::string(), ")");
+  const std::vector<uint32_t> codes = weight_codes(c, weight);
+  PackedWeight w = tiles ? pack_tiles(c, codes) : pack_rows(c, codes);
+  if (tiles) {
+    // Scales keep their dtype (the kernels read f16/bf16/f32), transposed so
+    // a tile's 16 rows of one group are contiguous.
+    if (c.with_scaling) w.scale = transpose_rows_padded(scale, N, G);
+    if (quantized_zeros) w.zeros = tiles_zero_codes(c, pack_quantized_zeros(c, zeros));
+  } else {
+    // Scales and float zeros widen to f32 (exact): the CPU kernels then read one dtype.
+    if (c.with_scaling) w.scale = f32_tensor(host_floats(scale), {N, G});
+    if (quantized_zeros) {
+      w.zeros = pack_quantized_zeros(c, zeros);
+    } else if (c.with_zeros) {
+      w.zeros = f32_tensor(host_floats(zeros), {N, G});
+    }
   }
   if (c.with_bias) w.bias = f32_tensor(host_floats(bias), {N});
   if (perm.present()) w.perm = check_perm(perm, K);

@@ -19,6 +19,9 @@ struct HostReader {
   std::vector<int64_t> perm;
   const float* table;
   int64_t row_bytes, zwords;
+  // tiles: padded rows of the per-row tensors, k tiles, the pair order.
+  int64_t np = 0, k_tiles = 0;
+  bool adjacent = false;
 
   explicit HostReader(const PackedWeight& W) : f(W.format), bits(core::weight_bits(W.format.type)) {
     ops::gemm::check_packed("dequantize_weight", W.ref());
@@ -33,16 +36,28 @@ struct HostReader {
     table = core::weight_table16(f.type);
     row_bytes = W.qweight.size(1);
     zwords = core::packed_zeros_words(f.N, bits);
+    np = core::tiles_padded_rows(f.N);
+    k_tiles = core::tiles_k_tiles(f.K, bits);
+    adjacent = core::tile_pairs_adjacent(f.type);
   }
+  bool tiles() const { return f.layout == WeightLayout::tiles; }
   bool quantized_zeros() const { return f.with_zeros && f.zeros_mode == ZerosMode::quantized; }
   uint32_t code(int64_t n, int64_t k) const {
-    return core::stream_read(q.ptr<const uint8_t>() + n * row_bytes, k, bits);
+    if (!tiles()) return core::stream_read(q.ptr<const uint8_t>() + n * row_bytes, k, bits);
+    const int kt = core::tile_k(bits);
+    const core::TileSpot spot =
+        core::tile_spot(bits, adjacent, static_cast<int>(n % core::kTileRows), static_cast<int>(k % kt));
+    const uint8_t byte =
+        q.ptr<const uint8_t>()[((n / core::kTileRows) * k_tiles + k / kt) * core::kTileBytes + spot.byte];
+    return core::tile_code(f.type, (static_cast<uint32_t>(byte) >> spot.shift) & core::code_mask(bits));
   }
   uint32_t zero_code(int64_t n, int64_t g) const {
+    if (tiles()) return core::tile_code(f.type, zq.ptr<const uint8_t>()[g * np + n]);
     return core::stream_read(zq.ptr<const uint8_t>() + g * zwords * 4, n, bits);
   }
   float scale_at(int64_t n, int64_t g) const {
-    return f.with_scaling ? scale[static_cast<size_t>(n * f.groups() + g)] : 1.0f;
+    if (!f.with_scaling) return 1.0f;
+    return scale[static_cast<size_t>(tiles() ? g * np + n : n * f.groups() + g)];
   }
   float zero_at(int64_t n, int64_t g) const {
     if (quantized_zeros()) return core::weight_code_value(f.type, zero_code(n, g), table);
@@ -121,7 +136,13 @@ QuantizedWeight unpack_weight(const PackedWeight& W) {
     }
   }
   const int64_t G = f.groups();
-  if (f.with_scaling) u.scale = f32_copy(r.scale, {f.N, G});
+  if (f.with_scaling) {
+    std::vector<float> s(static_cast<size_t>(f.N * G));
+    for (int64_t n = 0; n < f.N; ++n) {
+      for (int64_t g = 0; g < G; ++g) s[static_cast<size_t>(n * G + g)] = r.scale_at(n, g);
+    }
+    u.scale = f32_copy(s, {f.N, G});
+  }
   if (r.quantized_zeros()) {
     u.zeros = Tensor::empty({f.N, G}, int_dtype(f.type));
     for (int64_t n = 0; n < f.N; ++n) {

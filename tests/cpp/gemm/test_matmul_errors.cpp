@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "gemm/gemm_cases.h"
+#include "ops/gemm/common.h"
 
 namespace lowbit::test {
 namespace {
@@ -182,6 +183,41 @@ TEST(MatmulErrors, Forward) {
   e = a, e.out = TensorRef::contiguous(out.data(), DType::f16, {2, 4}, Device::cuda(0));
   expect_error([&] { check(e); }, ErrorCode::device_mismatch, {"matmul: out must be on cpu like A (got cuda:0)"});
   expect_error([&] { run(a, nullptr); }, bad, {"matmul: workspace of", "bytes is required"});
+}
+
+// A weight packed in the CUDA tiles layout (host tensors): its own checks,
+// and the CPU kernels' refusal of a layout they do not read.
+TEST(MatmulErrors, TilesLayout) {
+  const ErrorCode bad = ErrorCode::invalid_argument;
+  const MatmulConfig c = [] {
+    MatmulConfig k = int4_config();
+    k.group_size = 64;
+    return k;
+  }();
+  const QuantizedWeight w = random_weight(c, DType::f16, false);
+  const PackedWeight p = ops::gemm::pack_weight(WeightLayout::tiles, c, w.weight, w.scale, {}, {}, {});
+  const Tensor A = random_floats({2, 64}, DType::f16);
+  Tensor out = Tensor::empty({2, 4}, DType::f16);
+  MatmulArgs a;
+  a.A = A.ref();
+  a.weight = p.ref();
+  a.out = out.ref();
+  check(a);
+  MatmulArgs e = a;
+  e.weight.qweight = TensorRef::contiguous(p.qweight.data(), DType::u8, {1, 256});
+  expect_error([&] { check(e); }, bad, {"matmul: weight.qweight must have shape [1, 512] (got [1, 256])"});
+  e = a, e.weight.scale = TensorRef::contiguous(p.scale.data(), DType::f16, {4, 1});
+  expect_error([&] { check(e); }, bad, {"matmul: weight.scale must have shape [1, 16] (got [4, 1])"});
+  Tensor shifted = Tensor::empty({512 + 16}, DType::u8);
+  e = a, e.weight.qweight = TensorRef::contiguous(shifted.ptr<uint8_t>() + 4, DType::u8, {1, 512});
+  expect_error([&] { check(e); }, bad,
+               {"matmul: weight.qweight must be 16-byte aligned in the tiles layout", "4 bytes"});
+  e = a, e.weight.format.group_size = 32;
+  expect_error([&] { check(e); }, bad, {"matmul: the tiles layout takes", "group_size 32"});
+  e = a, e.weight.format.type = WeightType::fp8_e4m3;
+  expect_error([&] { check(e); }, bad, {"matmul: the tiles layout takes", "fp8_e4m3"});
+  const Tensor ws = Tensor::empty({1 << 16}, DType::u8);
+  expect_error([&] { run(a, ws.data()); }, bad, {"matmul: the cpu kernels read the rows layout (got layout tiles)"});
 }
 
 #if !defined(LOWBIT_WITH_CUDA)

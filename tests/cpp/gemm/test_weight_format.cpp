@@ -1,10 +1,12 @@
 // The weight formats of the matmul (src/core/weight_format.h): known values
 // of every kind, the bit-stream packing rule, exact bytes of packed weights
-// and zeros, and transform_weight -> unpack / dequantize round trips.
+// and zeros, the tile permutation of the CUDA `tiles` layout, and
+// transform_weight -> unpack / dequantize round trips in both layouts.
 #include <cstring>
 
 #include "core/weight_format.h"
 #include "gemm/gemm_cases.h"
+#include "ops/gemm/common.h"
 
 namespace lowbit::test {
 namespace {
@@ -139,6 +141,107 @@ TEST(GemmWeightFormat, RoundTripsAndDequantizesExactly) {
       }
       if (w.perm.defined()) {
         EXPECT_EQ(std::memcmp(u.perm.data(), w.perm.data(), w.perm.nbytes()), 0) << what;
+      }
+      const Tensor d = dequantize_weight(p);
+      const std::vector<float> want = expected_dequant(w);
+      EXPECT_EQ(std::memcmp(d.data(), want.data(), want.size() * 4), 0) << what;
+    }
+  }
+}
+
+// Where elements land in a tile (src/core/weight_format.h): lane 4g + q owns
+// bytes [16·lane, 16·lane + 16); register 4j + r of k16 step j is word
+// (4j + r) / P, pair (4j + r) % P.
+TEST(GemmWeightFormat, TileSpotsKnownAnswers) {
+  using core::tile_spot;
+  auto spot = [](int bits, bool adjacent, int row, int col) {
+    const core::TileSpot s = tile_spot(bits, adjacent, row, col);
+    return std::pair<int, int>(s.byte, s.shift);
+  };
+  // int4, pairs (i, i + 4) of a word: step 0 of lane 0 is word 0.
+  EXPECT_EQ(spot(4, false, 0, 0), std::make_pair(0, 0));   // r 0, element 0
+  EXPECT_EQ(spot(4, false, 0, 1), std::make_pair(2, 0));   // r 0, element 4 (bit 16)
+  EXPECT_EQ(spot(4, false, 8, 0), std::make_pair(0, 4));   // r 1 (row g + 8), element 1
+  EXPECT_EQ(spot(4, false, 0, 8), std::make_pair(1, 0));   // r 2 (columns + 8), element 2
+  EXPECT_EQ(spot(4, false, 8, 9), std::make_pair(3, 4));   // r 3, element 7
+  EXPECT_EQ(spot(4, false, 0, 2), std::make_pair(16, 0));  // q 1: lane 1
+  EXPECT_EQ(spot(4, false, 1, 0), std::make_pair(64, 0));  // g 1: lane 4
+  EXPECT_EQ(spot(4, false, 0, 16), std::make_pair(4, 0));  // step 1: word 1
+  EXPECT_EQ(spot(4, false, 15, 63), std::make_pair(511, 4));
+  // 4-bit tables: a byte is a pair.
+  EXPECT_EQ(spot(4, true, 0, 1), std::make_pair(0, 4));
+  EXPECT_EQ(spot(4, true, 8, 0), std::make_pair(1, 0));
+  // int8: two registers a word; int2 / int1: 8 and 16 pairs a word.
+  EXPECT_EQ(spot(8, true, 8, 1), std::make_pair(3, 0));
+  EXPECT_EQ(spot(8, true, 0, 16), std::make_pair(8, 0));
+  EXPECT_EQ(spot(2, false, 0, 1), std::make_pair(2, 0));
+  EXPECT_EQ(spot(2, false, 0, 32), std::make_pair(4, 0));
+  EXPECT_EQ(spot(1, false, 0, 1), std::make_pair(2, 0));
+  EXPECT_EQ(spot(1, false, 15, 255), std::make_pair(511, 7));
+  EXPECT_EQ(core::tile_k(1), 256);
+  EXPECT_EQ(core::tile_k(8), 32);
+}
+
+// Every position of a tile holds exactly one element, at every bit width.
+TEST(GemmWeightFormat, TileSpotsArePermutations) {
+  for (int bits : {1, 2, 4, 8}) {
+    for (bool adjacent : {false, true}) {
+      if (bits == 8 && !adjacent) continue;
+      std::vector<int> hits(core::kTileBytes * 8, 0);
+      for (int row = 0; row < core::kTileRows; ++row) {
+        for (int col = 0; col < core::tile_k(bits); ++col) {
+          const core::TileSpot s = core::tile_spot(bits, adjacent, row, col);
+          ASSERT_LT(s.byte, core::kTileBytes);
+          ASSERT_EQ(s.shift % bits, 0);
+          ++hits[static_cast<size_t>(s.byte * 8 + s.shift)];
+        }
+      }
+      for (size_t i = 0; i < hits.size(); i += static_cast<size_t>(bits)) {
+        ASSERT_EQ(hits[i], 1) << "bits " << bits << " adjacent " << adjacent << " bit " << i;
+      }
+    }
+  }
+}
+
+// The tiles layout (CUDA's, packed on the host) holds the same weight: its
+// unpacked form is the input, its dequantized values the tests' own, for
+// every format it takes; formats it does not take are refused.
+TEST(GemmWeightFormat, TilesRoundTripAndDequantizeExactly) {
+  int i = 0;
+  for (WeightType t : kAllTypes) {
+    const int kt = core::tile_k(core::weight_bits(t));
+    for (int variant = 0; variant < 5; ++variant, ++i) {
+      MatmulConfig c;
+      c.W_dtype = t;
+      c.N = 1 + (i * 7) % 40;  // ragged: partial row tiles
+      c.with_scaling = variant > 0;
+      c.group_size = variant > 1 ? (kt > 128 ? kt : 128) : -1;
+      c.K = variant > 1 ? c.group_size * (1 + i % 3) : 1 + (i * 37) % 300;
+      c.with_zeros = variant > 2 && core::weight_is_integer(t);
+      c.zeros_mode = ZerosMode::quantized;
+      c.with_bias = variant == 4;
+      const std::string what = describe(c);
+      const QuantizedWeight w = random_weight(c, variant == 3 ? DType::bf16 : DType::f16, variant == 4);
+      if (!core::tiles_supported(t, c.with_scaling ? c.group_size : -1, c.with_zeros, c.zeros_mode)) {
+        expect_error(
+            [&] { ops::gemm::pack_weight(WeightLayout::tiles, c, w.weight, w.scale, w.zeros, w.bias, w.perm); },
+            ErrorCode::invalid_argument, {"transform_weight: the tiles layout takes"});
+        continue;
+      }
+      const PackedWeight p = ops::gemm::pack_weight(WeightLayout::tiles, c, w.weight, w.scale, w.zeros, w.bias, w.perm);
+      ASSERT_EQ(p.format.layout, WeightLayout::tiles) << what;
+      EXPECT_EQ(p.qweight.size(1), core::tiles_k_tiles(c.K, core::weight_bits(t)) * core::kTileBytes) << what;
+      if (c.with_scaling) {
+        EXPECT_EQ(p.scale.dtype(), w.scale.dtype()) << what;  // scales keep their dtype
+      }
+      const QuantizedWeight u = unpack_weight(p);
+      EXPECT_EQ(std::memcmp(u.weight.data(), w.weight.data(), w.weight.nbytes()), 0) << what;
+      if (c.with_scaling) {
+        EXPECT_EQ(to_floats(u.scale), to_floats(w.scale)) << what;
+      }
+      if (c.with_zeros) {
+        const std::vector<int64_t> want = ops::gemm::host_ints(w.zeros), got = ops::gemm::host_ints(u.zeros);
+        EXPECT_EQ(got, want) << what;
       }
       const Tensor d = dequantize_weight(p);
       const std::vector<float> want = expected_dequant(w);

@@ -34,9 +34,11 @@ Tolerance matmul_tolerance(DType a_dtype, DType out_dtype, DType accum_dtype, in
   // lanes and chunks): within (K + 2) u32 of Σ|a·w| in the worst case.
   t.terms = static_cast<double>(K + 2) * 0x1p-24;
   if (device == DeviceType::cuda) {
-    // Tensor cores multiply W rounded to A's dtype; fp16 accumulation adds
-    // a rounding per partial sum.
-    t.terms += unit_roundoff(a_dtype);
+    // Tensor cores multiply W rounded to A's dtype: once by the kernels that
+    // scale after the MMA, up to three times by the large-M wgmma kernel,
+    // which scales in A's dtype (a table value, the scale and their product
+    // each rounded once); fp16 accumulation adds a rounding per partial sum.
+    t.terms += 3 * unit_roundoff(a_dtype);
     // ... and a weight rounded into A's subnormals errs by up to half their
     // spacing, absolutely: times Σ|a|.
     t.a_terms = subnormal_half_spacing(a_dtype) * 1.01;

@@ -1,0 +1,23 @@
+// Tensor maps for the bulk tensor copy engine (TMA, sm_90): built on the host
+// through the driver entry point the runtime hands out (no link against
+// libcuda), passed to kernels as __grid_constant__ parameters.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+namespace lowbit::cuda {
+
+// A 2-D row-major tensor of 16-bit elements [rows, cols] with rows
+// `row_bytes` apart, read in boxes of [box_rows, box_cols] with the 128-byte
+// swizzle (box_cols * 2 must be 128) and zeros outside the tensor. base and
+// row_bytes must be 16-byte multiples. Throws device_error naming `op` when
+// the driver refuses.
+CUtensorMap tensor_map_2d_u16(const void* base, uint64_t rows, uint64_t cols, uint64_t row_bytes, uint32_t box_rows,
+                              uint32_t box_cols, const char* op);
+
+// Whether the current device runs sm_90a code (compute capability 9.0).
+bool device_is_sm90(const char* op);
+
+}  // namespace lowbit::cuda

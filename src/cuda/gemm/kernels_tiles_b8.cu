@@ -1,0 +1,8 @@
+// Instances of the tiles-layout kernel for 8-bit integer codes.
+#include "cuda/gemm/tiles_instances.cuh"
+
+namespace lowbit::cuda::gemm {
+KernelInfo tiles_mma_kernel_b8(bool bf16, int shape) {
+  return tiles_instance_at<TileMagic<8>::template Of>(bf16, shape);
+}
+}  // namespace lowbit::cuda::gemm

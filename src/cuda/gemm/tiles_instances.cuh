@@ -1,0 +1,74 @@
+// KernelInfo of the tiles-layout mma.sync kernel's instances (used by the
+// kernels_tiles_*.cu, one translation unit per decoder so they compile in
+// parallel).
+#pragma once
+
+#include <utility>
+
+#include "cuda/gemm/kernels.h"
+#include "cuda/gemm/tiles_mma.cuh"
+
+namespace lowbit::cuda::gemm {
+
+// The kernel's configs (MatmulArgs::config indexes them for the tiles layout):
+// {mt, rt, tps, warps, stages}, see TilesShape. Stage bytes (int4, fp16)
+// keep two blocks an SM; the 4-bit tables' 32 KB lookup table takes fewer
+// stages. 0-3: M tiles 8..64; 4-5: tables at M tiles 8 and 16.
+inline constexpr TilesShape kTilesShapes[] = {{1, 2, 2, 8, 4}, {2, 2, 2, 8, 4}, {4, 1, 2, 8, 4},
+                                              {8, 1, 1, 8, 4}, {1, 2, 2, 8, 3}, {2, 2, 2, 8, 3}};
+inline constexpr int kNumTilesShapes = static_cast<int>(sizeof(kTilesShapes) / sizeof(kTilesShapes[0]));
+
+// A shape's tiles per stage for a bit width: columns from 64 (the A
+// swizzle's 8 chunks) to 512, and A's stage at most 8 KB.
+constexpr TilesShape tiles_shape_for(TilesShape s, int bits) {
+  const int kt = core::tile_k(bits);
+  int tps = s.tps;
+  while (tps > 1 && (tps * kt > 512 || 8 * s.mt * tps * kt * 2 > 8192)) tps /= 2;
+  while (tps * kt < 64) tps *= 2;
+  s.tps = tps;
+  return s;
+}
+
+template <class Dec, class T, TilesShape kShape>
+KernelInfo tiles_instance() {
+  using S = TilesMmaShape<Dec, kShape.mt, kShape.rt, kShape.tps, kShape.warps, kShape.stages>;
+  KernelInfo k;
+  k.kernel = reinterpret_cast<const void*>(
+      tiles_mma_kernel<Dec, T, kShape.mt, kShape.rt, kShape.tps, kShape.warps, kShape.stages>);
+  k.smem = S::kBytes;
+  k.chunk = S::kKS;
+  k.step = S::kKS;
+  k.post_scale = true;
+  k.threads = S::kThreads;
+  k.m_tile = S::kBM;
+  k.n_tile = kShape.warps * kShape.rt * core::kTileRows;
+  return k;
+}
+
+template <template <class> class DecOf, class T, int... I>
+KernelInfo tiles_instance_index(int index, std::integer_sequence<int, I...>) {
+  KernelInfo k;
+  ((index == I ? (k = tiles_instance<DecOf<T>, T, tiles_shape_for(kTilesShapes[I], DecOf<T>::kBits)>(), 0) : 0), ...);
+  return k;
+}
+
+// The instance of shape `index` (kTilesShapes) for fp16 or bf16 activations.
+template <template <class> class DecOf>
+KernelInfo tiles_instance_at(bool bf16, int index) {
+  using Seq = std::make_integer_sequence<int, kNumTilesShapes>;
+  return bf16 ? tiles_instance_index<DecOf, BF16>(index, Seq{}) : tiles_instance_index<DecOf, F16>(index, Seq{});
+}
+
+// A tile's 16 bytes per lane as the decoders' span of 16 bytes (codes in
+// offset binary: no sign flip).
+template <int kBits>
+struct TileMagic {
+  template <class T>
+  using Of = MagicDecoder<kBits, 16, T, false>;
+};
+struct TileTable {
+  template <class T>
+  using Of = TableDecoder<16, T>;
+};
+
+}  // namespace lowbit::cuda::gemm
