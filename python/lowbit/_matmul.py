@@ -152,13 +152,19 @@ class PackedWeight:
     (``W_dtype``, ``N``, ``K``, ``group_size``, ``with_scaling``,
     ``with_zeros``, ``zeros_mode``, ``with_bias``, ``layout``), ``device``
     ("cpu", "cuda:0") and ``nbytes`` are readable, and so are its tensors in
-    the packed layout (docs/gemm.md draws the CPU's ``rows``):
+    the packed layout (docs/gemm.md draws both). In ``rows`` (the CPU's, and
+    CUDA's for the formats ``tiles`` does not take):
 
     - ``qweight``: uint8 [N, row_bytes], codes as little-endian bit streams;
     - ``scale``: float32 [N, groups] or None;
     - ``zeros``: float32 [N, groups] (original/rescale), int32 [groups, ⌈N·bits/32⌉]
       (quantized) or None;
     - ``bias``: float32 [N] or None; ``perm``: int32 [K] or None.
+
+    In ``tiles``: ``qweight`` uint8 [⌈N/16⌉, ⌈K/(256/bits)⌉·512] (tiles in
+    tensor-core fragment order), ``scale`` [groups, N rounded up to 16] in the
+    given dtype, ``zeros`` uint8 [groups, N rounded up to 16] (quantized zero
+    codes), ``bias`` and ``perm`` as above.
 
     They are the packed memory itself (no copy), as arrays of the framework
     the weight was given in (or PyTorch / CuPy for a CUDA Matmul given host
@@ -180,7 +186,7 @@ class PackedWeight:
     with_zeros = _impl_field("with_zeros")
     zeros_mode = _impl_field("zeros_mode")
     with_bias = _impl_field("with_bias")
-    layout = _impl_field("layout", "The packed layout (\"rows\" on every device; docs/gemm.md).")
+    layout = _impl_field("layout", "The packed layout (\"rows\" or, on CUDA, \"tiles\"; docs/gemm.md).")
 
     @property
     def nbytes(self) -> int:
@@ -244,7 +250,9 @@ class Matmul:
 
     @property
     def layout(self) -> str:
-        """The packed layout of this device's kernels ("rows" on every device)."""
+        """The packed layout of this device's kernels for the format: "rows" on the CPU;
+        on CUDA "tiles" for 1/2/4/8-bit integers and 4-bit tables (no zeros or quantized
+        zeros, groups of 2^i tiles), "rows" otherwise (docs/gemm.md)."""
         return self._impl.layout
 
     def prepared_m(self, m: int) -> int:

@@ -80,15 +80,8 @@ class Dev:
         return x
 
     def forward(self, fn, *args, **kwargs):
-        """fn(...). Matmul runs on CUDA; bitsandbytes' matmul_4bit / gemv_4bit
-        have no CUDA kernel yet (gemm.md), so only they skip on its no-backend error."""
-        try:
-            return fn(*args, **kwargs)
-        except RuntimeError as e:
-            four_bit = getattr(fn, "__name__", "") in ("matmul_4bit", "gemv_4bit")
-            if self.name == "cuda" and four_bit and "no backend" in str(e):
-                pytest.skip(f"no CUDA kernel for {fn.__name__} yet: {e}")
-            raise
+        """fn(...): every matmul entry point runs on both devices."""
+        return fn(*args, **kwargs)
 
 
 @pytest.fixture(params=["cpu", "cuda"])
@@ -113,7 +106,8 @@ def rounded(x: np.ndarray, dtype: str) -> np.ndarray:
 def assert_close(got: np.ndarray, want: np.ndarray, mag: np.ndarray, K: int, out_dtype: str, a_dtype: str,
                  device: str, what: str = "") -> None:
     rel = UNIT_ROUNDOFF[out_dtype] * 1.01 + 2.0**-24
-    terms = (K + 2) * 2.0**-24 + (UNIT_ROUNDOFF[a_dtype] if device == "cuda" else 0.0)
+    # CUDA: W rounded to A's dtype up to three times (the wgmma kernel scales in A's dtype; docs/gemm.md).
+    terms = (K + 2) * 2.0**-24 + (3 * UNIT_ROUNDOFF[a_dtype] if device == "cuda" else 0.0)
     bound = rel * np.abs(want) + terms * mag + HALF_SUBNORMAL[out_dtype] * 1.01
     assert got.shape == want.shape, f"{what}: shape {got.shape}, want {want.shape}"
     err = np.abs(got - want)

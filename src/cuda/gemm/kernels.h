@@ -45,15 +45,16 @@ KernelInfo table_kernel(int lb, bool bf16, int mt);
 // The number of tiles kernel shapes (configs of the tiles layout).
 int tiles_num_shapes();
 // The tiles-layout wgmma kernel (tiles_wgmma.cuh, sm_90a) for 4-bit integer
-// codes, 8-bit integer codes or the 4-bit tables; bn (rows of M a block)
-// 128 or 256. Empty for other bit widths.
-KernelInfo tiles_wgmma_kernel_b4(bool bf16, int bn);
-KernelInfo tiles_wgmma_kernel_b8(bool bf16, int bn);
-KernelInfo tiles_wgmma_kernel_table(bool bf16, int bn);
-inline KernelInfo tiles_wgmma_kernel_for(int bits, bool table, bool bf16, int bn) {
-  if (table) return tiles_wgmma_kernel_table(bf16, bn);
-  if (bits == 4) return tiles_wgmma_kernel_b4(bf16, bn);
-  if (bits == 8) return tiles_wgmma_kernel_b8(bf16, bn);
+// codes, 8-bit integer codes or the 4-bit tables; shape: an index into
+// wgmma_instances.cuh's kWgmmaShapes. Empty for other bit widths.
+KernelInfo tiles_wgmma_kernel_b4(bool bf16, int shape);
+KernelInfo tiles_wgmma_kernel_b8(bool bf16, int shape);
+KernelInfo tiles_wgmma_kernel_table(bool bf16, int shape);
+int wgmma_num_shapes();
+inline KernelInfo tiles_wgmma_kernel_for(int bits, bool table, bool bf16, int shape) {
+  if (table) return tiles_wgmma_kernel_table(bf16, shape);
+  if (bits == 4) return tiles_wgmma_kernel_b4(bf16, shape);
+  if (bits == 8) return tiles_wgmma_kernel_b8(bf16, shape);
   return {};
 }
 // Any weight type.

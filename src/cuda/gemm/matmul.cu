@@ -5,7 +5,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -50,13 +49,25 @@ int rows_heuristic(int64_t m) {
   if (m <= 16) return 2;
   return 4;
 }
-// tiles (kTilesShapes): the smallest M tile that covers the prepared M (no
-// wasted columns), 64 at most; the 4-bit tables take 3 stages up to M 16.
-int tiles_heuristic(int64_t m, bool table) {
-  if (m <= 8) return table ? 4 : 0;
-  if (m <= 16) return table ? 5 : 1;
+// tiles: indices into the mma.sync shapes (kTilesShapes), then the wgmma
+// shapes (kWgmmaShapes) after them. Measured on an H100 (BENCHMARKS.md,
+// 2026-11-24, int4 and nf4 g128 over 4096² .. 28672x8192):
+// - M <= 16: the 3-stage shapes, 3 blocks an SM (M = 1: 2.94x cuBLAS at
+//   28672x8192 against 2.81x with 4 stages and 2 blocks);
+// - M <= 32: the mma.sync M tile of 32;
+// - M <= 64: wgmma with 64 rows of M (1.41x against the mma.sync tile of 64's 0.80x);
+// - M <= 128: wgmma, 128 x 128 stages (1.14-1.34x; 128 x 64: 1.08-1.27x);
+// - larger: wgmma, 256 x 128 stages (M = 256: 0.93x against 0.89x with 256 x 64).
+// Without wgmma (not sm_90a, or 1- and 2-bit codes) the mma.sync tile of 64.
+int tiles_heuristic(int64_t m, bool wgmma) {
+  const int shapes = tiles_num_shapes();
+  if (m <= 8) return 4;
+  if (m <= 16) return 5;
   if (m <= 32) return 2;
-  return 3;
+  if (!wgmma) return 3;
+  if (m <= 64) return shapes + 2;
+  if (m <= 128) return shapes + 4;
+  return shapes + 3;
 }
 
 struct Plan {
@@ -142,11 +153,10 @@ void split_k(Plan& plan, int64_t blocks_n, int m_tile, int threads, int64_t min_
   const int64_t wave = int64_t{sm_count(op)} * std::max(1, blocks_per_sm(plan.k.kernel, threads, plan.k.smem, op));
   const int64_t passes = ceil_div(p.K, static_cast<int64_t>(plan.k.step));
   int64_t splits = 1;
-  // 4 waves: on an H100 (M = 1) 1, 2, 8 and 16 waves were within 10 % of it
-  // at 4096², 8192² and 28672x8192 (rows kernel), none better on all three.
-  double waves = 4;
-  if (const char* e = std::getenv("LOWBIT_SPLIT_WAVES")) waves = std::atof(e);
-  const auto target = static_cast<int64_t>(waves * static_cast<double>(wave));
+  // One wave: on an H100 (tiles kernel, M = 1 and 16, 2026-11-24) a target
+  // of 1 wave beat 4 by 3-6 % (geomean over the Llama shapes; the rows
+  // kernel was within 10 % from 1 to 16 waves).
+  const int64_t target = wave;
   if (blocks_n * blocks_m < target) {
     splits = std::min<int64_t>({ceil_div(target, blocks_n * blocks_m), std::max<int64_t>(1, passes / min_passes), 64});
   }
@@ -211,14 +221,10 @@ Plan make_tiles_plan(const MatmulArgs& a, int config) {
   const bool bf16 = a.A.dtype == DType::bf16;
   const int64_t m = a.prepared_m > 0 ? a.prepared_m : p.M;
   const int shapes = tiles_num_shapes();
-  // The heuristic: wgmma above M = 64 where it serves (256 rows of M a block
-  // above 128), the mma.sync shape fitting M otherwise.
-  int index = config >= 0                      ? config % tiles_num_configs()
-              : m > 64 && wgmma_serves(p.bits) ? shapes + (m > 128 ? 1 : 0)
-                                               : tiles_heuristic(m, table);
+  int index = config >= 0 ? config % tiles_num_configs() : tiles_heuristic(m, wgmma_serves(p.bits));
   if (index >= shapes && !wgmma_serves(p.bits)) index = 3;
   const bool wgmma = index >= shapes;
-  plan.k = wgmma ? tiles_wgmma_kernel_for(p.bits, table, bf16, index == shapes ? 128 : 256)
+  plan.k = wgmma ? tiles_wgmma_kernel_for(p.bits, table, bf16, index - shapes)
                  : tiles_mma_kernel_for(p.bits, table, bf16, index);
   LOWBIT_REQUIRE(plan.k.kernel != nullptr, ErrorCode::internal, op, ": no tiles kernel instance for ",
                  weight_type_name(f.type), " config ", index);

@@ -13,5 +13,7 @@ void matmul(const MatmulArgs& a, void* workspace, Stream stream);
 size_t matmul_workspace(const MatmulArgs& a);
 // Kernel configs MatmulArgs::config may name (tests sweep them).
 int matmul_num_configs();
+// bitsandbytes matmul_4bit on a 4-bit QuantState (Matmul4bitArgs); no workspace.
+void matmul_4bit(const Matmul4bitArgs& a, void* workspace, Stream stream);
 
 }  // namespace lowbit::cuda

@@ -11,9 +11,10 @@
 namespace lowbit::cuda::gemm {
 
 // The kernel's configs (MatmulArgs::config indexes them for the tiles layout):
-// {mt, rt, tps, warps, stages}, see TilesShape. Stage bytes (int4, fp16)
-// keep two blocks an SM; the 4-bit tables' 32 KB lookup table takes fewer
-// stages. 0-3: M tiles 8..64; 4-5: tables at M tiles 8 and 16.
+// {mt, rt, tps, warps, stages}, see TilesShape. 0-3: M tiles 8..64 with 4
+// stages (two blocks an SM at M tiles 8 and 16); 4-5: M tiles 8 and 16 with 3
+// stages (three blocks an SM, two with the 4-bit tables' 32 KB lookup
+// table), the heuristic's choice (matmul.cu).
 inline constexpr TilesShape kTilesShapes[] = {{1, 2, 2, 8, 4}, {2, 2, 2, 8, 4}, {4, 1, 2, 8, 4},
                                               {8, 1, 1, 8, 4}, {1, 2, 2, 8, 3}, {2, 2, 2, 8, 3}};
 inline constexpr int kNumTilesShapes = static_cast<int>(sizeof(kTilesShapes) / sizeof(kTilesShapes[0]));

@@ -8,16 +8,16 @@
 // operand from shared memory, and the dequantized weight never goes there).
 //
 // Block: 3 warpgroups. Warpgroup 0 is the producer: one thread streams A's
-// [BN, 64] tiles (the block's BN rows of M, 64 columns of K, 128-byte
-// swizzle, zeros past M and K) into kStages slots, each with a full and an
+// [BN, KS] stages (the block's BN rows of M, KS columns of K as boxes of 64,
+// 128-byte swizzle, zeros past M and K) into kStages slots, each with a full and an
 // empty mbarrier. Warpgroups 1 and 2 are consumers of 64 rows of N each
-// (warp w of them: row tile nt0 + 4·(wg - 1) + w): per stage of 64 columns
+// (warp w of them: row tile nt0 + 4·(wg - 1) + w): per stage of KS columns
 // a warp loads its tile's 16 bytes a lane straight from global memory into
 // registers (kDepth stages ahead), decodes them into the wgmma A fragments
 // (the tiles layout is that fragment order), scales them in A's dtype
 // (w = (v - z) · s, the scale rounded to A's dtype: a weight is rounded at
 // most three times, see docs/gemm.md's tolerance), and issues 4 wgmma k16
-// steps on the slot. One consumer's decode overlaps the other's MMA.
+// steps a box on the slot. One consumer's decode overlaps the other's MMA.
 //
 //   shared: A slots [kStages][BN rows][128 B] (1024-aligned, swizzled by the
 //           TMA), full / empty barriers, the 4-bit tables' lookup table
@@ -36,15 +36,21 @@
 
 namespace lowbit::cuda::gemm {
 
-template <class Dec, int BN>
+// BN rows of M and KS columns of K a stage: KS / 64 boxes of [BN, 64] (each
+// a 1024-aligned swizzled tile of BN rows of 128 bytes).
+template <class Dec, int BN, int KS>
 struct WgmmaShape {
   static constexpr int kKT = core::tile_k(Dec::kBits);  // 64 (4-bit) or 32 (8-bit)
-  static constexpr int kKS = 64;                        // columns a stage: one 128-byte row of A
-  static constexpr int kTiles = kKS / kKT;              // tiles a warp a stage
-  static constexpr int kSteps = kKS / 16;               // k16 steps a stage
-  static constexpr int kStages = BN >= 256 ? 4 : 6;     // A slots (32 or 16 KB)
-  static constexpr int kDepth = 4;                      // weight prefetch, stages
-  static constexpr int kABytes = BN * 128;
+  static constexpr int kKS = KS;
+  static constexpr int kBoxes = KS / 64;
+  static constexpr int kBoxBytes = BN * 128;
+  static constexpr int kTiles = kKS / kKT;  // tiles a warp a stage
+  static constexpr int kSteps = kKS / 16;   // k16 steps a stage
+  static constexpr int kABytes = kBoxBytes * kBoxes;
+  // A slots: up to 192 KB (with the tables' 32 KB lookup table the block
+  // still fits in 227 KB), at most 8.
+  static constexpr int kStages = 196608 / kABytes < 8 ? 196608 / kABytes : 8;
+  static constexpr int kDepth = KS == 64 ? 4 : 2;  // weight prefetch, stages
   static constexpr int kThreads = 384;
   static constexpr int kRows = 128;  // rows of N a block
   static constexpr int kBarBytes = 2 * kStages * 8;
@@ -54,10 +60,10 @@ struct WgmmaShape {
   static_assert(kKT <= kKS, "a stage holds whole tiles");
 };
 
-template <class Dec, class T, int BN>
+template <class Dec, class T, int BN, int KS>
 __global__ void __launch_bounds__(384, 1) tiles_wgmma_kernel(const __grid_constant__ CUtensorMap tmap, const Params p) {
 #if LOWBIT_SM90A
-  using S = WgmmaShape<Dec, BN>;
+  using S = WgmmaShape<Dec, BN, KS>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::kStages * S::kABytes);
@@ -100,7 +106,11 @@ __global__ void __launch_bounds__(384, 1) tiles_wgmma_kernel(const __grid_consta
         const int slot = s % S::kStages;
         mbar_wait(&empty[slot], ((s / S::kStages) & 1) ^ 1);
         mbar_expect_tx(&full[slot], S::kABytes);
-        tma_load_2d(smem + slot * S::kABytes, &tmap, kb + s * S::kKS, static_cast<int>(m0), &full[slot]);
+#pragma unroll
+        for (int box = 0; box < S::kBoxes; ++box) {
+          tma_load_2d(smem + slot * S::kABytes + box * S::kBoxBytes, &tmap, kb + s * S::kKS + 64 * box,
+                      static_cast<int>(m0), &full[slot]);
+        }
       }
     }
     return;
@@ -190,9 +200,12 @@ __global__ void __launch_bounds__(384, 1) tiles_wgmma_kernel(const __grid_consta
       // The steps' descriptors before the fence: no instruction may define a
       // wgmma input between the first wgmma and the wait (ptxas serializes them).
       uint64_t desc[S::kSteps];
-      desc[0] = wgmma_desc_k128(smem + slot * S::kABytes);
 #pragma unroll
-      for (int j = 1; j < S::kSteps; ++j) desc[j] = desc[0] + 2 * j;  // +32 bytes a k16 step
+      for (int box = 0; box < S::kBoxes; ++box) {
+        const uint64_t base = wgmma_desc_k128(smem + slot * S::kABytes + box * S::kBoxBytes);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) desc[4 * box + j] = base + 2 * j;  // +32 bytes a k16 step
+      }
       wgmma_fence();
 #pragma unroll
       for (int j = 0; j < S::kSteps; ++j) wgmma_rs<T, BN>(acc, af[j], desc[j]);

@@ -8,11 +8,18 @@
 
 namespace lowbit::cuda::gemm {
 
-template <class Dec, class T, int BN>
+// The kernel's configs: {rows of M, columns of K} a stage.
+struct WgmmaShapeConfig {
+  int bn, ks;
+};
+inline constexpr WgmmaShapeConfig kWgmmaShapes[] = {{128, 64}, {256, 64}, {64, 64}, {256, 128}, {128, 128}};
+inline constexpr int kNumWgmmaShapes = static_cast<int>(sizeof(kWgmmaShapes) / sizeof(kWgmmaShapes[0]));
+
+template <class Dec, class T, int BN, int KS>
 KernelInfo wgmma_instance() {
-  using S = WgmmaShape<Dec, BN>;
+  using S = WgmmaShape<Dec, BN, KS>;
   KernelInfo k;
-  k.kernel = reinterpret_cast<const void*>(tiles_wgmma_kernel<Dec, T, BN>);
+  k.kernel = reinterpret_cast<const void*>(tiles_wgmma_kernel<Dec, T, BN, KS>);
   k.tma = true;
   k.smem = S::kBytes;
   k.chunk = S::kKS;
@@ -24,11 +31,18 @@ KernelInfo wgmma_instance() {
   return k;
 }
 
+template <template <class> class DecOf, class T, int... I>
+KernelInfo wgmma_instance_index(int index, std::integer_sequence<int, I...>) {
+  KernelInfo k;
+  ((index == I ? (k = wgmma_instance<DecOf<T>, T, kWgmmaShapes[I].bn, kWgmmaShapes[I].ks>(), 0) : 0), ...);
+  return k;
+}
+
+// The instance of shape `index` (kWgmmaShapes).
 template <template <class> class DecOf>
-KernelInfo wgmma_instance_at(bool bf16, int bn) {
-  if (bn == 128) return bf16 ? wgmma_instance<DecOf<BF16>, BF16, 128>() : wgmma_instance<DecOf<F16>, F16, 128>();
-  if (bn == 256) return bf16 ? wgmma_instance<DecOf<BF16>, BF16, 256>() : wgmma_instance<DecOf<F16>, F16, 256>();
-  return {};
+KernelInfo wgmma_instance_at(bool bf16, int index) {
+  using Seq = std::make_integer_sequence<int, kNumWgmmaShapes>;
+  return bf16 ? wgmma_instance_index<DecOf, BF16>(index, Seq{}) : wgmma_instance_index<DecOf, F16>(index, Seq{});
 }
 
 }  // namespace lowbit::cuda::gemm

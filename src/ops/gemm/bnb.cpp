@@ -103,7 +103,7 @@ Tensor matmul_4bit(const TensorRef& A, const TensorRef& packed, const QuantState
   args.N = N;
   args.blocksize = state.blocksize;
   args.type = type;
-  Tensor ws = ops::workspace_on(workspace_size(args), A.device);
+  Tensor ws = ops::workspace_on(workspace_size(args), A.device, stream);
   run(args, ws.data(), stream);
   return out;
 }

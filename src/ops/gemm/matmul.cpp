@@ -87,7 +87,7 @@ void Matmul::forward(const TensorRef& A, const PackedWeight& W, const TensorRef&
                  dtype_name(out.dtype), ")");
   check_weight_matches(config_, W.format);
   const MatmulArgs a = args(A, W.ref(), out);
-  Tensor ws = ops::workspace_on(workspace_size(a), A.device);
+  Tensor ws = ops::workspace_on(workspace_size(a), A.device, stream);
   run(a, ws.data(), stream);
 }
 

@@ -90,7 +90,7 @@ void compress_absmax(const Tensor& absmax, int64_t nested_blocksize, QuantState&
   const Device device = absmax.device();
   Tensor offset = Tensor::empty({1}, DType::f32, device);
   AbsmaxCenterArgs center{absmax, offset};
-  Tensor ws = workspace_on(workspace_size(center), device);
+  Tensor ws = workspace_on(workspace_size(center), device, stream);
   run(center, ws.data(), stream);
 
   const Tensor& code = dynamic_code_on(device);
@@ -98,7 +98,7 @@ void compress_absmax(const Tensor& absmax, int64_t nested_blocksize, QuantState&
   Tensor qabsmax = Tensor::empty({nb}, DType::u8, device);
   Tensor absmax2 = Tensor::empty({ceil_div(nb, nested_blocksize)}, DType::f32, device);
   QuantizeBlockwiseArgs q{absmax, code, qabsmax, absmax2, nested_blocksize};
-  Tensor ws2 = workspace_on(workspace_size(q), device);
+  Tensor ws2 = workspace_on(workspace_size(q), device, stream);
   run(q, ws2.data(), stream);
 
   auto state2 = std::make_shared<QuantState>();
@@ -130,7 +130,7 @@ std::pair<Tensor, QuantState> quantize_blockwise(const TensorRef& input, const T
   Tensor out = Tensor::empty(input.sizes(), DType::u8, device);
   Tensor absmax = Tensor::empty({ops::ceil_div(input.numel(), blocksize)}, DType::f32, device);
   QuantizeBlockwiseArgs args{input, code_ref, out, absmax, blocksize};
-  Tensor ws = ops::workspace_on(workspace_size(args), device);
+  Tensor ws = ops::workspace_on(workspace_size(args), device, stream);
   run(args, ws.data(), stream);
 
   QuantState state;
@@ -151,7 +151,7 @@ Tensor dequantize_blockwise(const TensorRef& q, const QuantState& state, std::op
                  ": quant state must hold absmax and code (got an empty state)");
   Tensor out = Tensor::empty(q.sizes(), out_dtype.value_or(state.dtype), q.device);
   DequantizeBlockwiseArgs args{q, state.code, state.absmax, ops::nested_of(state), out, state.blocksize};
-  Tensor ws = ops::workspace_on(workspace_size(args), q.device);
+  Tensor ws = ops::workspace_on(workspace_size(args), q.device, stream);
   run(args, ws.data(), stream);
   return out;
 }

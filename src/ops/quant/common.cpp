@@ -27,9 +27,17 @@ const Tensor& dynamic_code_on(Device device) {
   return it->second;
 }
 
-Tensor workspace_on(size_t bytes, Device device) {
+Tensor workspace_on(size_t bytes, Device device, Stream stream) {
   if (bytes == 0) return Tensor();
-  return Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device);
+  if (device.is_cpu()) return Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device);
+  // Never destroyed: a buffer freed at exit could outlive the CUDA context.
+  thread_local auto* cache = new std::map<std::pair<int, void*>, Tensor>();
+  Tensor& buffer = (*cache)[{device.index, stream.handle}];
+  if (!buffer.defined() || buffer.nbytes() < bytes) {
+    buffer = Tensor();  // free the smaller one first
+    buffer = Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device);
+  }
+  return buffer;
 }
 
 void check_absmax_arg(const char* op, const TensorRef& absmax, const NestedAbsmax& nested, int64_t nblocks) {

@@ -17,8 +17,12 @@ const Tensor& dynamic_code_on(Device device);
 // A host table as an f32 tensor on `device`.
 Tensor table_on(const float* values, int64_t n, Device device);
 
-// Scratch for an op: a byte tensor on `device` (empty when bytes == 0).
-Tensor workspace_on(size_t bytes, Device device);
+// Scratch for an op run on `stream`: a byte tensor on `device` (empty when
+// bytes == 0). On CUDA one grow-only buffer per host thread, device and
+// stream is reused (ops on one stream run in order; cudaMalloc and the
+// synchronizing cudaFree per call cost ~15 us on small matmuls); on the CPU
+// a fresh allocation.
+Tensor workspace_on(size_t bytes, Device device, Stream stream);
 
 // Shared checks of the blockwise families.
 void check_absmax_arg(const char* op, const TensorRef& absmax, const NestedAbsmax& nested, int64_t nblocks);

@@ -72,7 +72,7 @@ std::pair<Tensor, QuantState> quantize_4bit(const TensorRef& input, int64_t bloc
   Tensor out = Tensor::empty({(n + 1) / 2, 1}, DType::u8, device);
   Tensor absmax = Tensor::empty({ops::ceil_div(n, blocksize)}, DType::f32, device);
   Quantize4bitArgs args{input, out, absmax, blocksize, type};
-  Tensor ws = ops::workspace_on(workspace_size(args), device);
+  Tensor ws = ops::workspace_on(workspace_size(args), device, stream);
   run(args, ws.data(), stream);
 
   QuantState state;
@@ -97,7 +97,7 @@ Tensor dequantize_4bit(const TensorRef& packed, const QuantState& state, std::op
   Tensor out = Tensor::empty(Shape(state.shape), out_dtype.value_or(state.dtype), packed.device);
   Dequantize4bitArgs args{packed, state.absmax, ops::nested_of(state), out, state.blocksize,
                           quant4_from_name(state.quant_type)};
-  Tensor ws = ops::workspace_on(workspace_size(args), packed.device);
+  Tensor ws = ops::workspace_on(workspace_size(args), packed.device, stream);
   run(args, ws.data(), stream);
   return out;
 }

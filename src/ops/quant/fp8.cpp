@@ -96,7 +96,7 @@ Fp8Quantized act_quant(const TensorRef& x, int64_t block, bool ue8m0, Stream str
   sshape.back() /= block;
   Fp8Quantized r{Tensor::empty(x.sizes(), DType::f8_e4m3, x.device), Tensor::empty(Shape(sshape), DType::f32, x.device)};
   ActQuantArgs args{x, r.values, r.scale, block, ue8m0};
-  Tensor ws = ops::workspace_on(workspace_size(args), x.device);
+  Tensor ws = ops::workspace_on(workspace_size(args), x.device, stream);
   run(args, ws.data(), stream);
   return r;
 }
@@ -109,7 +109,7 @@ Fp8Quantized weight_quant(const TensorRef& w, int64_t block, Stream stream) {
   Fp8Quantized r{Tensor::empty({n, k}, DType::f8_e4m3, w.device),
                  Tensor::empty({ops::ceil_div(n, block), ops::ceil_div(k, block)}, DType::f32, w.device)};
   WeightQuantArgs args{w, r.values, r.scale, block};
-  Tensor ws = ops::workspace_on(workspace_size(args), w.device);
+  Tensor ws = ops::workspace_on(workspace_size(args), w.device, stream);
   run(args, ws.data(), stream);
   return r;
 }
@@ -119,7 +119,7 @@ Tensor weight_dequant(const TensorRef& wq, const TensorRef& scale, int64_t block
   require_2d(WeightDequantArgs::kName, "input", wq);
   Tensor out = Tensor::empty(wq.sizes(), out_dtype, wq.device);
   WeightDequantArgs args{wq, scale, out, block};
-  Tensor ws = ops::workspace_on(workspace_size(args), wq.device);
+  Tensor ws = ops::workspace_on(workspace_size(args), wq.device, stream);
   run(args, ws.data(), stream);
   return out;
 }

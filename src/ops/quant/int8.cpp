@@ -75,7 +75,7 @@ Int8Quantized int8_vectorwise_quant(const TensorRef& a, float threshold, Stream 
                   {}};
   Tensor mask = threshold > 0.0f ? Tensor::empty({k}, DType::u8, a.device) : Tensor();
   Int8VectorwiseQuantArgs args{a, r.values, r.row_stats, mask.ref(), threshold};
-  Tensor ws = ops::workspace_on(workspace_size(args), a.device);
+  Tensor ws = ops::workspace_on(workspace_size(args), a.device, stream);
   run(args, ws.data(), stream);
   if (mask.defined()) {
     const Tensor host = mask.to(Device::cpu(), stream);
@@ -91,7 +91,7 @@ Tensor int8_vectorwise_dequant(const TensorRef& q, const TensorRef& row_stats, D
   core::require_present(Int8VectorwiseDequantArgs::kName, "input", q);
   Tensor out = Tensor::empty(q.sizes(), out_dtype, q.device);
   Int8VectorwiseDequantArgs args{q, row_stats, out};
-  Tensor ws = ops::workspace_on(workspace_size(args), q.device);
+  Tensor ws = ops::workspace_on(workspace_size(args), q.device, stream);
   run(args, ws.data(), stream);
   return out;
 }

@@ -33,7 +33,7 @@ Tensor estimate_quantiles(const TensorRef& input, float offset, int num_quantile
   if (num_quantiles < 256 && offset == 1.0f / 512.0f) offset = 1.0f / (2.0f * static_cast<float>(num_quantiles));
   Tensor out = Tensor::empty({256}, DType::f32, input.device);
   EstimateQuantilesArgs args{input, out, offset};
-  Tensor ws = ops::workspace_on(workspace_size(args), input.device);
+  Tensor ws = ops::workspace_on(workspace_size(args), input.device, stream);
   run(args, ws.data(), stream);
   if (num_quantiles == 256) return out;
   // bitsandbytes: out[torch.linspace(0, 255, num_quantiles).long()], the
