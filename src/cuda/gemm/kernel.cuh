@@ -132,6 +132,16 @@ __device__ __forceinline__ void store_out(const Params& p, int64_t m, int64_t n,
   }
 }
 
+// A finished sum for out[m, n]: with split K the split's fp32 partial (the
+// reduce kernel adds bias and rounds), else bias added and rounded to out.
+__device__ __forceinline__ void write_result(const Params& p, int64_t m, int64_t n, float v) {
+  if (p.splits > 1) {
+    p.partial[(static_cast<int64_t>(blockIdx.z) * p.M + m) * p.N + n] = v;
+  } else {
+    store_out(p, m, n, p.bias ? __fadd_rn(v, p.bias[n]) : v);
+  }
+}
+
 // The group of column k (32-bit: K < 2^31 on cuda), without a division for
 // one group per row or a power-of-two group size.
 __device__ __forceinline__ int group_of(const Params& p, int k) {
@@ -381,12 +391,7 @@ __global__ void __launch_bounds__(kMaxThreads) rows_mma_kernel(const Params p) {
     for (int i = 0; i < 4; ++i) {
       const int64_t n = n0 + g + 8 * (i / 2);
       const int64_t m = m0 + t * 8 + 2 * q + (i & 1);
-      if (n >= p.N || m >= p.M) continue;
-      if (p.splits > 1) {
-        p.partial[(static_cast<int64_t>(blockIdx.z) * p.M + m) * p.N + n] = acc[t][i];
-      } else {
-        store_out(p, m, n, p.bias ? __fadd_rn(acc[t][i], p.bias[n]) : acc[t][i]);
-      }
+      if (n < p.N && m < p.M) write_result(p, m, n, acc[t][i]);
     }
   }
 }

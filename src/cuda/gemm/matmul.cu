@@ -145,6 +145,16 @@ void fill_common(Params& p, const MatmulArgs& a) {
 // Split K when the output tiles give fewer than 4 waves of blocks (the
 // last, partial wave then costs little), keeping >= min_passes passes per
 // split for the pipeline; each split a whole number of passes.
+// K cut into about `splits` ranges of whole passes: the split length, the
+// split count and the bytes of the partial sums.
+void set_splits(Plan& plan, int64_t splits) {
+  Params& p = plan.p;
+  const int64_t passes = ceil_div(p.K, static_cast<int64_t>(plan.k.step));
+  p.k_split = ceil_div(passes, splits) * plan.k.step;
+  p.splits = static_cast<int>(ceil_div(p.K, p.k_split));
+  if (p.splits > 1) plan.partial_bytes = round_up(static_cast<size_t>(p.splits * p.M * p.N) * sizeof(float), 256);
+}
+
 void split_k(Plan& plan, int64_t blocks_n, int m_tile, int threads, int64_t min_passes) {
   Params& p = plan.p;
   const int64_t blocks_m = ceil_div(p.M, int64_t{m_tile});
@@ -160,9 +170,7 @@ void split_k(Plan& plan, int64_t blocks_n, int m_tile, int threads, int64_t min_
   if (blocks_n * blocks_m < target) {
     splits = std::min<int64_t>({ceil_div(target, blocks_n * blocks_m), std::max<int64_t>(1, passes / min_passes), 64});
   }
-  p.k_split = ceil_div(passes, splits) * plan.k.step;
-  p.splits = static_cast<int>(ceil_div(p.K, p.k_split));
-  if (p.splits > 1) plan.partial_bytes = round_up(static_cast<size_t>(p.splits * p.M * p.N) * sizeof(float), 256);
+  set_splits(plan, splits);
   plan.grid = dim3(static_cast<unsigned>(blocks_n), static_cast<unsigned>(blocks_m), static_cast<unsigned>(p.splits));
 }
 
@@ -235,10 +243,7 @@ Plan make_tiles_plan(const MatmulArgs& a, int config) {
     // M cost more than the idle SMs they would fill).
     const int64_t blocks = blocks_n * ceil_div(p.M, int64_t{plan.k.m_tile});
     const int64_t passes = ceil_div(p.K, static_cast<int64_t>(plan.k.step));
-    const int64_t splits = std::clamp<int64_t>(int64_t{sm_count(op)} / blocks, 1, std::max<int64_t>(1, passes / 4));
-    p.k_split = ceil_div(passes, splits) * plan.k.step;
-    p.splits = static_cast<int>(ceil_div(p.K, p.k_split));
-    if (p.splits > 1) plan.partial_bytes = round_up(static_cast<size_t>(p.splits * p.M * p.N) * sizeof(float), 256);
+    set_splits(plan, std::clamp<int64_t>(int64_t{sm_count(op)} / blocks, 1, std::max<int64_t>(1, passes / 4)));
     LOWBIT_REQUIRE(blocks <= (int64_t{1} << 31) - 1, ErrorCode::invalid_argument, op, ": M = ", p.M, " and N = ", p.N,
                    " need too many blocks on cuda");
     plan.grid = dim3(static_cast<unsigned>(blocks), 1, static_cast<unsigned>(p.splits));

@@ -345,13 +345,7 @@ __global__ void __launch_bounds__(32 * kWarps) tiles_mma_kernel(const Params p) 
       for (int i = 0; i < 4; ++i) {
         const int64_t n = n0 + g + 8 * (i / 2);
         const int64_t m = m0 + t * 8 + 2 * q + (i & 1);
-        if (n >= p.N || m >= p.M) continue;
-        const float v = acc[rt][t][i];
-        if (p.splits > 1) {
-          p.partial[(static_cast<int64_t>(blockIdx.z) * p.M + m) * p.N + n] = v;
-        } else {
-          store_out(p, m, n, p.bias ? __fadd_rn(v, p.bias[n]) : v);
-        }
+        if (n < p.N && m < p.M) write_result(p, m, n, acc[rt][t][i]);
       }
     }
   }

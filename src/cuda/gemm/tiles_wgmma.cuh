@@ -227,13 +227,7 @@ __global__ void __launch_bounds__(384, 1) tiles_wgmma_kernel(const __grid_consta
     for (int e = 0; e < 4; ++e) {
       const int64_t n = n0 + g + 8 * (e / 2);
       const int64_t m = m0 + 8 * i + 2 * q + (e & 1);
-      if (n >= p.N || m >= p.M) continue;
-      const float v = acc[4 * i + e];
-      if (p.splits > 1) {
-        p.partial[(static_cast<int64_t>(blockIdx.z) * p.M + m) * p.N + n] = v;
-      } else {
-        store_out(p, m, n, p.bias ? __fadd_rn(v, p.bias[n]) : v);
-      }
+      if (n < p.N && m < p.M) write_result(p, m, n, acc[4 * i + e]);
     }
   }
 #endif
