@@ -2,5 +2,7 @@
 #include "cuda/gemm/wgmma_instances.cuh"
 
 namespace lowbit::cuda::gemm {
-KernelInfo tiles_wgmma_kernel_b8(bool bf16, int shape) { return wgmma_instance_at<TileMagic<8>::template Of>(bf16, shape); }
+KernelInfo tiles_wgmma_kernel_b8(bool bf16, int shape) {
+  return wgmma_instance_at<TileMagic<8>::template Of>(bf16, shape);
+}
 }  // namespace lowbit::cuda::gemm

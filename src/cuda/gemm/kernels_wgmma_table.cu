@@ -2,7 +2,9 @@
 #include "cuda/gemm/wgmma_instances.cuh"
 
 namespace lowbit::cuda::gemm {
-KernelInfo tiles_wgmma_kernel_table(bool bf16, int shape) { return wgmma_instance_at<TileTable::template Of>(bf16, shape); }
+KernelInfo tiles_wgmma_kernel_table(bool bf16, int shape) {
+  return wgmma_instance_at<TileTable::template Of>(bf16, shape);
+}
 }  // namespace lowbit::cuda::gemm
 
 namespace lowbit::cuda::gemm {

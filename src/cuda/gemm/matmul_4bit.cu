@@ -29,17 +29,19 @@ const char* const op = Matmul4bitArgs::kName;
 
 enum class FloatKind : uint8_t { f32, f16, bf16 };
 
-FloatKind kind_of(DType d) { return d == DType::f32 ? FloatKind::f32 : d == DType::f16 ? FloatKind::f16 : FloatKind::bf16; }
+FloatKind kind_of(DType d) {
+  return d == DType::f32 ? FloatKind::f32 : d == DType::f16 ? FloatKind::f16 : FloatKind::bf16;
+}
 
 struct Bnb4Params {
   const void* A = nullptr;
   FloatKind a_kind = FloatKind::f32;
   const uint8_t* packed = nullptr;
-  const float* absmax = nullptr;       // f32 [blocks], or null when nested
-  const uint8_t* qabsmax = nullptr;    // nested: u8 [blocks]
-  const float* code2 = nullptr;        // nested: f32 [256]
-  const float* absmax2 = nullptr;      // nested: f32 [blocks / blocksize2]
-  const float* offset = nullptr;       // nested: f32 [1]
+  const float* absmax = nullptr;     // f32 [blocks], or null when nested
+  const uint8_t* qabsmax = nullptr;  // nested: u8 [blocks]
+  const float* code2 = nullptr;      // nested: f32 [256]
+  const float* absmax2 = nullptr;    // nested: f32 [blocks / blocksize2]
+  const float* offset = nullptr;     // nested: f32 [1]
   int64_t blocksize2 = 256;
   const void* bias = nullptr;
   FloatKind bias_kind = FloatKind::f32;
@@ -75,9 +77,9 @@ __global__ void __launch_bounds__(32 * kWarps) bnb4_kernel(const Bnb4Params p) {
     for (int64_t c = c_first + lane; c <= c_last; c += 32) {
       const int64_t e0 = 8 * c;
       const int64_t b = e0 / p.blocksize;
-      const float scale = p.qabsmax ? core::nested_absmax_decode(p.code2[p.qabsmax[b]], p.absmax2[b / p.blocksize2],
-                                                                  p.offset[0])
-                                    : p.absmax[b];
+      const float scale =
+          p.qabsmax ? core::nested_absmax_decode(p.code2[p.qabsmax[b]], p.absmax2[b / p.blocksize2], p.offset[0])
+                    : p.absmax[b];
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const int64_t e = e0 + j;
