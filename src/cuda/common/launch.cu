@@ -6,19 +6,26 @@
 
 namespace lowbit::cuda {
 
-int sm_count(const char* op) {
+int device_attribute(cudaDeviceAttr attr, const char* op) {
   static std::mutex mutex;
-  static std::map<int, int> cache;
+  static std::map<std::pair<int, int>, int> cache;
   int device = 0;
   check(cudaGetDevice(&device), op, "cudaGetDevice");
+  const auto key = std::make_pair(device, static_cast<int>(attr));
   std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(device);
+  auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  int count = 0;
-  check(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device), op,
-        "cudaDeviceGetAttribute(multiProcessorCount)");
-  cache.emplace(device, count);
-  return count;
+  int value = 0;
+  check(cudaDeviceGetAttribute(&value, attr, device), op, "cudaDeviceGetAttribute");
+  cache.emplace(key, value);
+  return value;
+}
+
+int sm_count(const char* op) { return device_attribute(cudaDevAttrMultiProcessorCount, op); }
+
+bool device_is_sm90(const char* op) {
+  return device_attribute(cudaDevAttrComputeCapabilityMajor, op) == 9 &&
+         device_attribute(cudaDevAttrComputeCapabilityMinor, op) == 0;
 }
 
 int blocks_per_sm(const void* kernel, int threads, size_t smem, const char* op) {

@@ -11,8 +11,12 @@
 
 namespace lowbit::cuda {
 
-// Multiprocessors of the current device (cached per device).
+// An attribute of the current device (cached per device and attribute).
+int device_attribute(cudaDeviceAttr attr, const char* op);
+// Multiprocessors of the current device.
 int sm_count(const char* op);
+// Whether the current device runs sm_90a code (compute capability 9.0).
+bool device_is_sm90(const char* op);
 
 // CTAs of `kernel` (with `threads` threads and `smem` dynamic shared bytes)
 // that fit on one SM at once, cached per kernel and device.

@@ -1,6 +1,5 @@
 #include <cudaTypedefs.h>
 
-#include <map>
 #include <mutex>
 
 #include "cuda/common/check.h"
@@ -44,20 +43,6 @@ CUtensorMap tensor_map_2d_u16(const void* base, uint64_t rows, uint64_t cols, ui
                          cols, "] tensor, box [", box_rows, ", ", box_cols, "]"));
   }
   return map;
-}
-
-bool device_is_sm90(const char* op) {
-  static std::mutex mutex;
-  static std::map<int, bool> cache;
-  int device = 0;
-  check(cudaGetDevice(&device), op, "cudaGetDevice");
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache.find(device);
-  if (it != cache.end()) return it->second;
-  int major = 0, minor = 0;
-  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), op, "cudaDeviceGetAttribute");
-  check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), op, "cudaDeviceGetAttribute");
-  return cache.emplace(device, major == 9 && minor == 0).first->second;
 }
 
 }  // namespace lowbit::cuda

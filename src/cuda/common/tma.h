@@ -17,7 +17,4 @@ namespace lowbit::cuda {
 CUtensorMap tensor_map_2d_u16(const void* base, uint64_t rows, uint64_t cols, uint64_t row_bytes, uint32_t box_rows,
                               uint32_t box_cols, const char* op);
 
-// Whether the current device runs sm_90a code (compute capability 9.0).
-bool device_is_sm90(const char* op);
-
 }  // namespace lowbit::cuda

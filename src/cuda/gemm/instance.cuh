@@ -14,7 +14,6 @@ KernelInfo instance() {
   k.smem = S::kBytes;
   k.chunk = S::kCH;
   k.step = S::kCH * S::kU;
-  k.post_scale = Dec::kPostScale;
   k.direct_a = kDirectA<MT>;
   return k;
 }

@@ -142,6 +142,20 @@ __device__ __forceinline__ void write_result(const Params& p, int64_t m, int64_t
   }
 }
 
+// An m16n8 accumulator fragment of the output's transpose (rows n0 .. n0 + 15
+// of N, columns m0 .. m0 + 7 of M): c[0], c[1] at row g, columns 2q, 2q + 1;
+// c[2], c[3] at row g + 8 — the mma.sync C fragment, and each n8 block of
+// wgmma's D fragment. Elements past N or M are not written.
+__device__ __forceinline__ void write_fragment(const Params& p, int64_t n0, int64_t m0, const float* c) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t n = n0 + g + 8 * (i / 2);
+    const int64_t m = m0 + 2 * q + (i & 1);
+    if (n < p.N && m < p.M) write_result(p, m, n, c[i]);
+  }
+}
+
 // The group of column k (32-bit: K < 2^31 on cuda), without a division for
 // one group per row or a power-of-two group size.
 __device__ __forceinline__ int group_of(const Params& p, int k) {
@@ -384,16 +398,8 @@ __global__ void __launch_bounds__(kMaxThreads) rows_mma_kernel(const Params p) {
     if (k0 >= ke) break;
   }
 
-  // c0, c1: row g, columns 2q, 2q + 1; c2, c3: row g + 8.
 #pragma unroll
-  for (int t = 0; t < MT; ++t) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int64_t n = n0 + g + 8 * (i / 2);
-      const int64_t m = m0 + t * 8 + 2 * q + (i & 1);
-      if (n < p.N && m < p.M) write_result(p, m, n, acc[t][i]);
-    }
-  }
+  for (int t = 0; t < MT; ++t) write_fragment(p, n0, m0 + 8 * t, acc[t]);
 }
 
 }  // namespace lowbit::cuda::gemm

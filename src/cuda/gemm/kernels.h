@@ -17,8 +17,7 @@ struct KernelInfo {
   size_t smem = 0;               // dynamic shared memory bytes
   int chunk = 0;                 // columns of K per chunk: 4 spans of E
   int step = 0;                  // columns of K per main-loop pass
-  bool post_scale = false;
-  bool direct_a = false;  // reads A from global memory (see Params::A)
+  bool direct_a = false;         // reads A from global memory (see Params::A)
   // Tile kernels fix these (rows kernels take them from their config).
   int threads = 0;  // per block
   int m_tile = 0;   // rows of M per block

@@ -106,8 +106,8 @@ KernelInfo pick_rows_kernel(const WeightFormat& f, bool bf16, int mt) {
   return generic_kernel(f.type, bf16, mt);
 }
 
-// The fields of Params every layout shares: A, out, bias, the format's rule
-// and its integer-code constants.
+// The fields of Params every layout shares: A, out, bias, the packed codes,
+// the format's rule and its integer-code constants.
 void fill_common(Params& p, const MatmulArgs& a) {
   const PackedWeightRef& w = a.weight;
   const WeightFormat& f = w.format;
@@ -117,6 +117,7 @@ void fill_common(Params& p, const MatmulArgs& a) {
   p.A = static_cast<const uint16_t*>(a.A.data);
   p.lda = p.K;
   p.perm = w.perm.present() ? w.perm.ptr<const int32_t>() : nullptr;
+  p.qweight = w.qweight.ptr<const uint8_t>();
   p.a_vec = !p.perm && p.K % 8 == 0 && aligned16(a.A.data);
   p.bits = core::weight_bits(f.type);
   p.bias = f.with_bias ? w.bias.ptr<const float>() : nullptr;
@@ -180,7 +181,6 @@ Plan make_rows_plan(const MatmulArgs& a, int config) {
   Plan plan;
   Params& p = plan.p;
   fill_common(p, a);
-  p.qweight = w.qweight.ptr<const uint8_t>();
   p.row_bytes = w.qweight.size(1);
   p.scale = f.with_scaling ? w.scale.ptr<const float>() : nullptr;
   const bool qzeros = f.with_zeros && f.zeros_mode == ZerosMode::quantized;
@@ -214,7 +214,6 @@ Plan make_tiles_plan(const MatmulArgs& a, int config) {
   Params& p = plan.p;
   fill_common(p, a);
   p.xor_word = 0;  // intN codes are stored in offset binary (core::tile_code)
-  p.qweight = w.qweight.ptr<const uint8_t>();
   p.k_tiles = core::tiles_k_tiles(f.K, p.bits);
   p.np = core::tiles_padded_rows(f.N);
   if (f.with_scaling) {

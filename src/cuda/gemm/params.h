@@ -7,8 +7,9 @@
 namespace lowbit::cuda::gemm {
 
 enum class OutKind : uint8_t { f32, f16, bf16 };
-// The dtype of the tiles layout's scales (kept as given).
+// The dtype of the tiles layout's scales (kept as given), and its bytes.
 enum class ScaleKind : uint8_t { f32, f16, bf16 };
+constexpr int scale_bytes(ScaleKind k) { return k == ScaleKind::f32 ? 4 : 2; }
 
 struct Params {
   // A [M, K] fp16/bf16 bits, rows lda apart; perm i32 [K] (A's column of

@@ -40,7 +40,6 @@ KernelInfo tiles_instance() {
   k.smem = S::kBytes;
   k.chunk = S::kKS;
   k.step = S::kKS;
-  k.post_scale = true;
   k.threads = S::kThreads;
   k.m_tile = S::kBM;
   k.n_tile = kShape.warps * kShape.rt * core::kTileRows;

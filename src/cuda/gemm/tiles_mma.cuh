@@ -71,17 +71,24 @@ struct TilesMmaShape {
   static constexpr size_t kBytes = static_cast<size_t>(kStages) * kStageBytes + kTabBytes;
   static_assert(kChunks >= 8, "the swizzle needs rows of at least 8 chunks");
   static_assert(kSteps % 2 == 0, "ldmatrix.x4 feeds two steps");
-  // Cell of (warp, row tile, tile column): a warp's row tiles' tiles of one
-  // column are RT cells apart... laid out [warp][rt][u].
+  // The cell of (warp, row tile, tile column): cells are laid out [warp][rt][u].
   static constexpr int cell(int warp, int rt, int u) { return (warp * RT + rt) * kTPS + u; }
 };
 
-__device__ __forceinline__ float tile_scale(const uint8_t* slab, int row, ScaleKind kind) {
+// A scale of the tiles layout from its bits (a 16-bit kind in the low half).
+__device__ __forceinline__ float scale_value(uint32_t bits, ScaleKind kind) {
   switch (kind) {
-    case ScaleKind::f16: return __half2float(reinterpret_cast<const __half*>(slab)[row]);
-    case ScaleKind::bf16: return __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(slab)[row]);
-    default: return reinterpret_cast<const float*>(slab)[row];
+    case ScaleKind::f16: return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+    case ScaleKind::bf16: return __uint_as_float(bits << 16);
+    default: return __uint_as_float(bits);
   }
+}
+
+// Scale `row` of a slab of 16 (shared memory).
+__device__ __forceinline__ float tile_scale(const uint8_t* slab, int row, ScaleKind kind) {
+  return scale_value(kind == ScaleKind::f32 ? reinterpret_cast<const uint32_t*>(slab)[row]
+                                            : reinterpret_cast<const uint16_t*>(slab)[row],
+                     kind);
 }
 
 // log2 of the tiles of a group (core::tiles_supported: a power of two; 30
@@ -115,7 +122,7 @@ __device__ __forceinline__ TilesCopy<S> tiles_copy(const Params& p, const int64_
                                                    int rows_live, int kt_begin) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   TilesCopy<S> cp;
-  const int sb = p.scale_kind == ScaleKind::f32 ? 4 : 2;  // a slab of 16 scales: sb chunks of 16 bytes
+  const int sb = scale_bytes(p.scale_kind);  // a slab of 16 scales: sb chunks of 16 bytes
   cp.s_stride = p.np * sb;
   cp.z_stride = p.np;
   cp.copy_s = p.tscale != nullptr && lane < sb;
@@ -278,8 +285,7 @@ __global__ void __launch_bounds__(32 * kWarps) tiles_mma_kernel(const Params p) 
   uint8_t* smem = reinterpret_cast<uint8_t*>(smem_raw);
   uint32_t* tab = reinterpret_cast<uint32_t*>(smem + kStages * S::kStageBytes);
 
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = lane >> 2, q = lane & 3;
+  const int warp = threadIdx.x >> 5;
   const int64_t row_tiles = (p.N + core::kTileRows - 1) / core::kTileRows;
   const int64_t nt0 = (static_cast<int64_t>(blockIdx.x) * S::kWarps + warp) * RT;
   int64_t nt[RT];  // past N: loads stay in bounds (the last row tile), no stores
@@ -334,20 +340,11 @@ __global__ void __launch_bounds__(32 * kWarps) tiles_mma_kernel(const Params p) 
   }
   cp_async_wait<0>();  // nothing in flight at exit
 
-  // c0, c1: row g, columns 2q, 2q + 1; c2, c3: row g + 8.
 #pragma unroll
   for (int rt = 0; rt < RT; ++rt) {
     if (nt0 + rt >= row_tiles) break;
-    const int64_t n0 = (nt0 + rt) * core::kTileRows;
 #pragma unroll
-    for (int t = 0; t < MT; ++t) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int64_t n = n0 + g + 8 * (i / 2);
-        const int64_t m = m0 + t * 8 + 2 * q + (i & 1);
-        if (n < p.N && m < p.M) write_result(p, m, n, acc[rt][t][i]);
-      }
-    }
+    for (int t = 0; t < MT; ++t) write_fragment(p, (nt0 + rt) * core::kTileRows, m0 + 8 * t, acc[rt][t]);
   }
 }
 

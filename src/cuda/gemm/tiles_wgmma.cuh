@@ -118,12 +118,12 @@ __global__ void __launch_bounds__(384, 1) tiles_wgmma_kernel(const __grid_consta
 
   setmaxnreg_inc<232>();
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-  const int g = lane >> 2, q = lane & 3;
+  const int g = lane >> 2;
   const int64_t row_tiles = (p.N + core::kTileRows - 1) / core::kTileRows;
   const int64_t nt_own = n_block * (S::kRows / core::kTileRows) + (wg - 1) * 4 + warp;
   const int64_t nt = nt_own < row_tiles ? nt_own : row_tiles - 1;  // past N: loads stay in bounds, no stores
   const uint8_t* wsrc = p.qweight + nt * p.k_tiles * core::kTileBytes + lane * 16;
-  const int sb = p.scale_kind == ScaleKind::f32 ? 4 : 2;
+  const int sb = scale_bytes(p.scale_kind);
   const uint8_t* ssrc = static_cast<const uint8_t*>(p.tscale) + (nt * core::kTileRows + g) * sb;
   const uint8_t* zsrc = p.zcodes + nt * core::kTileRows + g;
   const int shift = tile_group_shift(p, S::kKT);
@@ -153,13 +153,6 @@ __global__ void __launch_bounds__(384, 1) tiles_wgmma_kernel(const __grid_consta
       }
     }
   };
-  auto scale_of = [&](uint32_t bits) {
-    switch (p.scale_kind) {
-      case ScaleKind::f16: return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
-      case ScaleKind::bf16: return __uint_as_float(bits << 16);
-      default: return __uint_as_float(bits);
-    }
-  };
 
   float acc[BN / 2];
 #pragma unroll
@@ -184,7 +177,8 @@ __global__ void __launch_bounds__(384, 1) tiles_wgmma_kernel(const __grid_consta
 #pragma unroll
           for (int r = 0; r < 2; ++r) ctx[r] = Dec::ctx(p, 1.0f, int_code_value(zring[d][u][r], p));
         }
-        const uint32_t s2[2] = {splat2<T>(scale_of(sring[d][u][0])), splat2<T>(scale_of(sring[d][u][1]))};
+        const uint32_t s2[2] = {splat2<T>(scale_value(sring[d][u][0], p.scale_kind)),
+                                splat2<T>(scale_value(sring[d][u][1], p.scale_kind))};
 #pragma unroll
         for (int j = 0; j < S::kKT / 16; ++j) {
 #pragma unroll
@@ -220,16 +214,9 @@ __global__ void __launch_bounds__(384, 1) tiles_wgmma_kernel(const __grid_consta
   }
   if (nt_own >= row_tiles) return;
   const int64_t n0 = nt_own * core::kTileRows;
-  // acc[4i + e]: row g + 8·(e / 2), column 8i + 2q + (e % 2) of the warp's 16 x BN.
+  // acc[4i .. 4i + 3]: the warp's 16 rows x columns 8i .. 8i + 7.
 #pragma unroll
-  for (int i = 0; i < BN / 8; ++i) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int64_t n = n0 + g + 8 * (e / 2);
-      const int64_t m = m0 + 8 * i + 2 * q + (e & 1);
-      if (n < p.N && m < p.M) write_result(p, m, n, acc[4 * i + e]);
-    }
-  }
+  for (int i = 0; i < BN / 8; ++i) write_fragment(p, n0, m0 + 8 * i, acc + 4 * i);
 #endif
 }
 

@@ -24,7 +24,6 @@ KernelInfo wgmma_instance() {
   k.smem = S::kBytes;
   k.chunk = S::kKS;
   k.step = S::kKS;
-  k.post_scale = false;
   k.threads = S::kThreads;
   k.m_tile = BN;
   k.n_tile = S::kRows;
