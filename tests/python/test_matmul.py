@@ -79,10 +79,6 @@ class Dev:
             return x.astype(F64)
         return x
 
-    def forward(self, fn, *args, **kwargs):
-        """fn(...): every matmul entry point runs on both devices."""
-        return fn(*args, **kwargs)
-
 
 @pytest.fixture(params=["cpu", "cuda"])
 def dev(request):
@@ -300,7 +296,7 @@ def test_matmul_matches_reference(dev, case):
     np.testing.assert_array_equal(dev.numpy(lowbit.dequantize_weight(W)), in_a_order(wt.w, wt.perm).astype(F64))
 
     a = rounded(rng.uniform(-1, 1, size=(c.M, c.K)).astype(F32), c.a_dtype)
-    out = dev.forward(mm, dev.array(a, c.a_dtype), W)
+    out = mm(dev.array(a, c.a_dtype), W)
     assert dev.numpy(out).shape == (c.M, c.N)
     a_cols = a if wt.perm is None else a[:, wt.perm]  # packed column j multiplies A[:, perm[j]]
     want, mag = matmul_reference(a_cols, wt.w, wt.bias)
@@ -550,7 +546,7 @@ def test_import_gptq(dev, bits, group, v2, act_order):
     W = mm.transform_weight(qw)
     np.testing.assert_array_equal(dev.numpy(lowbit.dequantize_weight(W)), w_ref.astype(F64))
     a = rounded(rng.uniform(-1, 1, size=(3, K)).astype(F32), "bfloat16")
-    out = dev.forward(mm, dev.array(a, "bfloat16"), W)
+    out = mm(dev.array(a, "bfloat16"), W)
     want, mag = matmul_reference(a, w_ref, bias)
     assert_close(dev.numpy(out), want, mag, K, "float16", "bfloat16", dev.name)
 
@@ -599,7 +595,7 @@ def test_import_awq(dev):
     W = mm.transform_weight(qw)
     np.testing.assert_array_equal(dev.numpy(lowbit.dequantize_weight(W)), w_ref.astype(F64))
     a = rounded(rng.uniform(-1, 1, size=(16, K)).astype(F32), "float16")
-    out = dev.forward(mm, dev.array(a, "float16"), W)
+    out = mm(dev.array(a, "float16"), W)
     want, mag = matmul_reference(a, w_ref, None)
     assert_close(dev.numpy(out), want, mag, K, "float16", "float16", dev.name)
 
@@ -620,7 +616,7 @@ def test_import_bnb_4bit(dev, quant_type, nested):
     W = mm.transform_weight(qw)
     np.testing.assert_array_equal(dev.numpy(lowbit.dequantize_weight(W)), deq)
     a = rounded(rng.uniform(-1, 1, size=(5, K)).astype(F32), "float16")
-    out = dev.forward(mm, dev.array(a, "float16"), W)
+    out = mm(dev.array(a, "float16"), W)
     want, mag = matmul_reference(a, deq.astype(F32), bias)
     assert_close(dev.numpy(out), want, mag, K, "float16", "float16", dev.name)
 
@@ -651,17 +647,17 @@ def test_matmul_4bit(dev, a_dtype, quant_type, nested, bias):
     bias_arr = None if b is None else dev.array(b, a_dtype)
     for shape in [(7, K), (2, 3, K)]:
         a = rounded(rng.uniform(-1, 1, size=shape).astype(F32), a_dtype)
-        out = dev.forward(F.matmul_4bit, dev.array(a, a_dtype), packed.T, quant_state=state, bias=bias_arr)
+        out = F.matmul_4bit(dev.array(a, a_dtype), packed.T, quant_state=state, bias=bias_arr)
         got = dev.numpy(out)
         want, mag = matmul_reference(a, deq, b)
         assert_close(got, want, mag, K, a_dtype, a_dtype, dev.name, f"matmul_4bit {shape}")
     # gemv_4bit: one row, in any leading shape; out= written in place.
     a = rounded(rng.uniform(-1, 1, size=(1, 1, K)).astype(F32), a_dtype)
     want, mag = matmul_reference(a, deq, b)
-    out = dev.forward(lowbit.gemv_4bit, dev.array(a, a_dtype), packed, state, bias_arr)
+    out = lowbit.gemv_4bit(dev.array(a, a_dtype), packed, state, bias_arr)
     assert_close(dev.numpy(out), want, mag, K, a_dtype, a_dtype, dev.name, "gemv_4bit")
     buf = dev.array(np.zeros((1, 1, N), F32), a_dtype)
-    assert dev.forward(F.gemv_4bit, dev.array(a, a_dtype), packed, state, bias_arr, out=buf) is buf
+    assert F.gemv_4bit(dev.array(a, a_dtype), packed, state, bias_arr, out=buf) is buf
     assert_close(dev.numpy(buf), want, mag, K, a_dtype, a_dtype, dev.name, "gemv_4bit out=")
 
 

@@ -47,21 +47,11 @@ void check_rows_layout(const char* op, const PackedWeightRef& w) {
   } else {
     require_optional(op, "weight.zeros", w.zeros, f.with_zeros, "with_zeros", {DType::f32}, {f.N, G});
   }
-  require_optional(op, "weight.bias", w.bias, f.with_bias, "with_bias", {DType::f32}, {f.N});
-  if (w.perm.present()) {
-    core::require_dtype(op, "weight.perm", w.perm, {DType::i32});
-    core::require_shape(op, "weight.perm", w.perm, {f.K});
-    core::require_contiguous(op, "weight.perm", w.perm);
-  }
 }
 
 void check_tiles_layout(const char* op, const PackedWeightRef& w) {
   const WeightFormat& f = w.format;
-  LOWBIT_REQUIRE(core::tiles_supported(f), ErrorCode::invalid_argument, op,
-                 ": the tiles layout takes integer types of 1/2/4/8 bits and 4-bit tables, no zeros or quantized "
-                 "zeros, groups of a power-of-two count of tiles (got ",
-                 weight_type_name(f.type), " group_size ", f.group_size,
-                 f.with_zeros ? core::cat(" zeros ", zeros_mode_name(f.zeros_mode)) : std::string(), ")");
+  require_tiles_format(op, f);
   const int bits = core::weight_bits(f.type);
   const int64_t G = f.groups(), np = core::tiles_padded_rows(f.N);
   core::require_present(op, "weight.qweight", w.qweight);
@@ -80,12 +70,6 @@ void check_tiles_layout(const char* op, const PackedWeightRef& w) {
   }
   require_optional(op, "weight.scale", w.scale, f.with_scaling, "with_scaling", core::kFloatDTypes, {G, np});
   require_optional(op, "weight.zeros", w.zeros, f.with_zeros, "with_zeros", {DType::u8}, {G, np});
-  require_optional(op, "weight.bias", w.bias, f.with_bias, "with_bias", {DType::f32}, {f.N});
-  if (w.perm.present()) {
-    core::require_dtype(op, "weight.perm", w.perm, {DType::i32});
-    core::require_shape(op, "weight.perm", w.perm, {f.K});
-    core::require_contiguous(op, "weight.perm", w.perm);
-  }
 }
 
 // A [..., K] and out [..., N] with the same leading dims.
@@ -114,11 +98,19 @@ void check_packed(const char* op, const PackedWeightRef& w) {
   const WeightFormat& f = w.format;
   check_format(op, f.type, f.N, f.K, f.group_size, f.with_scaling, f.with_zeros, f.zeros_mode);
   switch (f.layout) {
-    case WeightLayout::rows: check_rows_layout(op, w); return;
-    case WeightLayout::tiles: check_tiles_layout(op, w); return;
+    case WeightLayout::rows: check_rows_layout(op, w); break;
+    case WeightLayout::tiles: check_tiles_layout(op, w); break;
+    default:
+      core::fail(ErrorCode::invalid_argument,
+                 core::cat(op, ": weight.layout must be a WeightLayout (got value ", static_cast<int>(f.layout), ")"));
   }
-  core::fail(ErrorCode::invalid_argument,
-             core::cat(op, ": weight.layout must be a WeightLayout (got value ", static_cast<int>(f.layout), ")"));
+  // Both layouts: bias f32 [N]; perm i32 [K].
+  require_optional(op, "weight.bias", w.bias, f.with_bias, "with_bias", {DType::f32}, {f.N});
+  if (w.perm.present()) {
+    core::require_dtype(op, "weight.perm", w.perm, {DType::i32});
+    core::require_shape(op, "weight.perm", w.perm, {f.K});
+    core::require_contiguous(op, "weight.perm", w.perm);
+  }
 }
 
 }  // namespace ops::gemm

@@ -21,6 +21,9 @@ WeightLayout layout_for(Device device, const MatmulConfig& c);
 // The format a config packs into.
 WeightFormat format_of(const MatmulConfig& c, WeightLayout layout);
 
+// The format must be one the tiles layout takes (core::tiles_supported).
+void require_tiles_format(const char* op, const WeightFormat& f);
+
 // A dtype-valued field (of a config) must be one of `allowed`.
 void require_dtype_field(const char* op, const char* name, DType d, std::initializer_list<DType> allowed);
 

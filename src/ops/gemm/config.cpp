@@ -45,11 +45,17 @@ WeightLayout layout_for(Device device, const MatmulConfig& c) {
     // The tile kernels take the common quantized formats; the rest (fp8,
     // f16/bf16 weights, float zeros, groups smaller than a tile) stay `rows`.
     case DeviceType::cuda:
-      return core::tiles_supported(c.W_dtype, c.with_scaling ? c.group_size : -1, c.with_zeros, c.zeros_mode)
-                 ? WeightLayout::tiles
-                 : WeightLayout::rows;
+      return core::tiles_supported(format_of(c, WeightLayout::tiles)) ? WeightLayout::tiles : WeightLayout::rows;
   }
   core::fail(ErrorCode::no_backend, core::cat(kMatmul, ": no weight layout for device ", device.str()));
+}
+
+void require_tiles_format(const char* op, const WeightFormat& f) {
+  LOWBIT_REQUIRE(core::tiles_supported(f), ErrorCode::invalid_argument, op,
+                 ": the tiles layout takes integer types of 1/2/4/8 bits and 4-bit tables, no zeros or quantized "
+                 "zeros, groups of a power-of-two count of tiles (got ",
+                 weight_type_name(f.type), " group_size ", f.group_size,
+                 f.with_zeros ? core::cat(" zeros ", zeros_mode_name(f.zeros_mode)) : std::string(), ")");
 }
 
 WeightFormat format_of(const MatmulConfig& c, WeightLayout layout) {

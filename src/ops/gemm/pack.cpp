@@ -250,11 +250,7 @@ PackedWeight pack_weight(WeightLayout layout, const MatmulConfig& c, const Tenso
   LOWBIT_REQUIRE(layout == WeightLayout::rows || layout == WeightLayout::tiles, ErrorCode::invalid_argument, op,
                  ": no packer for layout value ", static_cast<int>(layout));
   const bool tiles = layout == WeightLayout::tiles;
-  LOWBIT_REQUIRE(!tiles || core::tiles_supported(format_of(c, layout)), ErrorCode::invalid_argument, op,
-                 ": the tiles layout takes integer types of 1/2/4/8 bits and 4-bit tables, no zeros or quantized "
-                 "zeros, groups of a power-of-two count of tiles (got ",
-                 weight_type_name(c.W_dtype), " group_size ", c.group_size,
-                 c.with_zeros ? core::cat(" zeros ", zeros_mode_name(c.zeros_mode)) : std::string(), ")");
+  if (tiles) require_tiles_format(op, format_of(c, layout));
   const std::vector<uint32_t> codes = weight_codes(c, weight);
   PackedWeight w = tiles ? pack_tiles(c, codes) : pack_rows(c, codes);
   if (tiles) {
