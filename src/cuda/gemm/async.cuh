@@ -26,11 +26,12 @@ __device__ __forceinline__ void cp_async_wait() {
 // i % 8 (16 contiguous bytes); lane l receives row l / 4, columns 2(l % 4),
 // 2(l % 4) + 1 of each matrix: for rows of M with contiguous K these are
 // the B fragments (b0, b1) of two m16n8k16 steps.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(row)));
+               : "r"(row));
 }
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) { ldmatrix_x4(r, smem_addr(row)); }
 
 __device__ __forceinline__ uint4 lds128(const void* p) {
   uint4 v;

@@ -14,7 +14,8 @@ namespace lowbit::cuda::gemm {
 struct KernelInfo {
   const void* kernel = nullptr;  // a __global__ taking (Params), or (CUtensorMap, Params) when tma; null: none
   bool tma = false;              // takes A's tensor map first (the wgmma kernel)
-  size_t smem = 0;               // dynamic shared memory bytes
+  bool stream = false;           // the streaming kernel: smem grows with the split (A's rows)
+  size_t smem = 0;               // dynamic shared memory bytes (streaming kernel: without A)
   int chunk = 0;                 // columns of K per chunk: 4 spans of E
   int step = 0;                  // columns of K per main-loop pass
   bool direct_a = false;         // reads A from global memory (see Params::A)
@@ -55,6 +56,25 @@ inline KernelInfo tiles_wgmma_kernel_for(int bits, bool table, bool bf16, int sh
   if (bits == 4) return tiles_wgmma_kernel_b4(bf16, shape);
   if (bits == 8) return tiles_wgmma_kernel_b8(bf16, shape);
   return {};
+}
+// The tiles-layout streaming kernel (tiles_stream.cuh) for small M, per
+// decoder as tiles_mma_kernel_for; shape: an index into stream_instances.cuh's
+// kStreamShapes.
+KernelInfo tiles_stream_kernel_b1(bool bf16, int shape);
+KernelInfo tiles_stream_kernel_b2(bool bf16, int shape);
+KernelInfo tiles_stream_kernel_b4(bool bf16, int shape);
+KernelInfo tiles_stream_kernel_b8(bool bf16, int shape);
+KernelInfo tiles_stream_kernel_table(bool bf16, int shape);
+int stream_num_shapes();
+inline KernelInfo tiles_stream_kernel_for(int bits, bool table, bool bf16, int shape) {
+  if (table) return tiles_stream_kernel_table(bf16, shape);
+  switch (bits) {
+    case 1: return tiles_stream_kernel_b1(bf16, shape);
+    case 2: return tiles_stream_kernel_b2(bf16, shape);
+    case 4: return tiles_stream_kernel_b4(bf16, shape);
+    case 8: return tiles_stream_kernel_b8(bf16, shape);
+    default: return {};
+  }
 }
 // Any weight type.
 KernelInfo generic_kernel(WeightType type, bool bf16, int mt);

@@ -33,10 +33,11 @@ struct RowsConfig {
 };
 constexpr RowsConfig kRowsConfigs[] = {{1, 4}, {1, 8}, {2, 4}, {4, 4}, {4, 8}};
 constexpr int kNumRowsConfigs = static_cast<int>(sizeof(kRowsConfigs) / sizeof(kRowsConfigs[0]));
-// tiles: the mma.sync shapes of tiles_instances.cuh, then the wgmma kernel
-// with 128 and 256 rows of M a block (sm_90a; on other devices, and for bit
-// widths it does not take, those two configs run the mma.sync shape 3).
-int tiles_num_configs() { return tiles_num_shapes() + 2; }
+// tiles: the mma.sync shapes of tiles_instances.cuh, then the wgmma shapes of
+// wgmma_instances.cuh (sm_90a; on other devices, and for bit widths it does
+// not take, they run the mma.sync shape 3), then the streaming shapes of
+// stream_instances.cuh.
+int tiles_num_configs() { return tiles_num_shapes() + wgmma_num_shapes() + stream_num_shapes(); }
 int num_configs() { return std::max(kNumRowsConfigs, tiles_num_configs()); }
 
 // The rows heuristic, from the prepared M:
@@ -50,10 +51,10 @@ int rows_heuristic(int64_t m) {
   return 4;
 }
 // tiles: indices into the mma.sync shapes (kTilesShapes), then the wgmma
-// shapes (kWgmmaShapes) after them. Measured on an H100 (BENCHMARKS.md,
-// 2026-11-24, int4 and nf4 g128 over 4096² .. 28672x8192):
-// - M <= 16: the 3-stage shapes, 3 blocks an SM (M = 1: 2.94x cuBLAS at
-//   28672x8192 against 2.81x with 4 stages and 2 blocks);
+// shapes (kWgmmaShapes), then the streaming shapes (kStreamShapes). Measured
+// on an H100 (BENCHMARKS.md, 2026-11-24, int4 and nf4 g128 over 4096² ..
+// 28672x8192):
+// - M <= 8, M <= 16: the streaming kernel with M tiles of 8 and 16;
 // - M <= 32: the mma.sync M tile of 32;
 // - M <= 64: wgmma with 64 rows of M (1.41x against the mma.sync tile of 64's 0.80x);
 // - M <= 128: wgmma, 128 x 128 stages (1.14-1.34x; 128 x 64: 1.08-1.27x);
@@ -61,8 +62,9 @@ int rows_heuristic(int64_t m) {
 // Without wgmma (not sm_90a, or 1- and 2-bit codes) the mma.sync tile of 64.
 int tiles_heuristic(int64_t m, bool wgmma) {
   const int shapes = tiles_num_shapes();
-  if (m <= 8) return 4;
-  if (m <= 16) return 5;
+  const int stream = shapes + wgmma_num_shapes();
+  if (m <= 8) return stream;
+  if (m <= 16) return stream + 1;
   if (m <= 32) return 2;
   if (!wgmma) return 3;
   if (m <= 64) return shapes + 2;
@@ -204,6 +206,42 @@ Plan make_rows_plan(const MatmulArgs& a, int config) {
   return plan;
 }
 
+// The streaming kernel's shared memory at most (its activations' rows for a
+// split): two blocks an SM on an H100 (227 KB), the occupancy its registers
+// allow.
+constexpr size_t kStreamSmem = 110 * 1024;
+
+// Whether the streaming kernel can address the format's scales and zero
+// codes (32-bit offsets).
+bool stream_fits(const Params& p, const WeightFormat& f) {
+  return static_cast<int64_t>(f.groups()) * p.np * 4 < (int64_t{1} << 31);
+}
+
+// The streaming kernel's K splits: ranges of whole tiles whose activations
+// (the block's rows of M) fit in kStreamSmem, and at least as many as fill
+// one wave of blocks; the plan's shared memory is then the table's plus
+// those rows.
+void stream_splits(Plan& plan, int64_t blocks_n) {
+  Params& p = plan.p;
+  const int64_t blocks_m = ceil_div(p.M, int64_t{plan.k.m_tile});
+  LOWBIT_REQUIRE(blocks_m <= 65535, ErrorCode::invalid_argument, op, ": M = ", p.M,
+                 " needs more than 65535 M tiles on cuda (M tile ", plan.k.m_tile, ")");
+  const int64_t rows = std::min<int64_t>(p.M, plan.k.m_tile);
+  const size_t fixed = plan.k.smem;
+  KernelInfo most = plan.k;
+  most.smem = kStreamSmem;
+  prepare(most, op);
+  const int64_t tile = plan.k.step;
+  const int64_t k_tiles = ceil_div(p.K, tile);
+  const int64_t max_tiles = std::max<int64_t>(1, static_cast<int64_t>((kStreamSmem - fixed) / (rows * 2)) / 64 * 64 / tile);
+  const int64_t wave = int64_t{sm_count(op)} * std::max(1, blocks_per_sm(plan.k.kernel, plan.k.threads, kStreamSmem, op));
+  const int64_t splits = std::min(k_tiles, std::max(ceil_div(k_tiles, max_tiles), wave / (blocks_n * blocks_m)));
+  set_splits(plan, std::max<int64_t>(1, splits));
+  const int64_t cols = ceil_div(p.k_split, int64_t{64}) * 64;
+  plan.k.smem = fixed + static_cast<size_t>(rows * cols * 2);
+  plan.grid = dim3(static_cast<unsigned>(blocks_n), static_cast<unsigned>(blocks_m), static_cast<unsigned>(p.splits));
+}
+
 // Whether the wgmma kernel serves the format here: Hopper, 4- or 8-bit codes.
 bool wgmma_serves(int bits) { return (bits == 4 || bits == 8) && device_is_sm90(op); }
 
@@ -228,16 +266,22 @@ Plan make_tiles_plan(const MatmulArgs& a, int config) {
   const bool bf16 = a.A.dtype == DType::bf16;
   const int64_t m = a.prepared_m > 0 ? a.prepared_m : p.M;
   const int shapes = tiles_num_shapes();
+  const int stream0 = shapes + wgmma_num_shapes();
   int index = config >= 0 ? config % tiles_num_configs() : tiles_heuristic(m, wgmma_serves(p.bits));
-  if (index >= shapes && !wgmma_serves(p.bits)) index = 3;
-  const bool wgmma = index >= shapes;
-  plan.k = wgmma ? tiles_wgmma_kernel_for(p.bits, table, bf16, index - shapes)
-                 : tiles_mma_kernel_for(p.bits, table, bf16, index);
+  if (index >= shapes && index < stream0 && !wgmma_serves(p.bits)) index = 3;
+  // The streaming kernel addresses a group's scales in 32 bits.
+  if (index >= stream0 && !stream_fits(p, f)) index = 4;
+  const bool wgmma = index >= shapes && index < stream0;
+  plan.k = index >= stream0 ? tiles_stream_kernel_for(p.bits, table, bf16, index - stream0)
+           : wgmma          ? tiles_wgmma_kernel_for(p.bits, table, bf16, index - shapes)
+                            : tiles_mma_kernel_for(p.bits, table, bf16, index);
   LOWBIT_REQUIRE(plan.k.kernel != nullptr, ErrorCode::internal, op, ": no tiles kernel instance for ",
                  weight_type_name(f.type), " config ", index);
-  prepare(plan.k, op);
   const int64_t blocks_n = ceil_div(p.N, int64_t{plan.k.n_tile});
-  if (wgmma) {
+  if (plan.k.stream) {
+    stream_splits(plan, blocks_n);
+  } else if (wgmma) {
+    prepare(plan.k, op);
     // One block an SM: split K only to fill one wave (partial sums of large
     // M cost more than the idle SMs they would fill).
     const int64_t blocks = blocks_n * ceil_div(p.M, int64_t{plan.k.m_tile});
@@ -247,6 +291,7 @@ Plan make_tiles_plan(const MatmulArgs& a, int config) {
                    " need too many blocks on cuda");
     plan.grid = dim3(static_cast<unsigned>(blocks), 1, static_cast<unsigned>(p.splits));
   } else {
+    prepare(plan.k, op);
     // 2 stages a split at least.
     split_k(plan, blocks_n, plan.k.m_tile, plan.k.threads, 2);
   }

@@ -1,0 +1,48 @@
+// KernelInfo of the tiles-layout streaming kernel's instances (used by the
+// kernels_stream_*.cu, one translation unit per decoder).
+#pragma once
+
+#include <utility>
+
+#include "cuda/gemm/kernels.h"
+#include "cuda/gemm/tiles_instances.cuh"
+#include "cuda/gemm/tiles_stream.cuh"
+
+namespace lowbit::cuda::gemm {
+
+// The kernel's configs {mt, rt, warps, depth} (StreamShape): M tiles of 8
+// and 16, the heuristic's choice for M <= 8 and M <= 16 (matmul.cu).
+inline constexpr StreamShape kStreamShapes[] = {{1, 2, 8, 4}, {2, 2, 8, 4}};
+inline constexpr int kNumStreamShapes = static_cast<int>(sizeof(kStreamShapes) / sizeof(kStreamShapes[0]));
+
+template <class Dec, class T, StreamShape kShape>
+KernelInfo stream_instance() {
+  using S = TilesStreamShape<Dec, kShape.mt, kShape.rt, kShape.warps, kShape.depth>;
+  KernelInfo k;
+  k.kernel = reinterpret_cast<const void*>(
+      tiles_stream_kernel<Dec, T, kShape.mt, kShape.rt, kShape.warps, kShape.depth>);
+  k.stream = true;
+  k.smem = S::kTabBytes;  // + A's rows for the split (the plan's)
+  k.chunk = S::kKT;
+  k.step = S::kKT;
+  k.threads = S::kThreads;
+  k.m_tile = S::kBM;
+  k.n_tile = kShape.warps * kShape.rt * core::kTileRows;
+  return k;
+}
+
+template <template <class> class DecOf, class T, int... I>
+KernelInfo stream_instance_index(int index, std::integer_sequence<int, I...>) {
+  KernelInfo k;
+  ((index == I ? (k = stream_instance<DecOf<T>, T, kStreamShapes[I]>(), 0) : 0), ...);
+  return k;
+}
+
+// The instance of shape `index` (kStreamShapes) for fp16 or bf16 activations.
+template <template <class> class DecOf>
+KernelInfo stream_instance_at(bool bf16, int index) {
+  using Seq = std::make_integer_sequence<int, kNumStreamShapes>;
+  return bf16 ? stream_instance_index<DecOf, BF16>(index, Seq{}) : stream_instance_index<DecOf, F16>(index, Seq{});
+}
+
+}  // namespace lowbit::cuda::gemm
