@@ -14,8 +14,9 @@ namespace lowbit::cuda::gemm {
 struct KernelInfo {
   const void* kernel = nullptr;  // a __global__ taking (Params), or (CUtensorMap, Params) when tma; null: none
   bool tma = false;              // takes A's tensor map first (the wgmma kernel)
-  bool stream = false;           // the streaming kernel: smem grows with the split (A's rows)
-  size_t smem = 0;               // dynamic shared memory bytes (streaming kernel: without A)
+  bool stream = false;           // the streaming kernels: smem grows with the split (A's rows)
+  int blocks = 0;                // streaming kernels: blocks an SM they are sized for
+  size_t smem = 0;               // dynamic shared memory bytes (streaming kernels: without A)
   int chunk = 0;                 // columns of K per chunk: 4 spans of E
   int step = 0;                  // columns of K per main-loop pass
   bool direct_a = false;         // reads A from global memory (see Params::A)
@@ -102,8 +103,9 @@ inline KernelInfo tiles_mma_kernel_for(int bits, bool table, bool bf16, int shap
 // for the direct-A kernels, in the workspace.
 void gather_a_launch(const Params& p, uint16_t* a, int64_t lda, int blocks, cudaStream_t stream);
 
-// out = Σ_split partial (+ bias) over `blocks` blocks of 256 threads (reduce.cu).
-void reduce_splits_launch(const Params& p, int blocks, cudaStream_t stream);
+// out = Σ_split partial (+ bias) over `blocks` blocks of 256 threads
+// (side_kernels.cu); early (sm_90): a programmatic dependent launch.
+void reduce_splits_launch(const Params& p, int blocks, cudaStream_t stream, bool early);
 
 // Makes the instance usable with its shared memory (once per device).
 void prepare(const KernelInfo& k, const char* op);

@@ -54,7 +54,9 @@ int rows_heuristic(int64_t m) {
 // shapes (kWgmmaShapes), then the streaming shapes (kStreamShapes). Measured
 // on an H100 (BENCHMARKS.md, 2026-11-24, int4 and nf4 g128 over 4096² ..
 // 28672x8192):
-// - M <= 8, M <= 16: the streaming kernel with M tiles of 8 and 16;
+// - M <= 8, M <= 16: the streaming kernel with M tiles of 8 and 16 (M = 1:
+//   2.53x against the cp.async mma.sync kernel's 2.11x; make_tiles_plan may
+//   take its 16-warp shape at M <= 16);
 // - M <= 32: the mma.sync M tile of 32;
 // - M <= 64: wgmma with 64 rows of M (1.41x against the mma.sync tile of 64's 0.80x);
 // - M <= 128: wgmma, 128 x 128 stages (1.14-1.34x; 128 x 64: 1.08-1.27x);
@@ -206,22 +208,18 @@ Plan make_rows_plan(const MatmulArgs& a, int config) {
   return plan;
 }
 
-// The streaming kernel's shared memory at most (its activations' rows for a
-// split): two blocks an SM on an H100 (227 KB), the occupancy its registers
-// allow.
-constexpr size_t kStreamSmem = 110 * 1024;
-
-// Whether the streaming kernel can address the format's scales and zero
+// Whether the streaming kernels can address the format's scales and zero
 // codes (32-bit offsets).
 bool stream_fits(const Params& p, const WeightFormat& f) {
   return static_cast<int64_t>(f.groups()) * p.np * 4 < (int64_t{1} << 31);
 }
 
-// The streaming kernel's K splits: ranges of whole tiles whose activations
-// (the block's rows of M) fit in kStreamSmem, and at least as many as fill
-// one wave of blocks; the plan's shared memory is then the table's plus
-// those rows.
-void stream_splits(Plan& plan, int64_t blocks_n) {
+// The streaming kernels' K splits: ranges of whole tiles whose activations
+// (the block's rows of M) fit in the shared memory aimed at, and at least as
+// many as fill one wave of blocks; the plan's shared memory is then the
+// kernel's own plus those rows. False when the splits the shared memory
+// forces make more than one wave.
+bool stream_splits(Plan& plan, int64_t blocks_n) {
   Params& p = plan.p;
   const int64_t blocks_m = ceil_div(p.M, int64_t{plan.k.m_tile});
   LOWBIT_REQUIRE(blocks_m <= 65535, ErrorCode::invalid_argument, op, ": M = ", p.M,
@@ -229,17 +227,25 @@ void stream_splits(Plan& plan, int64_t blocks_n) {
   const int64_t rows = std::min<int64_t>(p.M, plan.k.m_tile);
   const size_t fixed = plan.k.smem;
   KernelInfo most = plan.k;
-  most.smem = kStreamSmem;
+  most.smem = static_cast<size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, op));
   prepare(most, op);
   const int64_t tile = plan.k.step;
   const int64_t k_tiles = ceil_div(p.K, tile);
-  const int64_t max_tiles = std::max<int64_t>(1, static_cast<int64_t>((kStreamSmem - fixed) / (rows * 2)) / 64 * 64 / tile);
-  const int64_t wave = int64_t{sm_count(op)} * std::max(1, blocks_per_sm(plan.k.kernel, plan.k.threads, kStreamSmem, op));
+  // The shared memory a block aimed at: the SM's shared by the blocks an SM
+  // the kernel is sized for (1 KB each reserved); the split's activations get
+  // what the table and the weight ring leave, 64 columns at least.
+  const size_t budget =
+      static_cast<size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor, op)) / plan.k.blocks - 1024;
+  const int64_t avail = budget > fixed ? static_cast<int64_t>(budget - fixed) : 0;
+  const int64_t max_tiles = std::max<int64_t>(1, std::max<int64_t>(64, avail / (rows * 2) / 64 * 64) / tile);
+  const int64_t wave = int64_t{sm_count(op)} * std::max(1, blocks_per_sm(plan.k.kernel, plan.k.threads, budget, op));
+  // (Splits filling 1/2, 1/4, 3/2 or 2 waves measured 5-35 % slower at M = 1.)
   const int64_t splits = std::min(k_tiles, std::max(ceil_div(k_tiles, max_tiles), wave / (blocks_n * blocks_m)));
   set_splits(plan, std::max<int64_t>(1, splits));
   const int64_t cols = ceil_div(p.k_split, int64_t{64}) * 64;
   plan.k.smem = fixed + static_cast<size_t>(rows * cols * 2);
   plan.grid = dim3(static_cast<unsigned>(blocks_n), static_cast<unsigned>(blocks_m), static_cast<unsigned>(p.splits));
+  return blocks_n * blocks_m * p.splits <= wave;
 }
 
 // Whether the wgmma kernel serves the format here: Hopper, 4- or 8-bit codes.
@@ -279,7 +285,14 @@ Plan make_tiles_plan(const MatmulArgs& a, int config) {
                  weight_type_name(f.type), " config ", index);
   const int64_t blocks_n = ceil_div(p.N, int64_t{plan.k.n_tile});
   if (plan.k.stream) {
-    stream_splits(plan, blocks_n);
+    // M tile 16: when the activations' shared memory, not the GPU's fill,
+    // sets the splits past one wave, the shape with one block of 16 warps
+    // an SM (twice the shared memory a block; on an H100 at 28672x8192
+    // int4 M = 16: 71.9 -> 59.3 us, uint4 + zeros 91.4 -> 70.4 us).
+    if (!stream_splits(plan, blocks_n) && config < 0 && index == stream0 + 1) {
+      plan.k = tiles_stream_kernel_for(p.bits, table, bf16, 2);
+      stream_splits(plan, ceil_div(p.N, int64_t{plan.k.n_tile}));
+    }
   } else if (wgmma) {
     prepare(plan.k, op);
     // One block an SM: split K only to fill one wave (partial sums of large
@@ -351,7 +364,7 @@ void matmul(const MatmulArgs& a, void* workspace, Stream stream) {
     return static_cast<int>(
         std::max<int64_t>(1, std::min<int64_t>(ceil_div(total, int64_t{256}), int64_t{8} * sm_count(gemm::op))));
   };
-  if (p.splits > 1) p.partial = static_cast<float*>(workspace);
+  if (plan.partial_bytes > 0) p.partial = static_cast<float*>(workspace);
   if (plan.a_lda) {
     auto* a_copy = reinterpret_cast<uint16_t*>(static_cast<char*>(workspace) + plan.partial_bytes);
     gemm::gather_a_launch(p, a_copy, plan.a_lda, blocks_for(p.M * plan.a_lda), s);
@@ -370,7 +383,7 @@ void matmul(const MatmulArgs& a, void* workspace, Stream stream) {
   check(cudaLaunchKernel(plan.k.kernel, plan.grid, dim3(plan.k.threads), plan.k.tma ? args_tma : args_plain,
                          plan.k.smem, s),
         gemm::op, "launch of the matmul kernel");
-  if (p.splits > 1) gemm::reduce_splits_launch(p, blocks_for(p.M * p.N), s);
+  if (p.splits > 1) gemm::reduce_splits_launch(p, blocks_for(p.M * p.N), s, device_is_sm90(gemm::op));
 }
 
 }  // namespace lowbit::cuda

@@ -10,6 +10,11 @@ namespace {
 // out[m, n] = Σ_split partial[split, m, n] (+ bias[n]), in split order:
 // the result does not depend on which split finished first.
 __global__ void reduce_splits(const Params p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched early (programmatic dependent launch): wait for the matmul
+  // kernel's grid to finish and its partial sums to be visible.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
   const int64_t total = p.M * p.N;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -48,9 +53,25 @@ void gather_a_launch(const Params& p, uint16_t* a, int64_t lda, int blocks, cuda
   check_launch(MatmulArgs::kName, "gather_a");
 }
 
-void reduce_splits_launch(const Params& p, int blocks, cudaStream_t stream) {
-  reduce_splits<<<blocks, 256, 0, stream>>>(p);
-  check_launch(MatmulArgs::kName, "reduce_splits");
+void reduce_splits_launch(const Params& p, int blocks, cudaStream_t stream, bool early) {
+  if (!early) {
+    reduce_splits<<<blocks, 256, 0, stream>>>(p);
+    check_launch(MatmulArgs::kName, "reduce_splits");
+    return;
+  }
+  // Programmatic dependent launch (sm_90): the reduce kernel is launched
+  // while the matmul kernel runs and waits for it in griddepcontrol.wait,
+  // so the launch latency is not paid after the matmul kernel ends.
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(256);
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  check(cudaLaunchKernelEx(&config, reduce_splits, p), MatmulArgs::kName, "launch of reduce_splits");
 }
 
 }  // namespace lowbit::cuda::gemm

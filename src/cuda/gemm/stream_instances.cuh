@@ -10,9 +10,12 @@
 
 namespace lowbit::cuda::gemm {
 
-// The kernel's configs {mt, rt, warps, depth} (StreamShape): M tiles of 8
-// and 16, the heuristic's choice for M <= 8 and M <= 16 (matmul.cu).
-inline constexpr StreamShape kStreamShapes[] = {{1, 2, 8, 4}, {2, 2, 8, 4}};
+// The kernel's configs {mt, rt, warps, depth, blocks} (StreamShape): M
+// tiles of 8 and 16 with 8 warps a block and 2 blocks an SM, and M tile 16
+// with 16 warps and one block an SM (more of the SM's shared memory for the
+// activations: fewer K splits when they, not the GPU's fill, set the count).
+// The heuristic's choices for M <= 8 and M <= 16 (matmul.cu).
+inline constexpr StreamShape kStreamShapes[] = {{1, 2, 8, 4, 2}, {2, 2, 8, 4, 2}, {2, 2, 16, 4, 1}};
 inline constexpr int kNumStreamShapes = static_cast<int>(sizeof(kStreamShapes) / sizeof(kStreamShapes[0]));
 
 template <class Dec, class T, StreamShape kShape>
@@ -20,11 +23,11 @@ KernelInfo stream_instance() {
   using S = TilesStreamShape<Dec, kShape.mt, kShape.rt, kShape.warps, kShape.depth>;
   KernelInfo k;
   k.kernel = reinterpret_cast<const void*>(
-      tiles_stream_kernel<Dec, T, kShape.mt, kShape.rt, kShape.warps, kShape.depth>);
+      tiles_stream_kernel<Dec, T, kShape.mt, kShape.rt, kShape.warps, kShape.depth, kShape.blocks>);
   k.stream = true;
+  k.blocks = kShape.blocks;
   k.smem = S::kTabBytes;  // + A's rows for the split (the plan's)
-  k.chunk = S::kKT;
-  k.step = S::kKT;
+  k.chunk = k.step = S::kKT;
   k.threads = S::kThreads;
   k.m_tile = S::kBM;
   k.n_tile = kShape.warps * kShape.rt * core::kTileRows;

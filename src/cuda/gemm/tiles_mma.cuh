@@ -75,13 +75,12 @@ struct TilesMmaShape {
   static constexpr int cell(int warp, int rt, int u) { return (warp * RT + rt) * kTPS + u; }
 };
 
-// A scale of the tiles layout from its bits (a 16-bit kind in the low half).
+// A scale of the tiles layout from its bits (a 16-bit kind in the low half;
+// the bits above it are ignored), without a branch.
 __device__ __forceinline__ float scale_value(uint32_t bits, ScaleKind kind) {
-  switch (kind) {
-    case ScaleKind::f16: return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
-    case ScaleKind::bf16: return __uint_as_float(bits << 16);
-    default: return __uint_as_float(bits);
-  }
+  const float h = __half2float(__ushort_as_half(static_cast<unsigned short>(bits & 0xffffu)));
+  const float f = __uint_as_float(kind == ScaleKind::bf16 ? bits << 16 : bits);
+  return kind == ScaleKind::f16 ? h : f;
 }
 
 // Scale `row` of a slab of 16 (shared memory).

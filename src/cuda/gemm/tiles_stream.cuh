@@ -26,8 +26,13 @@
 // of M; one ldmatrix.x4 of A serves two steps of all RT row tiles. Each
 // group's sums are scaled once, in fp32, at the group's last tile; its scales
 // (and zero codes) are loaded with the tile's weights, kDepth tiles ahead.
-// (The cp.async kernel of tiles_mma.cuh spent ~126 instructions a tile on an
-// H100, issue-bound at 0.5-0.7 of the memory floor; this loop is ~50.)
+// On an H100 (ncu, int4 g128, 8192x8192, M = 1) this runs ~85 instructions
+// a tile, against ~126 in the cp.async kernel of tiles_mma.cuh, and is
+// limited by the latency of each warp's chain (long-scoreboard and
+// fixed-latency stalls), not by DRAM; more warps an SM, a deeper prefetch
+// or a shared-memory ring measured no faster (BENCHMARKS.md). With K split,
+// the warp lets the reduction kernel launch (programmatic dependent launch)
+// before writing its partial sums.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +47,14 @@
 
 namespace lowbit::cuda::gemm {
 
+// Lets the next kernel in the stream (the split-K reduction, launched as a
+// programmatic dependent) start launching now; it waits for this grid.
+__device__ __forceinline__ void launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 // 16 bytes from global memory, read once: not kept in L1.
 __device__ __forceinline__ uint4 ldg_stream(const void* p) {
   uint4 v;
@@ -52,9 +65,10 @@ __device__ __forceinline__ uint4 ldg_stream(const void* p) {
 }
 
 // A config of the kernel: MT n8 tiles of M, RT row tiles a warp, warps a
-// block, tiles of weight prefetched per row tile.
+// block, tiles prefetched a row tile, and the blocks an SM its registers
+// (launch bounds) and shared memory (the host's split) are sized for.
 struct StreamShape {
-  int mt, rt, warps, depth;
+  int mt, rt, warps, depth, blocks;
 };
 
 template <class Dec, int MT_, int RT_, int kWarps_, int kDepth_>
@@ -69,11 +83,6 @@ struct TilesStreamShape {
   static constexpr int kRowAlign = 64;
   static_assert(kDepth * kKT % 64 == 0, "a ring pass spans whole swizzle groups of A");
   static_assert(kSteps % 2 == 0, "ldmatrix.x4 feeds two steps");
-  // The shared memory of a split of k_split columns with `rows` rows of M present.
-  static constexpr size_t bytes(int64_t k_split, int64_t rows) {
-    return kTabBytes +
-           static_cast<size_t>(rows) * static_cast<size_t>((k_split + kRowAlign - 1) / kRowAlign) * kRowAlign * 2;
-  }
 };
 
 // The raw bits of a scale (a 16-bit kind in the low half).
@@ -82,8 +91,105 @@ __device__ __forceinline__ uint32_t load_scale_bits(const uint8_t* p, ScaleKind 
                                 : static_cast<uint32_t>(__ldg(reinterpret_cast<const unsigned short*>(p)));
 }
 
-template <class Dec, class T, int MT_, int RT_, int kWarps, int kDepth>
-__global__ void __launch_bounds__(32 * kWarps, 2) tiles_stream_kernel(const Params p) {
+// Stages the block's activations A[m0 .. m0 + rows, kb .. ke) into `sa`
+// (rows of krow halves, chunks swizzled; zeros past ke) and commits them as
+// one cp.async group.
+template <int kThreads>
+__device__ __forceinline__ void stream_stage_a(uint8_t* sa, const Params& p, int64_t m0, int rows, int kb, int ke,
+                                               int krow) {
+  const int chunks_row = krow / 8;
+  const int total = rows * chunks_row;
+  for (int i = threadIdx.x; i < total; i += kThreads) {
+    const int r = i / chunks_row, c = i - r * chunks_row;
+    const int k = kb + c * 8;
+    const bool live = k < ke;
+    cp_async16(sa + (r * krow + ((c ^ (r & 7)) << 3)) * 2, live ? p.A + (m0 + r) * p.lda + k : p.A, live ? 16 : 0);
+  }
+  cp_async_commit();
+}
+
+// This lane's ldmatrix addresses of the staged A: per n8 tile of M, its row
+// (rows past M read the last present row: their products land in output
+// columns never written) at the two swizzled chunk offsets it needs, chunk
+// 8·u + (4·h + lane / 8) of row r being at 8·u + ((4·h + lane / 8) ^ (r % 8)).
+template <int MT>
+__device__ __forceinline__ void stream_a_lanes(uint32_t (&pa)[MT][2], const uint8_t* sa, int rows_live, int krow) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    const int r0 = 8 * mt + (lane & 7);
+    const int r = r0 < rows_live ? r0 : rows_live - 1;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) pa[mt][h] = smem_addr(sa) + r * krow * 2 + ((((4 * h) + (lane >> 3)) ^ (r & 7)) << 4);
+  }
+}
+
+// The mma steps of one tile column: the RT tiles' fragments w (16 bytes a
+// lane each) against the A chunks from chunk cc0 past pa (a multiple of 4;
+// a constant after unrolling) into part.
+template <class Dec, class T, int MT, int RT>
+__device__ __forceinline__ void stream_tile_mma(const uint32_t (&w)[RT][4], const uint32_t (&pa)[MT][2], int cc0,
+                                                const RowCtx (&ctx)[RT][2], const Params& p, const uint32_t* tab,
+                                                float (&part)[RT][MT][4]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int j = 0; j < core::tile_k(Dec::kBits) / 16; j += 2) {
+    const int cc = cc0 + 2 * j;  // 4 chunks: two k16 steps
+    uint32_t b[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(b[mt], pa[mt][(cc >> 2) & 1] + (cc & ~7) * 16);
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) {
+      const int rho = 4 * (j + jj);
+#pragma unroll
+      for (int rt = 0; rt < RT; ++rt) {
+        const uint32_t a0 = Dec::pair(w[rt], rho, ctx[rt][0], p, tab, lane);
+        const uint32_t a1 = Dec::pair(w[rt], rho + 1, ctx[rt][1], p, tab, lane);
+        const uint32_t a2 = Dec::pair(w[rt], rho + 2, ctx[rt][0], p, tab, lane);
+        const uint32_t a3 = Dec::pair(w[rt], rho + 3, ctx[rt][1], p, tab, lane);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) mma16816<T>(part[rt][mt], a0, a1, a2, a3, b[mt][2 * jj], b[mt][2 * jj + 1]);
+      }
+    }
+  }
+}
+
+// acc += s · part for row tile rt (s0 for rows g, s1 for g + 8); part = 0.
+template <int MT, int RT>
+__device__ __forceinline__ void stream_flush(float (&acc)[RT][MT][4], float (&part)[RT][MT][4], int rt, float s0,
+                                             float s1) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      acc[rt][mt][e] = __fmaf_rn(e < 2 ? s0 : s1, part[rt][mt][e], acc[rt][mt][e]);
+      part[rt][mt][e] = 0.0f;
+    }
+  }
+}
+
+// A group's decode constants with quantized zeros: the zero codes of rows g
+// (low byte) and g + 8 (second byte).
+template <class Dec>
+__device__ __forceinline__ void stream_zero_ctx(RowCtx (&ctx)[2], uint32_t codes, const Params& p) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) ctx[r] = Dec::ctx(p, 1.0f, int_code_value((codes >> (8 * r)) & 0xffu, p));
+}
+
+// Writes the warp's sums (row tiles past N: none).
+template <int MT, int RT>
+__device__ __forceinline__ void stream_write(const Params& p, int64_t nt0, int64_t row_tiles, int64_t m0,
+                                             const float (&acc)[RT][MT][4]) {
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt) {
+    if (nt0 + rt >= row_tiles) break;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) write_fragment(p, (nt0 + rt) * core::kTileRows, m0 + 8 * mt, acc[rt][mt]);
+  }
+}
+
+template <class Dec, class T, int MT_, int RT_, int kWarps, int kDepth, int kBlocks>
+__global__ void __launch_bounds__(32 * kWarps, kBlocks) tiles_stream_kernel(const Params p) {
   using S = TilesStreamShape<Dec, MT_, RT_, kWarps, kDepth>;
   constexpr int RT = S::RT, MT = S::MT, D = S::kDepth, KT = S::kKT;
   extern __shared__ uint4 smem_raw[];
@@ -157,30 +263,11 @@ __global__ void __launch_bounds__(32 * kWarps, 2) tiles_stream_kernel(const Para
   for (int i = 0; i < D; ++i) {
     if (i < ntiles) issue(i, i, wp, i * core::kTileBytes);
   }
-  {
-    const int chunks_row = krow / 8;
-    const int total = rows_live * chunks_row;
-    for (int i = threadIdx.x; i < total; i += S::kThreads) {
-      const int r = i / chunks_row, c = i - r * chunks_row;
-      const int k = kb + c * 8;
-      const bool live = k < ke;
-      cp_async16(sa + (r * krow + ((c ^ (r & 7)) << 3)) * 2, live ? p.A + (m0 + r) * p.lda + k : p.A, live ? 16 : 0);
-    }
-    cp_async_commit();
-  }
+  stream_stage_a<S::kThreads>(sa, p, m0, rows_live, kb, ke, krow);
   if constexpr (Dec::kTable) Dec::fill(tab, p);
 
-  // This lane's ldmatrix rows (rows past M read the last present row) and
-  // its two swizzled chunk offsets: chunk 8·u + (4·h + lane / 8) of row r
-  // is at 8·u + ((4·h + lane / 8) ^ (r % 8)).
   uint32_t pa[MT][2];  // shared addresses
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-    const int r0 = 8 * mt + (lane & 7);
-    const int r = r0 < rows_live ? r0 : rows_live - 1;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) pa[mt][h] = smem_addr(sa) + r * krow * 2 + ((((4 * h) + (lane >> 3)) ^ (r & 7)) << 4);
-  }
+  stream_a_lanes<MT>(pa, sa, rows_live, krow);
 
   float acc[RT][MT][4] = {};
   float part[RT][MT][4] = {};
@@ -206,50 +293,19 @@ __global__ void __launch_bounds__(32 * kWarps, 2) tiles_stream_kernel(const Para
       }
       if (zeros && opens(t)) {
 #pragma unroll
-        for (int rt = 0; rt < RT; ++rt) {
-#pragma unroll
-          for (int r = 0; r < 2; ++r) ctx[rt][r] = Dec::ctx(p, 1.0f, int_code_value((zr[i][rt] >> (8 * r)) & 0xffu, p));
-        }
+        for (int rt = 0; rt < RT; ++rt) stream_zero_ctx<Dec>(ctx[rt], zr[i][rt], p);
       }
-#pragma unroll
-      for (int j = 0; j < S::kSteps; j += 2) {
-        // Chunk 8·(i·KT/8 + 2j)/8 ... of this ring pass: 4 chunks from cc.
-        const int cc = i * KT / 8 + 2 * j;  // constants after unrolling
-        uint32_t b[MT][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(b[mt], pa[mt][(cc >> 2) & 1] + (cc & ~7) * 16);
-#pragma unroll
-        for (int jj = 0; jj < 2; ++jj) {
-          const int rho = 4 * (j + jj);
-#pragma unroll
-          for (int rt = 0; rt < RT; ++rt) {
-            const uint32_t a0 = Dec::pair(w[rt], rho, ctx[rt][0], p, tab, lane);
-            const uint32_t a1 = Dec::pair(w[rt], rho + 1, ctx[rt][1], p, tab, lane);
-            const uint32_t a2 = Dec::pair(w[rt], rho + 2, ctx[rt][0], p, tab, lane);
-            const uint32_t a3 = Dec::pair(w[rt], rho + 3, ctx[rt][1], p, tab, lane);
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-              mma16816<T>(part[rt][mt], a0, a1, a2, a3, b[mt][2 * jj], b[mt][2 * jj + 1]);
-            }
-          }
-        }
-      }
+      stream_tile_mma<Dec, T, MT, RT>(w, pa, i * KT / 8, ctx, p, tab, part);
       if (flushes(t)) {
 #pragma unroll
         for (int rt = 0; rt < RT; ++rt) {
           const float s0 = scaled ? scale_value(sr[i][rt][0], p.scale_kind) : 1.0f;
           const float s1 = scaled ? scale_value(sr[i][rt][1], p.scale_kind) : 1.0f;
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              acc[rt][mt][e] = __fmaf_rn(e < 2 ? s0 : s1, part[rt][mt][e], acc[rt][mt][e]);
-              part[rt][mt][e] = 0.0f;
-            }
-          }
+          stream_flush<MT, RT>(acc, part, rt, s0, s1);
         }
       }
-      // Slot i is free: tile t + D into it.
+      // Slot i is free: tile t + D into it. (Issuing it before tile t's
+      // math, or in bursts of several slots, measured no faster.)
       if (t + D < ntiles) issue(i, t + D, wnext, i * core::kTileBytes);
     }
 #pragma unroll
@@ -261,12 +317,8 @@ __global__ void __launch_bounds__(32 * kWarps, 2) tiles_stream_kernel(const Para
     }
   }
 
-#pragma unroll
-  for (int rt = 0; rt < RT; ++rt) {
-    if (nt0 + rt >= row_tiles) break;
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) write_fragment(p, (nt0 + rt) * core::kTileRows, m0 + 8 * mt, acc[rt][mt]);
-  }
+  launch_dependents();
+  stream_write<MT, RT>(p, nt0, row_tiles, m0, acc);
 }
 
 }  // namespace lowbit::cuda::gemm
