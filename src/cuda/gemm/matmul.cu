@@ -57,7 +57,8 @@ int rows_heuristic(int64_t m) {
 // - M <= 8, M <= 16: the streaming kernel with M tiles of 8 and 16 (M = 1:
 //   2.53x against the cp.async mma.sync kernel's 2.11x; make_tiles_plan may
 //   take its 16-warp shape at M <= 16);
-// - M <= 32: the mma.sync M tile of 32;
+// - M <= 32: the streaming kernel's M tile of 32 (16 warps, one block an
+//   SM; int4 1.67x against the mma.sync M tile of 32's 1.37x);
 // - M <= 64: wgmma with 64 rows of M (1.41x against the mma.sync tile of 64's 0.80x);
 // - M <= 128: wgmma, 128 x 128 stages (1.14-1.34x; 128 x 64: 1.08-1.27x);
 // - larger: wgmma, 256 x 128 stages (M = 256: 0.93x against 0.89x with 256 x 64).
@@ -67,7 +68,7 @@ int tiles_heuristic(int64_t m, bool wgmma) {
   const int stream = shapes + wgmma_num_shapes();
   if (m <= 8) return stream;
   if (m <= 16) return stream + 1;
-  if (m <= 32) return 2;
+  if (m <= 32) return stream + 3;
   if (!wgmma) return 3;
   if (m <= 64) return shapes + 2;
   if (m <= 128) return shapes + 4;
