@@ -51,6 +51,8 @@
 
 #if defined(LOWBIT_WITH_CUDA)
 #include <cuda_runtime.h>
+
+#include "cuda/common/read_floor.h"
 #endif
 #if defined(LOWBIT_WITH_CUBLAS)
 #include <cublas_v2.h>
@@ -396,6 +398,7 @@ struct Row {
   std::string message;
   double us = NAN, cublas_us = NAN;
   double w_bytes = NAN, floor_bytes = NAN, floor_us = NAN;
+  double read_us = NAN;  // a pure read of floor_bytes (cuBLAS)
   double check_err = NAN;
   std::string check = "-";
 
@@ -404,6 +407,7 @@ struct Row {
   double cublas_tflops() const { return flops() / (cublas_us * 1e6); }
   double speedup() const { return cublas_us / us; }
   double of_floor() const { return floor_us / us; }
+  double of_read() const { return read_us / us; }
 };
 
 std::string fmt(const char* f, double v) {
@@ -417,16 +421,17 @@ std::string fmt(const char* f, double v) {
 int g_type_width = 17;
 
 void print_header() {
-  std::printf("  %-11s %-*s %5s %6s %9s %8s %9s %8s %8s %8s  %s\n", "N x K", g_type_width, "type", "M", "W_MB", "us",
-              "TFLOP/s", "cuBLAS_us", "speedup", "floor_us", "of_floor", "check");
+  std::printf("  %-11s %-*s %5s %6s %9s %8s %9s %8s %8s %8s %8s %7s  %s\n", "N x K", g_type_width, "type", "M", "W_MB",
+              "us", "TFLOP/s", "cuBLAS_us", "speedup", "floor_us", "of_floor", "read_us", "of_read", "check");
 }
 
 void print_row(const Row& r) {
   std::string tail = r.status == "ok" ? r.check : r.message;
-  std::printf("  %-11s %-*s %5lld %6s %9s %8s %9s %8s %8s %8s  %s\n", r.shape.c_str(), g_type_width, r.type.c_str(),
-              static_cast<long long>(r.M), fmt("%.2f", r.w_bytes / 1e6).c_str(), fmt("%.2f", r.us).c_str(),
-              fmt("%.2f", r.tflops()).c_str(), fmt("%.2f", r.cublas_us).c_str(), fmt("%.2fx", r.speedup()).c_str(),
-              fmt("%.2f", r.floor_us).c_str(), fmt("%.3f", r.of_floor()).c_str(), tail.c_str());
+  std::printf("  %-11s %-*s %5lld %6s %9s %8s %9s %8s %8s %8s %8s %7s  %s\n", r.shape.c_str(), g_type_width,
+              r.type.c_str(), static_cast<long long>(r.M), fmt("%.2f", r.w_bytes / 1e6).c_str(),
+              fmt("%.2f", r.us).c_str(), fmt("%.2f", r.tflops()).c_str(), fmt("%.2f", r.cublas_us).c_str(),
+              fmt("%.2fx", r.speedup()).c_str(), fmt("%.2f", r.floor_us).c_str(), fmt("%.3f", r.of_floor()).c_str(),
+              fmt("%.2f", r.read_us).c_str(), fmt("%.3f", r.of_read()).c_str(), tail.c_str());
   std::fflush(stdout);
 }
 
@@ -443,14 +448,15 @@ void write_csv(const std::string& path, const std::string& device, const std::ve
   if (f == nullptr) throw Error(ErrorCode::io_error, core::cat("bench gemm: cannot write --csv ", path));
   std::fprintf(f,
                "device,N,K,M,type,status,lowbit_us,lowbit_tflops,cublas_us,cublas_tflops,speedup_vs_cublas,"
-               "packed_w_bytes,floor_bytes,floor_us,of_floor,check_rel_err,message\n");
+               "packed_w_bytes,floor_bytes,floor_us,of_floor,read_us,of_read,check_rel_err,message\n");
   for (const Row& r : rows) {
-    std::fprintf(f, "%s,%lld,%lld,%lld,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", csv_text(device).c_str(),
+    std::fprintf(f, "%s,%lld,%lld,%lld,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", csv_text(device).c_str(),
                  static_cast<long long>(r.N), static_cast<long long>(r.K), static_cast<long long>(r.M), r.type.c_str(),
                  r.status.c_str(), csv_num(r.us).c_str(), csv_num(r.tflops()).c_str(), csv_num(r.cublas_us).c_str(),
                  csv_num(r.cublas_tflops()).c_str(), csv_num(r.speedup()).c_str(), csv_num(r.w_bytes).c_str(),
                  csv_num(r.floor_bytes).c_str(), csv_num(r.floor_us).c_str(), csv_num(r.of_floor()).c_str(),
-                 csv_num(r.check_err).c_str(), csv_text(r.message).c_str());
+                 csv_num(r.read_us).c_str(), csv_num(r.of_read()).c_str(), csv_num(r.check_err).c_str(),
+                 csv_text(r.message).c_str());
   }
   if (std::fclose(f) != 0) throw Error(ErrorCode::io_error, core::cat("bench gemm: cannot write --csv ", path));
 }
@@ -585,6 +591,7 @@ class GemmBench {
             }
           }
           r.us = 1e3 * timer_.time_ms(fn, reps(), warmup());
+          r.read_us = read_floor_us(r.floor_bytes);
           r.status = r.message.empty() ? "ok" : "failed";
           if (r.status == "failed") r.check = r.message;
           add(r);
@@ -604,6 +611,32 @@ class GemmBench {
  private:
   int reps() const { return o_.reps; }
   int warmup() const { return o_.warmup; }
+
+  // The time of a pure read of `bytes` on the GPU (cuda::read_floor, same
+  // flush and timing as the matmul), cached per size; NaN on the CPU.
+  double read_floor_us([[maybe_unused]] double bytes) {
+#if defined(LOWBIT_WITH_CUDA)
+    if (!dev_.is_cuda()) return NAN;
+    const auto n = static_cast<int64_t>(bytes) / 16 * 16;
+    if (auto it = read_us_.find(n); it != read_us_.end()) return it->second;
+    if (n + 16 > read_bytes_) {
+      read_buf_ = Tensor();
+      read_buf_ = Tensor::empty({n + 16}, DType::u8, dev_);
+      bench::cuda_ok(
+          cudaMemsetAsync(read_buf_.data(), 0, static_cast<size_t>(n + 16), static_cast<cudaStream_t>(stream_.handle)),
+          "cudaMemsetAsync(read buffer)");
+      read_bytes_ = n + 16;
+    }
+    auto* base = static_cast<uint8_t*>(read_buf_.data());
+    auto fn = [&] {
+      cuda::read_floor(base + 16, static_cast<size_t>(n), reinterpret_cast<unsigned*>(base),
+                       static_cast<cudaStream_t>(stream_.handle));
+    };
+    return read_us_[n] = 1e3 * timer_.time_ms(fn, reps(), warmup());
+#else
+    return NAN;
+#endif
+  }
 
   // NaN bytes (0xffff in fp16) where the matmul writes, so a skipped element shows.
   void poison(const TensorRef& o) {
@@ -645,6 +678,9 @@ class GemmBench {
 #endif
   Tensor workspace_;
   size_t workspace_bytes_ = 0;
+  Tensor read_buf_;  // read_floor_us: its first float takes the result
+  int64_t read_bytes_ = 0;
+  std::map<int64_t, double> read_us_;
   std::vector<Row> rows_;
   double prep_s_ = 0.0;
 };
@@ -684,19 +720,24 @@ void print_summary(const std::vector<Row>& rows, const std::vector<TypeSpec>& ty
     std::printf("summary: cuBLAS fp16 TFLOP/s (geomean over shapes):%s\n", line.c_str());
   }
   for (const TypeSpec& t : types) {
-    std::string sp, fl;
+    std::string sp, fl, rd, ceil;
+    auto range = [](const std::vector<double>& v) {
+      return core::cat(fmt("%.2f", *std::min_element(v.begin(), v.end())), "-",
+                       fmt("%.2f", *std::max_element(v.begin(), v.end())));
+    };
     for (int64_t M : ms) {
-      std::vector<double> s, f;
+      std::vector<double> s, f, rf, c;
       for (const Row& r : rows) {
         if (r.type != t.name || r.M != M || r.status != "ok") continue;
         if (std::isfinite(r.speedup())) s.push_back(r.speedup());
         f.push_back(r.of_floor());
+        if (std::isfinite(r.of_read())) rf.push_back(r.of_read());
+        if (std::isfinite(r.read_us) && std::isfinite(r.cublas_us)) c.push_back(r.cublas_us / r.read_us);
       }
       if (!s.empty()) sp += core::cat(" M=", M, " ", fmt("%.2fx", geomean(s)));
-      if (!f.empty()) {
-        fl += core::cat(" M=", M, " ", fmt("%.2f", *std::min_element(f.begin(), f.end())), "-",
-                        fmt("%.2f", *std::max_element(f.begin(), f.end())));
-      }
+      if (!f.empty()) fl += core::cat(" M=", M, " ", range(f));
+      if (!rf.empty()) rd += core::cat(" M=", M, " ", range(rf));
+      if (!c.empty()) ceil += core::cat(" M=", M, " ", fmt("%.2fx", geomean(c)));
     }
     if (!sp.empty()) {
       std::printf("summary: %-*s speedup over cuBLAS (geomean over shapes):%s\n", g_type_width, t.name.c_str(),
@@ -704,6 +745,12 @@ void print_summary(const std::vector<Row>& rows, const std::vector<TypeSpec>& ty
     }
     if (!fl.empty())
       std::printf("summary: %-*s of_floor (min-max over shapes):%s\n", g_type_width, t.name.c_str(), fl.c_str());
+    if (!rd.empty())
+      std::printf("summary: %-*s of_read (min-max over shapes):%s\n", g_type_width, t.name.c_str(), rd.c_str());
+    if (!ceil.empty()) {
+      std::printf("summary: %-*s speedup of a pure read of the same bytes over cuBLAS (geomean):%s\n", g_type_width,
+                  t.name.c_str(), ceil.c_str());
+    }
   }
   if (no_backend) {
     std::printf("summary: no CUDA matmul backend is registered in this build: lowbit cases skipped%s\n",
