@@ -14,9 +14,11 @@ namespace lowbit::cuda::gemm {
 // tiles of 8 and 16 with 8 warps a block and 2 blocks an SM; M tile 16 with
 // 16 warps and one block an SM (twice the shared memory a block for the
 // activations: fewer K splits when they, not the GPU's fill, set the count);
-// M tile 32, 16 warps of one row tile, one block an SM. The heuristic's
-// choices for M <= 8, 16 and 32 (matmul.cu).
-inline constexpr StreamShape kStreamShapes[] = {{1, 2, 8, 4, 2}, {2, 2, 8, 4, 2}, {2, 2, 16, 4, 1}, {4, 1, 16, 4, 1}};
+// M tile 32, 16 warps of one row tile, one block an SM; M tile 64, 12 warps
+// of one row tile (165 registers), one block an SM. The heuristic's choices
+// for M <= 8, 16, 32, and M <= 64 where wgmma does not serve (matmul.cu).
+inline constexpr StreamShape kStreamShapes[] = {
+    {1, 2, 8, 4, 2}, {2, 2, 8, 4, 2}, {2, 2, 16, 4, 1}, {4, 1, 16, 4, 1}, {8, 1, 12, 4, 1}};
 inline constexpr int kNumStreamShapes = static_cast<int>(sizeof(kStreamShapes) / sizeof(kStreamShapes[0]));
 
 template <class Dec, class T, StreamShape kShape>
