@@ -163,7 +163,7 @@ void set_splits(Plan& plan, int64_t splits) {
   const int64_t passes = ceil_div(p.K, static_cast<int64_t>(plan.k.step));
   p.k_split = ceil_div(passes, splits) * plan.k.step;
   p.splits = static_cast<int>(ceil_div(p.K, p.k_split));
-  if (p.splits > 1) plan.partial_bytes = round_up(static_cast<size_t>(p.splits * p.M * p.N) * sizeof(float), 256);
+  plan.partial_bytes = p.splits > 1 ? round_up(static_cast<size_t>(p.splits * p.M * p.N) * sizeof(float), 256) : 0;
 }
 
 void split_k(Plan& plan, int64_t blocks_n, int m_tile, int threads, int64_t min_passes) {
