@@ -1,7 +1,8 @@
 // The CUDA matmul's own paths, beyond the shared sweeps: A not fit to read
 // in place (a misaligned view, K not a multiple of the kernel's chunk) is
-// gathered into the workspace; K long enough for split-K and many passes;
-// every kernel config on each. Results against the float64 oracle with the
+// gathered into the workspace; K long enough for split-K and many passes,
+// or for the activations of a split to fill the streaming kernel's shared
+// memory; every kernel config on each. Results against the float64 oracle with the
 // CUDA tolerance.
 #include <string>
 #include <vector>
@@ -97,6 +98,16 @@ TEST(CudaMatmul, LongKSplits) {
        {config(WeightType::uint4, 64, 8192, 128, true), config(WeightType::nf4, 48, 4096, 64, false),
         config(WeightType::int8, 32, 4096, 128, false)}) {
     for (int64_t M : {1, 16, 33}) check_cuda_matmul(c, M, 0, describe(c));
+  }
+}
+
+TEST(CudaMatmul, ActivationsSplitK) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+  // The streaming kernel stages a split's activations in shared memory: at
+  // M = 16 and K = 65536 they set the split count (~20 ranges) themselves.
+  for (const MatmulConfig& c :
+       {config(WeightType::uint4, 64, 65536, 128, true), config(WeightType::int4, 40, 65536, -1, false)}) {
+    for (int64_t M : {9, 16}) check_cuda_matmul(c, M, 0, describe(c));
   }
 }
 
