@@ -155,8 +155,8 @@ struct TableDecoder {
   __device__ static void fill(uint32_t* tab, const Params& p) {
     for (int i = threadIdx.x; i < 256 * 32; i += blockDim.x) {
       const int b = i >> 5;
-      const float lo = p.table[p.bnb_nibbles ? b >> 4 : b & 15];
-      const float hi = p.table[p.bnb_nibbles ? b & 15 : b >> 4];
+      const float lo = p.table[b & 15];
+      const float hi = p.table[b >> 4];
       tab[i] = pack2<T>(lo, hi);
     }
   }

@@ -56,7 +56,6 @@ struct Params {
   uint8_t wtype = 0;  // WeightType
   uint8_t rule = 0;   // core::DequantRule
   int bits = 4;
-  bool bnb_nibbles = false;  // 4-bit tables: the even element in the high nibble (bitsandbytes' packing)
   // Integer codes under a magic number (decoders.cuh): value - zero =
   // x * code_mul - (code_mul * magic + code_bias + zero), x = magic + (code ^ sign flip).
   uint32_t xor_word = 0;
