@@ -83,6 +83,13 @@ __device__ __forceinline__ float scale_value(uint32_t bits, ScaleKind kind) {
   return kind == ScaleKind::f16 ? h : f;
 }
 
+// The raw bits of the scale at p (global memory) of sb = scale_bytes(kind)
+// bytes (a 16-bit kind in the low half), for scale_value.
+__device__ __forceinline__ uint32_t load_scale_bits(const uint8_t* p, int sb) {
+  return sb == 4 ? __ldg(reinterpret_cast<const unsigned int*>(p))
+                 : static_cast<uint32_t>(__ldg(reinterpret_cast<const unsigned short*>(p)));
+}
+
 // Scale `row` of a slab of 16 (shared memory).
 __device__ __forceinline__ float tile_scale(const uint8_t* slab, int row, ScaleKind kind) {
   return scale_value(kind == ScaleKind::f32 ? reinterpret_cast<const uint32_t*>(slab)[row]

@@ -85,12 +85,6 @@ struct TilesStreamShape {
   static_assert(kSteps % 2 == 0, "ldmatrix.x4 feeds two steps");
 };
 
-// The raw bits of a scale (a 16-bit kind in the low half).
-__device__ __forceinline__ uint32_t load_scale_bits(const uint8_t* p, ScaleKind kind) {
-  return kind == ScaleKind::f32 ? __ldg(reinterpret_cast<const unsigned int*>(p))
-                                : static_cast<uint32_t>(__ldg(reinterpret_cast<const unsigned short*>(p)));
-}
-
 // Stages the block's activations A[m0 .. m0 + rows, kb .. ke) into `sa`
 // (rows of krow halves, chunks swizzled; zeros past ke) and commits them as
 // one cp.async group.
@@ -245,8 +239,8 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocks) tiles_stream_kernel(cons
       const uint8_t* s = tscale + static_cast<uint32_t>((kt0 + t) >> shift) * s_stride;
 #pragma unroll
       for (int rt = 0; rt < RT; ++rt) {
-        sr[i][rt][0] = load_scale_bits(s + srow[rt], p.scale_kind);
-        sr[i][rt][1] = load_scale_bits(s + srow[rt] + 8 * sb, p.scale_kind);
+        sr[i][rt][0] = load_scale_bits(s + srow[rt], sb);
+        sr[i][rt][1] = load_scale_bits(s + srow[rt] + 8 * sb, sb);
       }
     }
     if (zeros && opens(t)) {

@@ -145,9 +145,7 @@ __global__ void __launch_bounds__(384, 1) tiles_wgmma_kernel(const __grid_consta
         sring[d][u][r] = 0x3f800000u;  // 1.0f
         zring[d][u][r] = 0;
         if (live && p.tscale) {
-          const uint8_t* sp = ssrc + (grp * p.np + 8 * r) * sb;
-          sring[d][u][r] =
-              sb == 4 ? __ldg(reinterpret_cast<const uint32_t*>(sp)) : __ldg(reinterpret_cast<const uint16_t*>(sp));
+          sring[d][u][r] = load_scale_bits(ssrc + (grp * p.np + 8 * r) * sb, sb);
         }
         if (live && p.zcodes) zring[d][u][r] = __ldg(zsrc + grp * p.np + 8 * r);
       }
