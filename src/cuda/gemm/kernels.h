@@ -43,61 +43,59 @@ inline KernelInfo magic_kernel(int bits, int lb, bool bf16, int mt) {
 }
 // 4-bit tables; lb 16 or 8.
 KernelInfo table_kernel(int lb, bool bf16, int mt);
-// The number of tiles kernel shapes (configs of the tiles layout).
+// The tiles layout's kernels, one instance function per decoder (one
+// translation unit each): integer codes of 1, 2, 4, 8 bits, and the 4-bit
+// tables; shape: an index into the kernel's shape list.
+// - tiles_mma_kernel_* (tiles_mma.cuh, kernels_tiles_*.cu): kTilesShapes of
+//   tiles_instances.cuh;
+// - tiles_wgmma_kernel_* (tiles_wgmma.cuh, sm_90a, kernels_wgmma_*.cu): 4- and
+//   8-bit codes and the tables only, kWgmmaShapes of wgmma_instances.cuh;
+// - tiles_stream_kernel_* (tiles_stream.cuh, kernels_stream_*.cu): kStreamShapes
+//   of stream_instances.cuh.
+KernelInfo tiles_mma_kernel_b1(bool bf16, int shape);
+KernelInfo tiles_mma_kernel_b2(bool bf16, int shape);
+KernelInfo tiles_mma_kernel_b4(bool bf16, int shape);
+KernelInfo tiles_mma_kernel_b8(bool bf16, int shape);
+KernelInfo tiles_mma_kernel_table(bool bf16, int shape);
 int tiles_num_shapes();
-// The tiles-layout wgmma kernel (tiles_wgmma.cuh, sm_90a) for 4-bit integer
-// codes, 8-bit integer codes or the 4-bit tables; shape: an index into
-// wgmma_instances.cuh's kWgmmaShapes. Empty for other bit widths.
 KernelInfo tiles_wgmma_kernel_b4(bool bf16, int shape);
 KernelInfo tiles_wgmma_kernel_b8(bool bf16, int shape);
 KernelInfo tiles_wgmma_kernel_table(bool bf16, int shape);
 int wgmma_num_shapes();
-inline KernelInfo tiles_wgmma_kernel_for(int bits, bool table, bool bf16, int shape) {
-  if (table) return tiles_wgmma_kernel_table(bf16, shape);
-  if (bits == 4) return tiles_wgmma_kernel_b4(bf16, shape);
-  if (bits == 8) return tiles_wgmma_kernel_b8(bf16, shape);
-  return {};
-}
-// The tiles-layout streaming kernel (tiles_stream.cuh) for small M, per
-// decoder as tiles_mma_kernel_for; shape: an index into stream_instances.cuh's
-// kStreamShapes.
 KernelInfo tiles_stream_kernel_b1(bool bf16, int shape);
 KernelInfo tiles_stream_kernel_b2(bool bf16, int shape);
 KernelInfo tiles_stream_kernel_b4(bool bf16, int shape);
 KernelInfo tiles_stream_kernel_b8(bool bf16, int shape);
 KernelInfo tiles_stream_kernel_table(bool bf16, int shape);
 int stream_num_shapes();
-inline KernelInfo tiles_stream_kernel_for(int bits, bool table, bool bf16, int shape) {
-  if (table) return tiles_stream_kernel_table(bf16, shape);
-  switch (bits) {
-    case 1: return tiles_stream_kernel_b1(bf16, shape);
-    case 2: return tiles_stream_kernel_b2(bf16, shape);
-    case 4: return tiles_stream_kernel_b4(bf16, shape);
-    case 8: return tiles_stream_kernel_b8(bf16, shape);
-    default: return {};
-  }
+
+// One tiles-layout kernel's instance functions by decoder (null: the kernel
+// does not take those codes).
+struct TilesFamily {
+  using Fn = KernelInfo (*)(bool bf16, int shape);
+  Fn b1, b2, b4, b8, table;
+};
+inline constexpr TilesFamily kTilesMma{tiles_mma_kernel_b1, tiles_mma_kernel_b2, tiles_mma_kernel_b4,
+                                       tiles_mma_kernel_b8, tiles_mma_kernel_table};
+inline constexpr TilesFamily kTilesWgmma{nullptr, nullptr, tiles_wgmma_kernel_b4, tiles_wgmma_kernel_b8,
+                                         tiles_wgmma_kernel_table};
+inline constexpr TilesFamily kTilesStream{tiles_stream_kernel_b1, tiles_stream_kernel_b2, tiles_stream_kernel_b4,
+                                          tiles_stream_kernel_b8, tiles_stream_kernel_table};
+
+// The kernel's instance for a format's decoder (4-bit tables, or integer
+// codes of `bits`); empty when it has none.
+inline KernelInfo tiles_kernel_for(const TilesFamily& f, int bits, bool table, bool bf16, int shape) {
+  const TilesFamily::Fn fn = table       ? f.table
+                             : bits == 1 ? f.b1
+                             : bits == 2 ? f.b2
+                             : bits == 4 ? f.b4
+                             : bits == 8 ? f.b8
+                                         : nullptr;
+  return fn != nullptr ? fn(bf16, shape) : KernelInfo{};
 }
+
 // Any weight type.
 KernelInfo generic_kernel(WeightType type, bool bf16, int mt);
-
-// The tiles-layout mma.sync kernel (tiles_mma.cuh) for a format's decoder:
-// integer codes of 1, 2, 4, 8 bits (kernels_tiles_b*.cu) or 4-bit tables
-// (table = true); shape: an index into tiles_instances.cuh's kTilesShapes.
-KernelInfo tiles_mma_kernel_b1(bool bf16, int shape);
-KernelInfo tiles_mma_kernel_b2(bool bf16, int shape);
-KernelInfo tiles_mma_kernel_b4(bool bf16, int shape);
-KernelInfo tiles_mma_kernel_b8(bool bf16, int shape);
-KernelInfo tiles_mma_kernel_table(bool bf16, int shape);
-inline KernelInfo tiles_mma_kernel_for(int bits, bool table, bool bf16, int shape) {
-  if (table) return tiles_mma_kernel_table(bf16, shape);
-  switch (bits) {
-    case 1: return tiles_mma_kernel_b1(bf16, shape);
-    case 2: return tiles_mma_kernel_b2(bf16, shape);
-    case 4: return tiles_mma_kernel_b4(bf16, shape);
-    case 8: return tiles_mma_kernel_b8(bf16, shape);
-    default: return {};
-  }
-}
 
 // a[m, k] = A[m, perm[k]] (or A[m, k]) for k < K, 0 up to lda: A made fit
 // for the direct-A kernels, in the workspace.

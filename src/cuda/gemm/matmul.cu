@@ -284,9 +284,9 @@ Plan make_tiles_plan(const MatmulArgs& a, int config) {
   // The streaming kernel addresses a group's scales in 32 bits.
   if (index >= stream0 && !stream_fits(p, f)) index = 4;
   const bool wgmma = index >= shapes && index < stream0;
-  plan.k = index >= stream0 ? tiles_stream_kernel_for(p.bits, table, bf16, index - stream0)
-           : wgmma          ? tiles_wgmma_kernel_for(p.bits, table, bf16, index - shapes)
-                            : tiles_mma_kernel_for(p.bits, table, bf16, index);
+  plan.k = index >= stream0 ? tiles_kernel_for(kTilesStream, p.bits, table, bf16, index - stream0)
+           : wgmma          ? tiles_kernel_for(kTilesWgmma, p.bits, table, bf16, index - shapes)
+                            : tiles_kernel_for(kTilesMma, p.bits, table, bf16, index);
   LOWBIT_REQUIRE(plan.k.kernel != nullptr, ErrorCode::internal, op, ": no tiles kernel instance for ",
                  weight_type_name(f.type), " config ", index);
   const int64_t blocks_n = ceil_div(p.N, int64_t{plan.k.n_tile});
@@ -296,7 +296,7 @@ Plan make_tiles_plan(const MatmulArgs& a, int config) {
     // an SM (twice the shared memory a block; on an H100 at 28672x8192
     // int4 M = 16: 71.9 -> 59.3 us, uint4 + zeros 91.4 -> 70.4 us).
     if (!stream_splits(plan, blocks_n) && config < 0 && index == stream0 + 1) {
-      plan.k = tiles_stream_kernel_for(p.bits, table, bf16, 2);
+      plan.k = tiles_kernel_for(kTilesStream, p.bits, table, bf16, 2);
       stream_splits(plan, ceil_div(p.N, int64_t{plan.k.n_tile}));
     }
   } else if (wgmma) {
