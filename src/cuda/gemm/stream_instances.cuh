@@ -37,18 +37,13 @@ KernelInfo stream_instance() {
   return k;
 }
 
-template <template <class> class DecOf, class T, int... I>
-KernelInfo stream_instance_index(int index, std::integer_sequence<int, I...>) {
-  KernelInfo k;
-  ((index == I ? (k = stream_instance<DecOf<T>, T, kStreamShapes[I]>(), 0) : 0), ...);
-  return k;
-}
-
 // The instance of shape `index` (kStreamShapes) for fp16 or bf16 activations.
 template <template <class> class DecOf>
 KernelInfo stream_instance_at(bool bf16, int index) {
-  using Seq = std::make_integer_sequence<int, kNumStreamShapes>;
-  return bf16 ? stream_instance_index<DecOf, BF16>(index, Seq{}) : stream_instance_index<DecOf, F16>(index, Seq{});
+  return shape_instance_at<kNumStreamShapes>(bf16, index, [](auto i, auto t) {
+    using T = decltype(t);
+    return stream_instance<DecOf<T>, T, kStreamShapes[decltype(i)::value]>();
+  });
 }
 
 }  // namespace lowbit::cuda::gemm

@@ -3,6 +3,7 @@
 // parallel).
 #pragma once
 
+#include <type_traits>
 #include <utility>
 
 #include "cuda/gemm/kernels.h"
@@ -46,18 +47,28 @@ KernelInfo tiles_instance() {
   return k;
 }
 
-template <template <class> class DecOf, class T, int... I>
-KernelInfo tiles_instance_index(int index, std::integer_sequence<int, I...>) {
+// Instance `index` of a kernel's list of kCount shapes for fp16 or bf16
+// activations: make(std::integral_constant<int, I>{}, T{}) builds shape I's
+// (the kernels' *_instance_at below and in wgmma_ / stream_instances.cuh).
+template <class T, class Make, int... I>
+KernelInfo shape_instance(int index, Make make, std::integer_sequence<int, I...>) {
   KernelInfo k;
-  ((index == I ? (k = tiles_instance<DecOf<T>, T, tiles_shape_for(kTilesShapes[I], DecOf<T>::kBits)>(), 0) : 0), ...);
+  ((index == I ? (k = make(std::integral_constant<int, I>{}, T{}), 0) : 0), ...);
   return k;
+}
+template <int kCount, class Make>
+KernelInfo shape_instance_at(bool bf16, int index, Make make) {
+  using Seq = std::make_integer_sequence<int, kCount>;
+  return bf16 ? shape_instance<BF16>(index, make, Seq{}) : shape_instance<F16>(index, make, Seq{});
 }
 
 // The instance of shape `index` (kTilesShapes) for fp16 or bf16 activations.
 template <template <class> class DecOf>
 KernelInfo tiles_instance_at(bool bf16, int index) {
-  using Seq = std::make_integer_sequence<int, kNumTilesShapes>;
-  return bf16 ? tiles_instance_index<DecOf, BF16>(index, Seq{}) : tiles_instance_index<DecOf, F16>(index, Seq{});
+  return shape_instance_at<kNumTilesShapes>(bf16, index, [](auto i, auto t) {
+    using T = decltype(t);
+    return tiles_instance<DecOf<T>, T, tiles_shape_for(kTilesShapes[decltype(i)::value], DecOf<T>::kBits)>();
+  });
 }
 
 // A tile's 16 bytes per lane as the decoders' span of 16 bytes (codes in

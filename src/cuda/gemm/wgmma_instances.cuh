@@ -30,18 +30,14 @@ KernelInfo wgmma_instance() {
   return k;
 }
 
-template <template <class> class DecOf, class T, int... I>
-KernelInfo wgmma_instance_index(int index, std::integer_sequence<int, I...>) {
-  KernelInfo k;
-  ((index == I ? (k = wgmma_instance<DecOf<T>, T, kWgmmaShapes[I].bn, kWgmmaShapes[I].ks>(), 0) : 0), ...);
-  return k;
-}
-
 // The instance of shape `index` (kWgmmaShapes).
 template <template <class> class DecOf>
 KernelInfo wgmma_instance_at(bool bf16, int index) {
-  using Seq = std::make_integer_sequence<int, kNumWgmmaShapes>;
-  return bf16 ? wgmma_instance_index<DecOf, BF16>(index, Seq{}) : wgmma_instance_index<DecOf, F16>(index, Seq{});
+  return shape_instance_at<kNumWgmmaShapes>(bf16, index, [](auto i, auto t) {
+    using T = decltype(t);
+    constexpr WgmmaShapeConfig c = kWgmmaShapes[decltype(i)::value];
+    return wgmma_instance<DecOf<T>, T, c.bn, c.ks>();
+  });
 }
 
 }  // namespace lowbit::cuda::gemm
