@@ -58,7 +58,115 @@ struct WgmmaShape {
   // + 1024: the dynamic shared base is aligned up to the swizzle's 1024 bytes.
   static constexpr size_t kBytes = 1024 + static_cast<size_t>(kStages) * kABytes + kBarBytes + kTabBytes;
   static_assert(kKT <= kKS, "a stage holds whole tiles");
+  static_assert(kStages * kABytes >= BN * 128 * 4, "the slots hold the block's fp32 results");
 };
+
+#if LOWBIT_SM90A
+// The block's results go out through shared memory as rows of M ([BN][128
+// rows of N]): 16-bit output as halves (rows of 256 bytes, written by
+// stmatrix), split partials and fp32 output as floats (rows of 512 bytes).
+// The 16-byte chunks of a row are XOR-swizzled by row so the fragment
+// writes and the row reads hit distinct banks; these are the byte offsets.
+__device__ __forceinline__ int stage16_at(int m, int chunk) { return m * 256 + ((chunk ^ (m & 7)) << 4); }
+__device__ __forceinline__ int stage32_at(int m, int chunk) { return m * 512 + ((chunk ^ (((m >> 1) & 3) << 1)) << 4); }
+
+// Two results rounded as store_out rounds them, first in the low half.
+__device__ __forceinline__ uint32_t pack_out(float a, float b, OutKind kind) {
+  if (kind == OutKind::f16) {
+    return __half_as_ushort(__float2half_rn(a)) | (uint32_t{__half_as_ushort(__float2half_rn(b))} << 16);
+  }
+  return __bfloat16_as_ushort(__float2bfloat16_rn(a)) | (uint32_t{__bfloat16_as_ushort(__float2bfloat16_rn(b))} << 16);
+}
+
+// Four 8x8 matrices of 16-bit values stored transposed: lane l's register i
+// holds row l / 4, columns 2 (l % 4) + {0, 1} of matrix i; lane 8i + j gives
+// the address of row j of matrix i's transpose (its column j).
+__device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
+// The block's results out of the accumulators (acc[4i .. 4i + 3]: the
+// warp's 16 rows of N, wrow its row tile in the block, x columns 8i .. 8i + 7
+// of M). Each consumer thread puts its fragments in the stage — 16-bit
+// output with the bias added and rounded as store_out does, by stmatrix; else
+// as floats —, then the 256 consumer threads write the stage out a row of M
+// at a time in 16-byte stores (scalar stores where a row's end or the
+// destination's alignment does not allow 16 bytes).
+template <int BN>
+__device__ __forceinline__ void wgmma_epilogue(const Params& p, uint8_t* stage, const float* acc, int64_t n_base,
+                                               int64_t m0, int wrow, int tid) {
+  const int lane = tid & 31, g = lane >> 2, q = lane & 3;
+  const bool half = p.splits == 1 && p.out_kind != OutKind::f32;
+  if (half) {
+    float b[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t n = n_base + 16 * wrow + g + 8 * h;
+      if (p.bias && n < p.N) b[h] = __ldg(p.bias + n);
+    }
+    auto out2 = [&](const float* c, int h) {
+      return p.bias ? pack_out(__fadd_rn(c[2 * h], b[h]), __fadd_rn(c[2 * h + 1], b[h]), p.out_kind)
+                    : pack_out(c[2 * h], c[2 * h + 1], p.out_kind);
+    };
+    // Matrix k of a pair of n8 blocks (i, i + 1): block i + k / 2, rows of N 8 (k % 2) + 0..7.
+    const int k = lane >> 3, j = lane & 7;
+    const uint32_t base = smem_addr(stage);
+#pragma unroll
+    for (int i = 0; i < BN / 8; i += 2) {
+      const uint32_t addr = base + stage16_at(8 * (i + k / 2) + j, 2 * wrow + (k & 1));
+      stmatrix_x4_trans(addr, out2(acc + 4 * i, 0), out2(acc + 4 * i, 1), out2(acc + 4 * i + 4, 0),
+                        out2(acc + 4 * i + 4, 1));
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int n = 16 * wrow + g + 8 * (e >> 1);
+        *reinterpret_cast<float*>(stage + stage32_at(8 * i + 2 * q + (e & 1), n >> 2) + 4 * (n & 3)) = acc[4 * i + e];
+      }
+    }
+  }
+  bar_sync(1, 256);
+  void* dst = p.splits > 1 ? static_cast<void*>(p.partial + static_cast<int64_t>(blockIdx.z) * p.M * p.N) : p.out;
+  const int per = half ? 8 : 4;  // elements a 16-byte chunk
+  const bool vec = p.N % per == 0 && (reinterpret_cast<uintptr_t>(dst) & 15) == 0;
+  const int chunks = 128 / per, rows_a_pass = 256 / chunks;
+  const int c = tid % chunks;
+  const int64_t n = n_base + per * c;
+  // fp32 output adds the bias here (the partial sums get it in the reduction).
+  const bool add_bias = !half && p.splits == 1 && p.bias;
+  float bias[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) bias[e] = add_bias && n + e < p.N ? __ldg(p.bias + n + e) : 0.0f;
+  for (int m = tid / chunks; m < BN && m0 + m < p.M; m += rows_a_pass) {
+    uint4 x = *reinterpret_cast<const uint4*>(stage + (half ? stage16_at(m, c) : stage32_at(m, c)));
+    if (add_bias) {
+      x = make_uint4(__float_as_uint(__fadd_rn(__uint_as_float(x.x), bias[0])),
+                     __float_as_uint(__fadd_rn(__uint_as_float(x.y), bias[1])),
+                     __float_as_uint(__fadd_rn(__uint_as_float(x.z), bias[2])),
+                     __float_as_uint(__fadd_rn(__uint_as_float(x.w), bias[3])));
+    }
+    const int64_t at = (m0 + m) * p.N + n;
+    if (vec && n + per <= p.N) {
+      *reinterpret_cast<uint4*>(static_cast<uint8_t*>(dst) + at * (half ? 2 : 4)) = x;
+    } else {
+      const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        if (e >= per || n + e >= p.N) break;
+        if (half) {
+          static_cast<uint16_t*>(dst)[at + e] = static_cast<uint16_t>(w[e / 2] >> (16 * (e % 2)));
+        } else {
+          static_cast<uint32_t*>(dst)[at + e] = w[e];
+        }
+      }
+    }
+  }
+}
+#endif
 
 template <class Dec, class T, int BN, int KS>
 __global__ void __launch_bounds__(384, 1) tiles_wgmma_kernel(const __grid_constant__ CUtensorMap tmap, const Params p) {
@@ -161,12 +269,23 @@ __global__ void __launch_bounds__(384, 1) tiles_wgmma_kernel(const __grid_consta
 #pragma unroll
   for (int d = 0; d < S::kDepth; ++d) fetch(d, d);
 
+  // Per k16 step: wait until the step's fragment registers are free (the
+  // same step of the previous stage has completed; every later group stays
+  // in flight), decode the step into them, issue its wgmma. The decode of
+  // step j thus runs under the MMA of the steps before it, and no wgmma input
+  // is redefined while a wgmma reading it is in flight (ptxas would
+  // serialize every wgmma, C7513).
+  // Groups left in flight at a step: fewer than a tile's steps (more and
+  // ptxas serializes every wgmma, C7513, for reasons it does not say).
+  constexpr int kInFlight = S::kKT / 16 - 1;
   for (int s0 = 0; s0 < stages; s0 += S::kDepth) {
 #pragma unroll
     for (int d = 0; d < S::kDepth; ++d) {
       const int s = s0 + d;
       if (s >= stages) break;
-        // Decode the stage's tiles (the previous stage's MMA is complete).
+      const int slot = s % S::kStages;
+      mbar_wait(&full[slot], (s / S::kStages) & 1);
+      const uint64_t base = wgmma_desc_k128(smem + slot * S::kABytes);
 #pragma unroll
       for (int u = 0; u < S::kTiles; ++u) {
         const uint32_t w[4] = {wring[d][u].x, wring[d][u].y, wring[d][u].z, wring[d][u].w};
@@ -179,42 +298,29 @@ __global__ void __launch_bounds__(384, 1) tiles_wgmma_kernel(const __grid_consta
                                 splat2<T>(scale_value(sring[d][u][1], p.scale_kind))};
 #pragma unroll
         for (int j = 0; j < S::kKT / 16; ++j) {
+          const int step = u * (S::kKT / 16) + j;
+          wgmma_wait<kInFlight>();
+          // At step kInFlight the pending groups are all this stage's: the previous stage's slot is free.
+          if (step == kInFlight && s > 0 && lane == 0) mbar_arrive(&empty[(s - 1) % S::kStages]);
 #pragma unroll
           for (int r = 0; r < 4; ++r) {
             const uint32_t v = Dec::pair(w, 4 * j + r, ctx[r & 1], p, tab, lane);
-            af[u * (S::kKT / 16) + j][r] = fma2<T>(v, s2[r & 1], 0x80008000u);  // v · s (+ -0)
+            af[step][r] = fma2<T>(v, s2[r & 1], 0x80008000u);  // v · s (+ -0)
           }
+          // +kBoxBytes a box of 64 columns, +32 bytes a k16 step (descriptor units of 16 bytes).
+          const uint64_t desc = base + (step / 4) * (S::kBoxBytes >> 4) + 2 * (step % 4);
+          wgmma_fence();
+          wgmma_rs<T, BN>(acc, af[step], desc);
+          wgmma_commit();
         }
       }
       fetch(d, s + S::kDepth);
-      const int slot = s % S::kStages;
-      mbar_wait(&full[slot], (s / S::kStages) & 1);
-      // The steps' descriptors before the fence: no instruction may define a
-      // wgmma input between the first wgmma and the wait (ptxas serializes them).
-      uint64_t desc[S::kSteps];
-#pragma unroll
-      for (int box = 0; box < S::kBoxes; ++box) {
-        const uint64_t base = wgmma_desc_k128(smem + slot * S::kABytes + box * S::kBoxBytes);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) desc[4 * box + j] = base + 2 * j;  // +32 bytes a k16 step
-      }
-      wgmma_fence();
-#pragma unroll
-      for (int j = 0; j < S::kSteps; ++j) wgmma_rs<T, BN>(acc, af[j], desc[j]);
-      wgmma_commit();
-      // Wait for this stage's MMA before the next decode writes its inputs:
-      // with a stage left in flight ptxas serializes every wgmma (C7513:
-      // registers defined under an MMA in flight). The two consumer
-      // warpgroups overlap one's decode with the other's MMA instead.
-      wgmma_wait<0>();
-      if (lane == 0) mbar_arrive(&empty[slot]);
     }
   }
-  if (nt_own >= row_tiles) return;
-  const int64_t n0 = nt_own * core::kTileRows;
-  // acc[4i .. 4i + 3]: the warp's 16 rows x columns 8i .. 8i + 7.
-#pragma unroll
-  for (int i = 0; i < BN / 8; ++i) write_fragment(p, n0, m0 + 8 * i, acc + 4 * i);
+  wgmma_wait<0>();
+  // Both consumers' MMAs have read their last slot: the slots hold the results.
+  bar_sync(1, 256);
+  wgmma_epilogue<BN>(p, smem, acc, n_block * S::kRows, m0, (wg - 1) * 4 + warp, threadIdx.x - 128);
 #endif
 }
 
