@@ -59,21 +59,21 @@ int rows_heuristic(int64_t m) {
 //   take its 16-warp shape at M <= 16);
 // - M <= 32: the streaming kernel's M tile of 32 (16 warps, one block an
 //   SM; int4 1.67x against the mma.sync M tile of 32's 1.37x);
-// - M <= 64 for the 4-bit tables, and where wgmma does not serve: the
-//   streaming kernel's M tile of 64 (nf4 0.88x against wgmma's 0.80x, int2
-//   0.99x against the mma.sync tile of 64's 0.83x; int4 keeps wgmma, 1.31x
-//   against 0.93x);
-// - M <= 64: wgmma with 64 rows of M (1.41x against the mma.sync tile of 64's 0.80x);
+// - M <= 64 where wgmma does not serve: the streaming kernel's M tile of 64
+//   (int2 0.99x against the mma.sync tile of 64's 0.83x);
+// - M <= 64: wgmma with 64 rows of M (int4 1.32x against the streaming
+//   kernel's 0.93x; nf4 1.00x against 0.89x since wgmma decodes a step under
+//   the MMAs of the steps before it);
 // - M <= 128: wgmma, 128 x 128 stages (1.14-1.34x; 128 x 64: 1.08-1.27x);
 // - larger: wgmma, 256 x 128 stages (M = 256: 0.93x against 0.89x with 256 x 64).
 // Without wgmma (not sm_90a, or 1- and 2-bit codes) the mma.sync tile of 64.
-int tiles_heuristic(int64_t m, bool wgmma, bool table) {
+int tiles_heuristic(int64_t m, bool wgmma) {
   const int shapes = tiles_num_shapes();
   const int stream = shapes + wgmma_num_shapes();
   if (m <= 8) return stream;
   if (m <= 16) return stream + 1;
   if (m <= 32) return stream + 3;
-  if (m <= 64 && (!wgmma || table)) return stream + 4;
+  if (m <= 64 && !wgmma) return stream + 4;
   if (!wgmma) return 3;
   if (m <= 64) return shapes + 2;
   if (m <= 128) return shapes + 4;
@@ -279,7 +279,7 @@ Plan make_tiles_plan(const MatmulArgs& a, int config) {
   const int64_t m = a.prepared_m > 0 ? a.prepared_m : p.M;
   const int shapes = tiles_num_shapes();
   const int stream0 = shapes + wgmma_num_shapes();
-  int index = config >= 0 ? config % tiles_num_configs() : tiles_heuristic(m, wgmma_serves(p.bits), table);
+  int index = config >= 0 ? config % tiles_num_configs() : tiles_heuristic(m, wgmma_serves(p.bits));
   if (index >= shapes && index < stream0 && !wgmma_serves(p.bits)) index = 3;
   // The streaming kernel addresses a group's scales in 32 bits.
   if (index >= stream0 && !stream_fits(p, f)) index = 4;
