@@ -7,20 +7,21 @@
 // so the low-bit operand is the one in registers (wgmma reads only its B
 // operand from shared memory, and the dequantized weight never goes there).
 //
-// Block: 3 warpgroups. Warpgroup 0 is the producer: one thread streams A's
-// [BN, KS] stages (the block's BN rows of M, KS columns of K as boxes of 64,
-// 128-byte swizzle, zeros past M and K) into kStages slots, each with a full and an
-// empty mbarrier. Warpgroups 1 and 2 are consumers of 64 rows of N each
-// (warp w of them: row tile nt0 + 4·(wg - 1) + w): per stage of KS columns
+// Block: 1 + CW warpgroups. Warpgroup 0 is the producer: one thread streams
+// A's [BN, KS] stages (the block's BN rows of M, KS columns of K as boxes of
+// 64, 128-byte swizzle, zeros past M and K) into kStages slots, each with a
+// full and an empty mbarrier. Warpgroups 1 .. CW are consumers of 64 rows of
+// N each (warp w of them: row tile nt0 + 4·(wg - 1) + w): per stage of KS columns
 // a warp loads its tile's 16 bytes a lane straight from global memory into
 // registers (kDepth stages ahead), decodes them into the wgmma A fragments
 // (the tiles layout is that fragment order), scales them in A's dtype
 // (w = (v - z) · s, the scale rounded to A's dtype: a weight is rounded at
 // most three times, see docs/gemm.md's tolerance), and issues 4 wgmma k16
-// steps a box on the slot. One consumer's decode overlaps the other's MMA.
+// steps a box on the slot. One consumer's decode overlaps the others' MMAs.
 //
 //   shared: A slots [kStages][BN rows][128 B] (1024-aligned, swizzled by the
-//           TMA), full / empty barriers, the 4-bit tables' lookup table
+//           TMA; at the end, the results' stage), full / empty barriers, the
+//           4-bit tables' lookup table
 #pragma once
 
 #include <cuda.h>
@@ -38,7 +39,7 @@ namespace lowbit::cuda::gemm {
 
 // BN rows of M and KS columns of K a stage: KS / 64 boxes of [BN, 64] (each
 // a 1024-aligned swizzled tile of BN rows of 128 bytes).
-template <class Dec, int BN, int KS>
+template <class Dec, int BN, int KS, int CW>
 struct WgmmaShape {
   static constexpr int kKT = core::tile_k(Dec::kBits);  // 64 (4-bit) or 32 (8-bit)
   static constexpr int kKS = KS;
@@ -50,25 +51,41 @@ struct WgmmaShape {
   // A slots: up to 192 KB (with the tables' 32 KB lookup table the block
   // still fits in 227 KB), at most 8.
   static constexpr int kStages = 196608 / kABytes < 8 ? 196608 / kABytes : 8;
-  static constexpr int kDepth = KS == 64 ? 4 : 2;  // weight prefetch, stages
-  static constexpr int kThreads = 384;
-  static constexpr int kRows = 128;  // rows of N a block
+  static constexpr int kDepth = KS == 64 && CW == 2 ? 4 : 2;  // weight prefetch, stages
+  static constexpr int kConsumers = 128 * CW;                 // CW consumer warpgroups of 64 rows of N
+  static constexpr int kThreads = 128 + kConsumers;
+  static constexpr int kRows = 64 * CW;  // rows of N a block
+  // Registers a thread: a block starts with kLaunchRegs a thread (64K
+  // shared by kThreads, in steps of 8); the producer gives up what the
+  // consumers then take (setmaxnreg.inc waits until the SM has them: asking
+  // for more than the producer freed hangs the block).
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static constexpr int kProducerRegs = CW == 2 ? 40 : 24;
+  static constexpr int kConsumerRegs = CW == 2 ? 232 : 112;
+  static_assert(kConsumers * (kConsumerRegs - kLaunchRegs) <= 128 * (kLaunchRegs - kProducerRegs),
+                "the consumers take no more registers than the producer frees");
   static constexpr int kBarBytes = 2 * kStages * 8;
   static constexpr int kTabBytes = Dec::kTable ? 256 * 32 * 4 : 0;
   // + 1024: the dynamic shared base is aligned up to the swizzle's 1024 bytes.
   static constexpr size_t kBytes = 1024 + static_cast<size_t>(kStages) * kABytes + kBarBytes + kTabBytes;
   static_assert(kKT <= kKS, "a stage holds whole tiles");
-  static_assert(kStages * kABytes >= BN * 128 * 4, "the slots hold the block's fp32 results");
+  static_assert(kStages * kABytes >= BN * kRows * 4, "the slots hold the block's fp32 results");
 };
 
 #if LOWBIT_SM90A
-// The block's results go out through shared memory as rows of M ([BN][128
-// rows of N]): 16-bit output as halves (rows of 256 bytes, written by
-// stmatrix), split partials and fp32 output as floats (rows of 512 bytes).
+// The block's results go out through shared memory as rows of M ([BN][R
+// rows of N]): 16-bit output as halves (rows of 2R bytes, written by
+// stmatrix), split partials and fp32 output as floats (rows of 4R bytes).
 // The 16-byte chunks of a row are XOR-swizzled by row so the fragment
 // writes and the row reads hit distinct banks; these are the byte offsets.
-__device__ __forceinline__ int stage16_at(int m, int chunk) { return m * 256 + ((chunk ^ (m & 7)) << 4); }
-__device__ __forceinline__ int stage32_at(int m, int chunk) { return m * 512 + ((chunk ^ (((m >> 1) & 3) << 1)) << 4); }
+template <int R>
+__device__ __forceinline__ int stage16_at(int m, int chunk) {
+  return m * 2 * R + ((chunk ^ (m & 7)) << 4);
+}
+template <int R>
+__device__ __forceinline__ int stage32_at(int m, int chunk) {
+  return m * 4 * R + ((chunk ^ (((m >> 1) & 3) << 1)) << 4);
+}
 
 // Two results rounded as store_out rounds them, first in the low half.
 __device__ __forceinline__ uint32_t pack_out(float a, float b, OutKind kind) {
@@ -91,10 +108,10 @@ __device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, uint32_t r0, ui
 // warp's 16 rows of N, wrow its row tile in the block, x columns 8i .. 8i + 7
 // of M). Each consumer thread puts its fragments in the stage — 16-bit
 // output with the bias added and rounded as store_out does, by stmatrix; else
-// as floats —, then the 256 consumer threads write the stage out a row of M
-// at a time in 16-byte stores (scalar stores where a row's end or the
-// destination's alignment does not allow 16 bytes).
-template <int BN>
+// as floats —, then the block's C consumer threads (R rows of N) write the
+// stage out a row of M at a time in 16-byte stores (scalar stores where a
+// row's end or the destination's alignment does not allow 16 bytes).
+template <int BN, int R, int C>
 __device__ __forceinline__ void wgmma_epilogue(const Params& p, uint8_t* stage, const float* acc, int64_t n_base,
                                                int64_t m0, int wrow, int tid) {
   const int lane = tid & 31, g = lane >> 2, q = lane & 3;
@@ -115,7 +132,7 @@ __device__ __forceinline__ void wgmma_epilogue(const Params& p, uint8_t* stage, 
     const uint32_t base = smem_addr(stage);
 #pragma unroll
     for (int i = 0; i < BN / 8; i += 2) {
-      const uint32_t addr = base + stage16_at(8 * (i + k / 2) + j, 2 * wrow + (k & 1));
+      const uint32_t addr = base + stage16_at<R>(8 * (i + k / 2) + j, 2 * wrow + (k & 1));
       stmatrix_x4_trans(addr, out2(acc + 4 * i, 0), out2(acc + 4 * i, 1), out2(acc + 4 * i + 4, 0),
                         out2(acc + 4 * i + 4, 1));
     }
@@ -125,15 +142,16 @@ __device__ __forceinline__ void wgmma_epilogue(const Params& p, uint8_t* stage, 
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int n = 16 * wrow + g + 8 * (e >> 1);
-        *reinterpret_cast<float*>(stage + stage32_at(8 * i + 2 * q + (e & 1), n >> 2) + 4 * (n & 3)) = acc[4 * i + e];
+        *reinterpret_cast<float*>(stage + stage32_at<R>(8 * i + 2 * q + (e & 1), n >> 2) + 4 * (n & 3)) =
+            acc[4 * i + e];
       }
     }
   }
-  bar_sync(1, 256);
+  bar_sync(1, C);
   void* dst = p.splits > 1 ? static_cast<void*>(p.partial + static_cast<int64_t>(blockIdx.z) * p.M * p.N) : p.out;
   const int per = half ? 8 : 4;  // elements a 16-byte chunk
   const bool vec = p.N % per == 0 && (reinterpret_cast<uintptr_t>(dst) & 15) == 0;
-  const int chunks = 128 / per, rows_a_pass = 256 / chunks;
+  const int chunks = R / per, rows_a_pass = C / chunks;
   const int c = tid % chunks;
   const int64_t n = n_base + per * c;
   // fp32 output adds the bias here (the partial sums get it in the reduction).
@@ -142,7 +160,7 @@ __device__ __forceinline__ void wgmma_epilogue(const Params& p, uint8_t* stage, 
 #pragma unroll
   for (int e = 0; e < 4; ++e) bias[e] = add_bias && n + e < p.N ? __ldg(p.bias + n + e) : 0.0f;
   for (int m = tid / chunks; m < BN && m0 + m < p.M; m += rows_a_pass) {
-    uint4 x = *reinterpret_cast<const uint4*>(stage + (half ? stage16_at(m, c) : stage32_at(m, c)));
+    uint4 x = *reinterpret_cast<const uint4*>(stage + (half ? stage16_at<R>(m, c) : stage32_at<R>(m, c)));
     if (add_bias) {
       x = make_uint4(__float_as_uint(__fadd_rn(__uint_as_float(x.x), bias[0])),
                      __float_as_uint(__fadd_rn(__uint_as_float(x.y), bias[1])),
@@ -168,10 +186,11 @@ __device__ __forceinline__ void wgmma_epilogue(const Params& p, uint8_t* stage, 
 }
 #endif
 
-template <class Dec, class T, int BN, int KS>
-__global__ void __launch_bounds__(384, 1) tiles_wgmma_kernel(const __grid_constant__ CUtensorMap tmap, const Params p) {
+template <class Dec, class T, int BN, int KS, int CW>
+__global__ void __launch_bounds__(128 * (CW + 1), 1)
+    tiles_wgmma_kernel(const __grid_constant__ CUtensorMap tmap, const Params p) {
 #if LOWBIT_SM90A
-  using S = WgmmaShape<Dec, BN, KS>;
+  using S = WgmmaShape<Dec, BN, KS, CW>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::kStages * S::kABytes);
@@ -199,7 +218,7 @@ __global__ void __launch_bounds__(384, 1) tiles_wgmma_kernel(const __grid_consta
   if (threadIdx.x == 0) {
     for (int s = 0; s < S::kStages; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 8);  // one arrival per consumer warp
+      mbar_init(&empty[s], 4 * CW);  // one arrival per consumer warp
     }
     mbar_fence_init();
   }
@@ -208,7 +227,7 @@ __global__ void __launch_bounds__(384, 1) tiles_wgmma_kernel(const __grid_consta
 
   if (wg == 0) {
     // Producer: one thread streams A.
-    setmaxnreg_dec<40>();
+    setmaxnreg_dec<S::kProducerRegs>();
     if (threadIdx.x == 0) {
       for (int s = 0; s < stages; ++s) {
         const int slot = s % S::kStages;
@@ -224,7 +243,7 @@ __global__ void __launch_bounds__(384, 1) tiles_wgmma_kernel(const __grid_consta
     return;
   }
 
-  setmaxnreg_inc<232>();
+  setmaxnreg_inc<S::kConsumerRegs>();
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   const int g = lane >> 2;
   const int64_t row_tiles = (p.N + core::kTileRows - 1) / core::kTileRows;
@@ -236,28 +255,36 @@ __global__ void __launch_bounds__(384, 1) tiles_wgmma_kernel(const __grid_consta
   const uint8_t* zsrc = p.zcodes + nt * core::kTileRows + g;
   const int shift = tile_group_shift(p, S::kKT);
 
-  // The weight ring: a stage's tiles, their rows' scales (raw bits) and zero codes.
+  // The weight ring: a stage's tiles, their rows' scales (raw bits) and zero
+  // codes. fetch(d, s) is called for s = 0, 1, ... in order: the next stage's
+  // first tile is a running pointer, and a stage whose tiles are all inside
+  // [kb, ke) loads without checks.
   uint4 wring[S::kDepth][S::kTiles];
   uint32_t sring[S::kDepth][S::kTiles][2];
   uint32_t zring[S::kDepth][S::kTiles][2];
+  const int whole = (ke - kb) / S::kKS;  // stages with every tile live
+  const int64_t sstride = p.np * sb;     // bytes a group's row of scales
+  int kt_next = kb / S::kKT;
+  const uint8_t* w_next = wsrc + static_cast<int64_t>(kt_next) * core::kTileBytes;
   auto fetch = [&](int d, int s) {
+    const bool all = s < whole;
 #pragma unroll
     for (int u = 0; u < S::kTiles; ++u) {
-      const int kt = (kb + s * S::kKS) / S::kKT + u;
-      const bool live = s < stages && kt * S::kKT < ke;
-      wring[d][u] = live ? __ldg(reinterpret_cast<const uint4*>(wsrc + static_cast<int64_t>(kt) * core::kTileBytes))
-                         : make_uint4(0, 0, 0, 0);
+      const int kt = kt_next + u;
+      const bool live = all || (s < stages && kt * S::kKT < ke);
+      wring[d][u] =
+          live ? __ldg(reinterpret_cast<const uint4*>(w_next + u * core::kTileBytes)) : make_uint4(0, 0, 0, 0);
       const int64_t grp = live ? kt >> shift : 0;
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         sring[d][u][r] = 0x3f800000u;  // 1.0f
         zring[d][u][r] = 0;
-        if (live && p.tscale) {
-          sring[d][u][r] = load_scale_bits(ssrc + (grp * p.np + 8 * r) * sb, sb);
-        }
+        if (live && p.tscale) sring[d][u][r] = load_scale_bits(ssrc + grp * sstride + 8 * r * sb, sb);
         if (live && p.zcodes) zring[d][u][r] = __ldg(zsrc + grp * p.np + 8 * r);
       }
     }
+    kt_next += S::kTiles;
+    w_next += S::kTiles * core::kTileBytes;
   };
 
   float acc[BN / 2];
@@ -319,8 +346,9 @@ __global__ void __launch_bounds__(384, 1) tiles_wgmma_kernel(const __grid_consta
   }
   wgmma_wait<0>();
   // Both consumers' MMAs have read their last slot: the slots hold the results.
-  bar_sync(1, 256);
-  wgmma_epilogue<BN>(p, smem, acc, n_block * S::kRows, m0, (wg - 1) * 4 + warp, threadIdx.x - 128);
+  bar_sync(1, S::kConsumers);
+  wgmma_epilogue<BN, S::kRows, S::kConsumers>(p, smem, acc, n_block * S::kRows, m0, (wg - 1) * 4 + warp,
+                                              threadIdx.x - 128);
 #endif
 }
 

@@ -8,18 +8,19 @@
 
 namespace lowbit::cuda::gemm {
 
-// The kernel's configs: {rows of M, columns of K} a stage.
+// The kernel's configs: {rows of M, columns of K} a stage, consumer warpgroups (64 rows of N each).
 struct WgmmaShapeConfig {
-  int bn, ks;
+  int bn, ks, cw;
 };
-inline constexpr WgmmaShapeConfig kWgmmaShapes[] = {{128, 64}, {256, 64}, {64, 64}, {256, 128}, {128, 128}};
+inline constexpr WgmmaShapeConfig kWgmmaShapes[] = {{128, 64, 2},  {256, 64, 2},  {64, 64, 2},
+                                                    {256, 128, 2}, {128, 128, 2}, {64, 64, 4}};
 inline constexpr int kNumWgmmaShapes = static_cast<int>(sizeof(kWgmmaShapes) / sizeof(kWgmmaShapes[0]));
 
-template <class Dec, class T, int BN, int KS>
+template <class Dec, class T, int BN, int KS, int CW>
 KernelInfo wgmma_instance() {
-  using S = WgmmaShape<Dec, BN, KS>;
+  using S = WgmmaShape<Dec, BN, KS, CW>;
   KernelInfo k;
-  k.kernel = reinterpret_cast<const void*>(tiles_wgmma_kernel<Dec, T, BN, KS>);
+  k.kernel = reinterpret_cast<const void*>(tiles_wgmma_kernel<Dec, T, BN, KS, CW>);
   k.tma = true;
   k.smem = S::kBytes;
   k.chunk = S::kKS;
@@ -36,7 +37,7 @@ KernelInfo wgmma_instance_at(bool bf16, int index) {
   return shape_instance_at<kNumWgmmaShapes>(bf16, index, [](auto i, auto t) {
     using T = decltype(t);
     constexpr WgmmaShapeConfig c = kWgmmaShapes[decltype(i)::value];
-    return wgmma_instance<DecOf<T>, T, c.bn, c.ks>();
+    return wgmma_instance<DecOf<T>, T, c.bn, c.ks, c.cw>();
   });
 }
 
