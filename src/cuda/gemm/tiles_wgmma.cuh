@@ -301,9 +301,9 @@ __global__ void __launch_bounds__(128 * (CW + 1), 1)
   // in flight), decode the step into them, issue its wgmma. The decode of
   // step j thus runs under the MMA of the steps before it, and no wgmma input
   // is redefined while a wgmma reading it is in flight (ptxas would
-  // serialize every wgmma, C7513).
-  // Groups left in flight at a step: fewer than a tile's steps (more and
-  // ptxas serializes every wgmma, C7513, for reasons it does not say).
+  // serialize every wgmma, C7513). The groups left in flight are fewer than
+  // a tile's steps: with more, ptxas serializes them too, for reasons it
+  // does not say.
   constexpr int kInFlight = S::kKT / 16 - 1;
   for (int s0 = 0; s0 < stages; s0 += S::kDepth) {
 #pragma unroll
