@@ -1,9 +1,10 @@
 // The CUDA matmul's own paths, beyond the shared sweeps: A not fit to read
 // in place (a misaligned view, K not a multiple of the kernel's chunk) is
-// gathered into the workspace; K long enough for split-K and many passes,
-// or for the activations of a split to fill the streaming kernel's shared
-// memory; every kernel config on each. Results against the float64 oracle with the
-// CUDA tolerance.
+// gathered into the workspace; out as a misaligned view (the wgmma kernel's
+// 16-byte row stores fall back to scalar ones); K long enough for split-K
+// and many passes, or for the activations of a split to fill the streaming
+// kernel's shared memory; every kernel config on each. Results against the
+// float64 oracle with the CUDA tolerance.
 #include <string>
 #include <vector>
 
@@ -19,42 +20,45 @@ namespace {
 using namespace lowbit;
 using namespace lowbit::test;
 
-// A copy of host A on the GPU whose data starts `offset` elements into its buffer.
-struct DeviceA {
+// A [rows, cols] view on the GPU whose data starts `offset` elements into its buffer.
+struct DeviceView {
   Tensor buffer;
   TensorRef ref;
 };
-DeviceA device_a(const Tensor& host, int64_t offset) {
-  DeviceA d;
-  const int64_t n = host.numel();
-  d.buffer = Tensor::empty({n + offset}, host.dtype(), Device::cuda(0));
-  d.ref = TensorRef::contiguous(static_cast<char*>(d.buffer.data()) + dtype_storage_bytes(host.dtype(), offset),
-                                host.dtype(), {host.size(0), host.size(1)}, Device::cuda(0));
-  copy(d.ref, host.ref());
+DeviceView device_view(int64_t rows, int64_t cols, DType dtype, int64_t offset) {
+  DeviceView d;
+  d.buffer = Tensor::empty({rows * cols + offset}, dtype, Device::cuda(0));
+  d.ref = TensorRef::contiguous(static_cast<char*>(d.buffer.data()) + dtype_storage_bytes(dtype, offset), dtype,
+                                {rows, cols}, Device::cuda(0));
   return d;
 }
 
-void check_cuda_matmul(const MatmulConfig& c, int64_t M, int64_t offset, const std::string& what) {
+// A and out start `offset` and `out_offset` elements into their buffers.
+void check_cuda_matmul(const MatmulConfig& c, int64_t M, int64_t offset, const std::string& what,
+                       int64_t out_offset = 0) {
   const QuantizedWeight w = random_weight(c, DType::f16, false);
   const Tensor A = random_floats({M, c.K}, c.A_dtype, 0.5f);
   const Oracle oracle = matmul_oracle(A, expected_dequant(w), c.N, c.K, {});
   const Matmul mm(c, Device::cuda(0));
   const PackedWeight W = mm.transform_weight(w);
-  const DeviceA a = device_a(A, offset);
+  const DeviceView a = device_view(M, c.K, c.A_dtype, offset);
+  copy(a.ref, A.ref());
 #if defined(LOWBIT_WITH_CUDA)
   const int configs = cuda::matmul_num_configs();
 #else
   const int configs = 0;
 #endif
   for (int config = -1; config < configs; ++config) {
-    Tensor out = Tensor::empty({M, c.N}, c.out_dtype, Device::cuda(0));
-    MatmulArgs args = mm.args(a.ref, W.ref(), out.ref());
+    const DeviceView out_view = device_view(M, c.N, c.out_dtype, out_offset);
+    MatmulArgs args = mm.args(a.ref, W.ref(), out_view.ref);
     args.config = config;
     check(args);
     const size_t bytes = workspace_size(args);
     Tensor ws = bytes ? Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, Device::cuda(0)) : Tensor();
     run(args, ws.data(), Stream{});
     synchronize(Stream{});
+    Tensor out = Tensor::empty({M, c.N}, c.out_dtype, Device::cuda(0));
+    copy(out.ref(), out_view.ref);
     expect_close(oracle, out, matmul_tolerance(c.A_dtype, c.out_dtype, c.accum_dtype, c.K, DeviceType::cuda),
                  what + " M=" + std::to_string(M) + " config " + std::to_string(config));
   }
@@ -79,6 +83,20 @@ TEST(CudaMatmul, MisalignedAIsGathered) {
        {config(WeightType::uint4, 72, 512, 128, true), config(WeightType::nf4, 40, 256, 64, false),
         config(WeightType::int2, 24, 512, 128, false)}) {
     for (int64_t M : {1, 3, 16, 40}) check_cuda_matmul(c, M, 1, describe(c) + " A offset 1");
+  }
+}
+
+TEST(CudaMatmul, MisalignedOutputIsWrittenInPlace) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+  // N a multiple of 8 (the wgmma kernel's rows of 16-bit output would go out
+  // in 16-byte stores), out one element off 16 bytes: fp16 and fp32 output,
+  // with and without split K.
+  for (DType out : {DType::f16, DType::f32}) {
+    for (int64_t K : {int64_t{512}, int64_t{8192}}) {
+      MatmulConfig c = config(WeightType::int4, 136, K, 128, false);
+      c.out_dtype = out;
+      for (int64_t M : {1, 40, 129}) check_cuda_matmul(c, M, 0, describe(c) + " out offset 1", 1);
+    }
   }
 }
 
