@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "core/float_convert.h"
+#include "cuda/common/convert.cuh"
 #include "cuda/gemm/decoders.cuh"
 #include "cuda/gemm/mma.cuh"
 #include "cuda/gemm/params.h"
@@ -127,8 +128,8 @@ __device__ __forceinline__ void store_out(const Params& p, int64_t m, int64_t n,
   const int64_t i = m * p.N + n;
   switch (p.out_kind) {
     case OutKind::f32: static_cast<float*>(p.out)[i] = v; break;
-    case OutKind::f16: static_cast<uint16_t*>(p.out)[i] = __half_as_ushort(__float2half_rn(v)); break;
-    case OutKind::bf16: static_cast<uint16_t*>(p.out)[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v)); break;
+    case OutKind::f16: static_cast<uint16_t*>(p.out)[i] = f32_to_f16_hw(v); break;
+    case OutKind::bf16: static_cast<uint16_t*>(p.out)[i] = f32_to_bf16_hw(v); break;
   }
 }
 

@@ -87,12 +87,10 @@ __device__ __forceinline__ int stage32_at(int m, int chunk) {
   return m * 4 * R + ((chunk ^ (((m >> 1) & 3) << 1)) << 4);
 }
 
-// Two results rounded as store_out rounds them, first in the low half.
+// Two results rounded to a 16-bit output kind, first in the low half.
 __device__ __forceinline__ uint32_t pack_out(float a, float b, OutKind kind) {
-  if (kind == OutKind::f16) {
-    return __half_as_ushort(__float2half_rn(a)) | (uint32_t{__half_as_ushort(__float2half_rn(b))} << 16);
-  }
-  return __bfloat16_as_ushort(__float2bfloat16_rn(a)) | (uint32_t{__bfloat16_as_ushort(__float2bfloat16_rn(b))} << 16);
+  if (kind == OutKind::f16) return f32_to_f16_hw(a) | (uint32_t{f32_to_f16_hw(b)} << 16);
+  return f32_to_bf16_hw(a) | (uint32_t{f32_to_bf16_hw(b)} << 16);
 }
 
 // Four 8x8 matrices of 16-bit values stored transposed: lane l's register i
