@@ -57,13 +57,13 @@ struct WgmmaShape {
   static constexpr int kRows = 64 * CW;  // rows of N a block
   // Registers a thread: a block starts with kLaunchRegs a thread (64K
   // shared by kThreads, in steps of 8); the producer gives up what the
-  // consumers then take (setmaxnreg.inc waits until the SM has them: asking
-  // for more than the producer freed hangs the block).
+  // consumers then take, and no more (setmaxnreg.inc waits until the SM has
+  // them: asking for more than the producer freed hangs the block). 2
+  // consumer warpgroups: 40 and 232, 4: 24 and 112.
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
   static constexpr int kProducerRegs = CW == 2 ? 40 : 24;
-  static constexpr int kConsumerRegs = CW == 2 ? 232 : 112;
-  static_assert(kConsumers * (kConsumerRegs - kLaunchRegs) <= 128 * (kLaunchRegs - kProducerRegs),
-                "the consumers take no more registers than the producer frees");
+  static constexpr int kConsumerRegs = (kLaunchRegs + 128 * (kLaunchRegs - kProducerRegs) / kConsumers) / 8 * 8;
+  static_assert(kConsumerRegs <= 256, "setmaxnreg's limit");
   static constexpr int kBarBytes = 2 * kStages * 8;
   static constexpr int kTabBytes = Dec::kTable ? 256 * 32 * 4 : 0;
   // + 1024: the dynamic shared base is aligned up to the swizzle's 1024 bytes.
