@@ -742,7 +742,7 @@ def part_checkpoints(torch, lowbit, bnb, cli: str, keep: Optional[str]) -> Dict[
             r = rel(torch, ll, lt)
             out[name] = {"lowbit_vs_transformers": r, "transformers_reload": rel(torch, lt2, lt),
                          "transformers_vs_fp16": rel(torch, lt, ref16), "lowbit_vs_fp16": rel(torch, ll, ref16)}
-            log(f"  {name:<9} logits rel. L2: lowbit vs transformers {r:.2e} (tolerance {tol:.0e}); "
+            log(f"  {name:<9} logits rel. L2: lowbit vs transformers {r:.2e} (tolerance {tol:.1e}); "
                 f"transformers saved+reloaded {out[name]['transformers_reload']:.2e}; quantization error vs fp16 "
                 f"model: transformers {out[name]['transformers_vs_fp16']:.2e}, lowbit {out[name]['lowbit_vs_fp16']:.2e}; "
                 f"dtypes {m_lb.dtype}/{m_tf.dtype} ({time.time() - t0:.1f} s)")
@@ -757,7 +757,7 @@ def part_checkpoints(torch, lowbit, bnb, cli: str, keep: Optional[str]) -> Dict[
                 log("    int8 hidden states rel. L2 by layer: " + " ".join(f"{rel(torch, a, b):.1e}" for a, b in zip(hl, ht)))
                 int8_substitutions(torch, lowbit, bnb, m_lb, m_tf2, base, ids, lt, name)
             if not r <= tol:
-                fail(f"{name}: logits differ from transformers' own quantization by {r:.2e} (tolerance {tol:.0e})")
+                fail(f"{name}: logits differ from transformers' own quantization by {r:.2e} (tolerance {tol:.1e})")
             del m_tf, m_lb, m_tf2
             torch.cuda.empty_cache()
         except Exception as e:  # noqa: BLE001
