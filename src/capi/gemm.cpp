@@ -115,21 +115,23 @@ extern "C" {
 
 void lowbit_matmul_config_init(lowbit_matmul_config* config) {
   if (config == nullptr) return;
-  const MatmulConfig d;
+  // MatmulConfig's defaults (include/lowbit/ops/gemm.h), spelled as
+  // constants: this function cannot report a failure.
+  constexpr DLDataType kF16{kDLFloat, 16, 1}, kF32{kDLFloat, 32, 1};
   config->M = nullptr;
   config->num_M = 0;
-  config->N = d.N;
-  config->K = d.K;
-  config->A_dtype = capi::to_dl(d.A_dtype);
-  config->W_dtype = static_cast<lowbit_weight_type>(d.W_dtype);
-  config->accum_dtype = capi::to_dl(d.accum_dtype);
-  config->out_dtype = capi::to_dl(d.out_dtype);
+  config->N = 0;
+  config->K = 0;
+  config->A_dtype = kF16;
+  config->W_dtype = LOWBIT_WEIGHT_FLOAT16;
+  config->accum_dtype = kF32;
+  config->out_dtype = kF16;
   config->layout = "nt";
-  config->with_bias = d.with_bias ? 1 : 0;
-  config->group_size = d.group_size;
-  config->with_scaling = d.with_scaling ? 1 : 0;
-  config->with_zeros = d.with_zeros ? 1 : 0;
-  config->zeros_mode = static_cast<lowbit_zeros_mode>(d.zeros_mode);
+  config->with_bias = 0;
+  config->group_size = -1;
+  config->with_scaling = 0;
+  config->with_zeros = 0;
+  config->zeros_mode = LOWBIT_ZEROS_ORIGINAL;
 }
 
 const char* lowbit_weight_type_name(lowbit_weight_type type) {
