@@ -50,18 +50,27 @@ struct TensorRef {
   std::string str() const;  // "float32[4, 128] cuda:0"
 };
 
-// An owning tensor: contiguous memory allocated on its device by that
-// device's backend, freed when the last copy goes away.
+// An owning tensor: contiguous memory allocated on its device, freed when the
+// last copy goes away. CUDA memory is stream-ordered (lowbit/allocator.h): it
+// is allocated for `stream` and given back on that stream, without waiting.
 class Tensor {
  public:
   Tensor() = default;
 
-  static Tensor empty(Shape shape, DType dtype, Device device = Device::cpu());
-  static Tensor empty(std::initializer_list<int64_t> shape, DType dtype, Device device = Device::cpu()) {
-    return empty(Shape(shape.begin(), shape.size()), dtype, device);
+  static Tensor empty(Shape shape, DType dtype, Device device = Device::cpu(), Stream stream = {});
+  static Tensor empty(std::initializer_list<int64_t> shape, DType dtype, Device device = Device::cpu(),
+                      Stream stream = {}) {
+    return empty(Shape(shape.begin(), shape.size()), dtype, device, stream);
   }
-  // A copy of `src` (any device, contiguous) on `device`; ordered on `stream`
-  // and complete when this returns.
+  // A tensor on `device` holding a copy of host `values`, complete on return
+  // and usable from any stream (for tables made once and kept; the upload
+  // waits for itself, so don't call it per op).
+  static Tensor constant(const void* values, Shape shape, DType dtype, Device device);
+  static Tensor constant(const void* values, std::initializer_list<int64_t> shape, DType dtype, Device device) {
+    return constant(values, Shape(shape.begin(), shape.size()), dtype, device);
+  }
+  // A copy of `src` (any device, contiguous) on `device`, ordered on `stream`:
+  // complete when this returns for a host destination, enqueued otherwise.
   static Tensor copy_of(const TensorRef& src, Device device, Stream stream = {});
 
   const TensorRef& ref() const { return ref_; }
@@ -82,6 +91,8 @@ class Tensor {
   Tensor to(Device device, Stream stream = {}) const { return copy_of(ref_, device, stream); }
   // The same memory seen with another shape of equal element count.
   Tensor reshaped(Shape shape) const;
+  // The owner of the memory (its deleter tells who allocated it).
+  const std::shared_ptr<void>& storage() const { return storage_; }
 
  private:
   std::shared_ptr<void> storage_;
@@ -89,7 +100,8 @@ class Tensor {
 };
 
 // Copies src into dst (same dtype and element count, both contiguous, any
-// devices); enqueued on `stream` for device copies.
+// devices), ordered on `stream`: complete on return when dst is host memory,
+// enqueued only otherwise (a host source may be reused on return).
 void copy(const TensorRef& dst, const TensorRef& src, Stream stream = {});
 
 }  // namespace lowbit

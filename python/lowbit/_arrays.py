@@ -2,9 +2,13 @@
 
 Every array argument crosses into C++ through DLPack without a copy, as the
 pair ``(array, as)`` that ``python/src/arrays.h`` describes; every result comes
-back as ``(array, dtype, device_type, device_index)`` — a NumPy array for host
-memory, a DLPack capsule for CUDA memory — and is handed to the framework the
-call's main input came from, on that input's device.
+back as ``(array, dtype, device_type, device_index)`` and is handed to the
+framework the call's main input came from, on that input's device. CUDA
+results of frameworks that own their GPU memory (PyTorch, CuPy) are allocated
+by that framework during the call (``Framework.allocator``): they come back as
+its own arrays, counted by its memory statistics and held in its CUDA-graph
+pools. Other results are a NumPy array for host memory and a DLPack capsule
+for CUDA memory (lowbit's own stream-ordered pool).
 
 A framework is imported here only when an argument already is one of its
 arrays (it is then in ``sys.modules``), or when the caller names a CUDA device
@@ -126,6 +130,12 @@ class Framework:
     def current_stream(self, x: Any, device: Device) -> int:
         return 0
 
+    def allocator(self, device: Device, stream: int) -> Any:
+        """alloc(shape, dtype name, device index, stream) -> (array, data
+        pointer) allocating on `device` for `stream` with this framework, or
+        None to leave the call's CUDA results to lowbit's own allocator."""
+        return None
+
     def dtype(self, name: str) -> Any:
         """This framework's dtype object for a lowbit dtype name."""
         return name
@@ -194,17 +204,22 @@ class _Torch(Framework):
     def prepare(self, x: Any) -> Tuple[Any, str]:
         import torch
 
-        x = x.detach()
+        if x.requires_grad:
+            x = x.detach()
         if x.is_conj():
             x = x.resolve_conj()
         if x.is_neg():
             x = x.resolve_neg()
         if not x.is_contiguous():
             x = x.contiguous()
-        name = dtype_name(x.dtype)
-        if name in _FP8:  # torch's DLPack export of fp8 varies by version: send the bytes
-            return x.view(torch.uint8), name
-        return x, ""
+        name = ""
+        if x.dtype in _torch_fp8():  # torch's DLPack export of fp8 varies by version: send the bytes
+            name = dtype_name(x.dtype)
+            x = x.view(torch.uint8)
+        # torch's own exporter: Tensor.__dlpack__ would order the legacy
+        # default stream after the current one, a wait no op needs (the work
+        # is enqueued on the current stream) and one a CUDA graph cannot capture.
+        return torch._C._to_dlpack(x), name
 
     def prepare_out(self, x: Any, op: str, name: str) -> Tuple[Any, str]:
         if not x.is_contiguous():
@@ -215,6 +230,8 @@ class _Torch(Framework):
         import torch
 
         array, _, kind, index = raw
+        if isinstance(array, torch.Tensor):
+            return array
         if isinstance(array, np.ndarray):
             t = torch.from_numpy(array)
         else:
@@ -226,7 +243,12 @@ class _Torch(Framework):
     def current_stream(self, x: Any, device: Device) -> int:
         import torch
 
-        return int(torch.cuda.current_stream(device[1]).cuda_stream)
+        return int(torch._C._cuda_getCurrentRawStream(device[1]))
+
+    def allocator(self, device: Device, stream: int) -> Any:
+        if stream == self.current_stream(None, device):
+            return _torch_alloc
+        return _on_stream(_torch_alloc, lambda: _torch_stream(stream, device[1]))
 
     def dtype(self, name: str) -> Any:
         import torch
@@ -260,6 +282,8 @@ class _CuPy(Framework):
         import cupy
 
         array, _, kind, index = raw
+        if isinstance(array, cupy.ndarray):
+            return array
         if isinstance(array, np.ndarray):
             raise TypeError("lowbit: CuPy holds CUDA memory only")
         a = cupy.from_dlpack(_Capsule(array, (kind, index)))
@@ -271,6 +295,13 @@ class _CuPy(Framework):
         import cupy
 
         return int(cupy.cuda.get_current_stream().ptr)
+
+    def allocator(self, device: Device, stream: int) -> Any:
+        import cupy
+
+        if stream == self.current_stream(None, device):
+            return _cupy_alloc
+        return _on_stream(_cupy_alloc, lambda: cupy.cuda.ExternalStream(stream, device[1]))
 
     def dtype(self, name: str) -> Any:
         return name if name in _EXTENDED else np.dtype(name)
@@ -331,6 +362,61 @@ class _ArrayAPI(Framework):
         if self._namespace is None:
             return src
         return self._namespace.from_dlpack(src)
+
+
+# ------------------------------------------------------- framework allocation
+
+_TORCH_DTYPES: dict = {}
+_TORCH_DEVICES: dict = {}
+
+
+def _torch_fp8() -> tuple:
+    import torch
+
+    return (torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+def _torch_alloc(shape: Tuple[int, ...], dtype: str, index: int, stream: int) -> Tuple[Any, int]:
+    """A torch.empty result for a call running on the current stream."""
+    import torch
+
+    dt = _TORCH_DTYPES.get(dtype)
+    if dt is None:
+        dt = _TORCH_DTYPES[dtype] = getattr(torch, dtype)
+    dev = _TORCH_DEVICES.get(index)
+    if dev is None:
+        dev = _TORCH_DEVICES[index] = torch.device("cuda", index)
+    t = torch.empty(shape, dtype=dt, device=dev)
+    return t, t.data_ptr()
+
+
+def _torch_stream(stream: int, index: int) -> Any:
+    import torch
+
+    return torch.cuda.stream(torch.cuda.ExternalStream(stream, device=torch.device("cuda", index)))
+
+
+# CuPy has no bfloat16 / fp8: their bits (lowbit's dtype name says what they are).
+_CUPY_BITS = {"bfloat16": "uint16", "float8_e4m3fn": "uint8", "float8_e5m2": "uint8"}
+
+
+def _cupy_alloc(shape: Tuple[int, ...], dtype: str, index: int, stream: int) -> Tuple[Any, int]:
+    import cupy
+
+    with cupy.cuda.Device(index):
+        a = cupy.empty(shape, dtype=_CUPY_BITS.get(dtype, dtype))
+    return a, a.data.ptr
+
+
+def _on_stream(alloc: Any, context: Any) -> Any:
+    """`alloc` with the framework's current stream set to the call's stream, so
+    the framework's allocator orders the memory there."""
+
+    def on_stream(shape: Tuple[int, ...], dtype: str, index: int, stream: int) -> Tuple[Any, int]:
+        with context():
+            return alloc(shape, dtype, index, stream)
+
+    return on_stream
 
 
 NUMPY = _NumPy()
@@ -452,6 +538,10 @@ class Call:
         else:
             self.stream = self.fw.current_stream(main, self.device)
             self.sync = not self.fw.has_streams
+        # What the C++ ops take as `stream`: the stream, with the framework's
+        # allocator for CUDA results where it has one.
+        alloc = None if self.device == CPU else self.fw.allocator(self.device, self.stream)
+        self.ctx = self.stream if alloc is None else (self.stream, alloc)
 
     def arg(self, x: Any, name: str, view_as: str = "") -> Tuple[Any, str]:
         """An input array of any framework, as the C++ side takes it."""

@@ -3,8 +3,12 @@
 Array arguments are ``(array, as)`` pairs: an object nanobind imports through
 DLPack or the buffer protocol, and ``as`` = "" (the DLPack dtype), a lowbit
 dtype name of the same width, or "bytes". Results are ``Exported`` tuples:
-(NumPy array for host memory or DLPack capsule for CUDA memory, lowbit dtype
-name, DLPack device type, device index).
+(the framework's own array where the call's ``alloc`` made it, else a NumPy
+array for host memory or a DLPack capsule for CUDA memory, lowbit dtype name,
+DLPack device type, device index). An op's ``stream`` is a ``CallStream``: the
+cudaStream_t as an int, or (stream, alloc) with alloc(shape, dtype name,
+device index, stream) -> (array, data pointer) allocating the call's CUDA
+results and scratch with the caller's framework.
 """
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -13,6 +17,7 @@ InArray = Tuple[Any, str]
 OutArray = Tuple[Any, str]
 Exported = Tuple[Any, str, int, int]
 NestedIn = Tuple[InArray, InArray, InArray, int]
+CallStream = Union[int, Tuple[int, Any]]
 
 __version__: str
 built_with_cuda: bool
@@ -28,7 +33,7 @@ def quantize_blockwise(
     out: Optional[OutArray],
     blocksize: int,
     nested: bool,
-    stream: int = 0,
+    stream: CallStream = 0,
 ) -> Dict[str, Any]: ...
 def dequantize_blockwise(
     A: InArray,
@@ -38,7 +43,7 @@ def dequantize_blockwise(
     nested: Optional[NestedIn],
     out: Optional[OutArray],
     dtype: str,
-    stream: int = 0,
+    stream: CallStream = 0,
 ) -> Optional[Exported]: ...
 def quantize_4bit(
     A: InArray,
@@ -47,7 +52,7 @@ def quantize_4bit(
     blocksize: int,
     compress_statistics: bool,
     quant_type: str,
-    stream: int = 0,
+    stream: CallStream = 0,
 ) -> Dict[str, Any]: ...
 def dequantize_4bit(
     A: InArray,
@@ -58,19 +63,19 @@ def dequantize_4bit(
     shape: Sequence[int],
     out: Optional[OutArray],
     dtype: str,
-    stream: int = 0,
+    stream: CallStream = 0,
 ) -> Optional[Exported]: ...
 def estimate_quantiles(
-    A: InArray, out: Optional[OutArray], offset: float, num_quantiles: int, stream: int = 0
+    A: InArray, out: Optional[OutArray], offset: float, num_quantiles: int, stream: CallStream = 0
 ) -> Optional[Exported]: ...
-def quantile_map(A: InArray, total_bits: int, stream: int = 0) -> Exported: ...
-def act_quant(x: InArray, block_size: int, ue8m0: bool, stream: int = 0) -> Tuple[Exported, Exported]: ...
-def weight_quant(x: InArray, block_size: int, stream: int = 0) -> Tuple[Exported, Exported]: ...
-def weight_dequant(x: InArray, s: InArray, block_size: int, dtype: str, stream: int = 0) -> Exported: ...
+def quantile_map(A: InArray, total_bits: int, stream: CallStream = 0) -> Exported: ...
+def act_quant(x: InArray, block_size: int, ue8m0: bool, stream: CallStream = 0) -> Tuple[Exported, Exported]: ...
+def weight_quant(x: InArray, block_size: int, stream: CallStream = 0) -> Tuple[Exported, Exported]: ...
+def weight_dequant(x: InArray, s: InArray, block_size: int, dtype: str, stream: CallStream = 0) -> Exported: ...
 def int8_vectorwise_quant(
-    A: InArray, threshold: float, stream: int = 0
+    A: InArray, threshold: float, stream: CallStream = 0
 ) -> Tuple[Exported, Exported, Optional[Exported]]: ...
-def int8_vectorwise_dequant(A: InArray, stats: InArray, dtype: str, stream: int = 0) -> Exported: ...
+def int8_vectorwise_dequant(A: InArray, stats: InArray, dtype: str, stream: CallStream = 0) -> Exported: ...
 def create_dynamic_map(signed: bool, max_exponent_bits: int, total_bits: int) -> List[float]: ...
 def create_linear_map(signed: bool, total_bits: int, add_zero: bool) -> List[float]: ...
 def create_normal_map(offset: float, use_extra_value: bool) -> List[float]: ...
@@ -194,7 +199,7 @@ class Matmul:
         perm: Optional[InArray],
     ) -> PackedWeight: ...
     def transform_quantized(self, weight: QuantizedWeight) -> PackedWeight: ...
-    def forward(self, A: InArray, W: PackedWeight, out: Optional[OutArray], stream: int = 0) -> Optional[Exported]: ...
+    def forward(self, A: InArray, W: PackedWeight, out: Optional[OutArray], stream: CallStream = 0) -> Optional[Exported]: ...
 
 def import_gptq(
     qweight: InArray,
@@ -231,5 +236,5 @@ def matmul_4bit(
     shape: Sequence[int],
     bias: Optional[InArray],
     out: Optional[OutArray],
-    stream: int = 0,
+    stream: CallStream = 0,
 ) -> Optional[Exported]: ...

@@ -356,7 +356,7 @@ class Matmul:
         call = _arrays.Call("matmul", A, "A", stream)
         a_dtype = self._impl.config.A_dtype
         raw = self._impl.forward(call.arg(A, "A", _bits_view(A, a_dtype)), W._impl, call.out(output, "output"),
-                                 call.stream)
+                                 call.ctx)
         call.done()
         return output if output is not None else call.result(raw)
 

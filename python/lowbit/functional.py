@@ -119,7 +119,7 @@ def create_quantile_map(A: Array, total_bits: int = 8, *, stream: Any = None) ->
     on A's device (bitsandbytes returns a CPU tensor).
     """
     call = _arrays.Call("create_quantile_map", A, "A", stream)
-    out = call.result(_lowbit.quantile_map(call.arg(A, "A"), total_bits, call.stream))
+    out = call.result(_lowbit.quantile_map(call.arg(A, "A"), total_bits, call.ctx))
     call.done()
     return out
 
@@ -156,7 +156,7 @@ def estimate_quantiles(
     float32 [num_quantiles] in A's framework and device (``out`` when given).
     """
     call = _arrays.Call("estimate_quantiles", A, "A", stream)
-    raw = _lowbit.estimate_quantiles(call.arg(A, "A"), call.out(out, "out"), offset, num_quantiles, call.stream)
+    raw = _lowbit.estimate_quantiles(call.arg(A, "A"), call.out(out, "out"), offset, num_quantiles, call.ctx)
     call.done()
     return out if out is not None else call.result(raw)
 
@@ -252,7 +252,7 @@ def quantize_blockwise(
     call = _arrays.Call("quantize_blockwise", A, "A", stream)
     r = _lowbit.quantize_blockwise(
         call.arg(A, "A"), call.opt(code, "code"), call.out(absmax, "absmax"), call.out(out, "out"),
-        blocksize, nested, call.stream,
+        blocksize, nested, call.ctx,
     )
     q = out if out is not None else call.result(r["out"])
     state = _state(call, r, absmax, blocksize=blocksize, shape=r["shape"], dtype=_input_dtype(call, A, r))
@@ -309,7 +309,7 @@ def dequantize_blockwise(
         _nested_arg(call, qs),
         call.out(out, "out"),
         _out_dtype(out, qs.dtype),
-        call.stream,
+        call.ctx,
     )
     call.done()
     return out if out is not None else call.result(raw)
@@ -380,7 +380,7 @@ def quantize_4bit(
     call = _arrays.Call("quantize_4bit", A, "A", stream)
     r = _lowbit.quantize_4bit(
         call.arg(A, "A"), call.out(absmax, "absmax"), call.out(out, "out", "bytes"), blocksize,
-        compress_statistics, quant_type, call.stream,
+        compress_statistics, quant_type, call.ctx,
     )
     packed = out if out is not None else _storage_view(call, call.result(r["out"]), quant_storage)
     state = _state(call, r, absmax, blocksize=blocksize, shape=r["shape"], dtype=_input_dtype(call, A, r),
@@ -465,7 +465,7 @@ def dequantize_4bit(
         [int(d) for d in qs.shape],
         call.out(out, "out"),
         _out_dtype(out, qs.dtype),
-        call.stream,
+        call.ctx,
     )
     call.done()
     return out if out is not None else call.result(raw)
@@ -521,7 +521,7 @@ def _matmul_4bit(op: str, A: Array, B: Array, quant_state: Optional[QuantState],
         [int(d) for d in qs.shape],
         call.opt(bias, "bias"),
         call.out(out, "out"),
-        call.stream,
+        call.ctx,
     )
     call.done()
     return out if out is not None else call.result(raw)
@@ -603,7 +603,7 @@ def int8_vectorwise_quant(A: Array, threshold: float = 0.0, *, stream: Any = Non
     ascending, or None when threshold is 0), in A's framework and device.
     """
     call = _arrays.Call("int8_vectorwise_quant", A, "A", stream)
-    values, stats, cols = _lowbit.int8_vectorwise_quant(call.arg(A, "A"), threshold, call.stream)
+    values, stats, cols = _lowbit.int8_vectorwise_quant(call.arg(A, "A"), threshold, call.ctx)
     result = call.result(values), call.result(stats), call.result(cols)
     call.done()
     return result
@@ -617,7 +617,7 @@ def int8_vectorwise_dequant(A: Array, stats: Array, *, dtype: Any = None, stream
     """
     call = _arrays.Call("int8_vectorwise_dequant", A, "A", stream)
     raw = _lowbit.int8_vectorwise_dequant(call.arg(A, "A"), call.arg(stats, "stats"), _out_dtype(None, dtype),
-                                          call.stream)
+                                          call.ctx)
     call.done()
     return call.result(raw)
 
@@ -650,7 +650,7 @@ def act_quant(x: Array, block_size: int = 128, scale_fmt: Optional[str] = None, 
     if scale_fmt not in (None, "ue8m0"):
         raise ValueError(f"act_quant: scale_fmt must be None or 'ue8m0' (got {scale_fmt!r})")
     call = _arrays.Call("act_quant", x, "x", stream)
-    y, s = _lowbit.act_quant(call.arg(x, "x"), block_size, scale_fmt == "ue8m0", call.stream)
+    y, s = _lowbit.act_quant(call.arg(x, "x"), block_size, scale_fmt == "ue8m0", call.ctx)
     result = call.result(y), call.result(s)
     call.done()
     return result
@@ -668,7 +668,7 @@ def weight_quant(x: Array, block_size: int = 128, *, stream: Any = None) -> Tupl
     x's framework and device — ``s`` is the checkpoint's ``weight_scale_inv``.
     """
     call = _arrays.Call("weight_quant", x, "x", stream)
-    y, s = _lowbit.weight_quant(call.arg(x, "x"), block_size, call.stream)
+    y, s = _lowbit.weight_quant(call.arg(x, "x"), block_size, call.ctx)
     result = call.result(y), call.result(s)
     call.done()
     return result
@@ -694,6 +694,6 @@ def weight_dequant(x: Array, s: Array, block_size: int = 128, *, dtype: Any = No
         dtype = torch.get_default_dtype()
     view_as = "float8_e4m3fn" if _arrays.dtype_name(x.dtype) == "uint8" else ""
     raw = _lowbit.weight_dequant(call.arg(x, "x", view_as), call.arg(s, "s"), block_size, _out_dtype(None, dtype),
-                                 call.stream)
+                                 call.ctx)
     call.done()
     return call.result(raw)

@@ -113,7 +113,54 @@ nb::dlpack::dtype export_type(DType d) {
   core::fail(ErrorCode::internal, cat("lowbit: cannot export a ", dtype_name(d), " tensor to Python"));
 }
 
+// The reference a framework-allocated tensor holds on its array; dropped with
+// the GIL, unless the interpreter is already gone (the framework freed it).
+struct PyOwner {
+  PyObject* array;
+  TensorRef spec;  // the array's shape and dtype
+  void operator()(void* /*data*/) const noexcept {
+#if PY_VERSION_HEX >= 0x030D0000
+    const bool finalizing = Py_IsFinalizing();
+#else
+    const bool finalizing = _Py_IsFinalizing();
+#endif
+    if (!Py_IsInitialized() || finalizing) return;
+    const PyGILState_STATE gil = PyGILState_Ensure();
+    Py_DECREF(array);
+    PyGILState_Release(gil);
+  }
+};
+
+// core::AllocateFn over the call's Python alloc function. A framework error
+// (its out-of-memory error too) propagates to the caller unchanged.
+std::shared_ptr<void> framework_allocate(void* ctx, const TensorRef& spec, size_t /*bytes*/, Stream stream) {
+  nb::gil_scoped_acquire gil;
+  nb::handle alloc(static_cast<PyObject*>(ctx));
+  nb::tuple shape = nb::steal<nb::tuple>(PyTuple_New(spec.ndim));
+  for (int i = 0; i < spec.ndim; ++i) {
+    PyTuple_SET_ITEM(shape.ptr(), i, PyLong_FromLongLong(spec.shape[static_cast<size_t>(i)]));
+  }
+  const nb::object r = alloc(shape, std::string(dtype_name(spec.dtype)), spec.device.index,
+                             reinterpret_cast<uintptr_t>(stream.handle));
+  const nb::tuple pair = nb::borrow<nb::tuple>(r);
+  void* data = reinterpret_cast<void*>(nb::cast<uintptr_t>(pair[1]));
+  return std::shared_ptr<void>(data, PyOwner{pair[0].inc_ref().ptr(), spec});
+}
+
 }  // namespace
+
+CallContext call_context(nb::handle stream) {
+  if (PyTuple_Check(stream.ptr())) {
+    const nb::tuple t = nb::borrow<nb::tuple>(stream);
+    LOWBIT_REQUIRE(t.size() == 2, ErrorCode::internal, "lowbit: a call context is (stream, alloc)");
+    return CallContext{to_stream(nb::cast<uintptr_t>(t[0])), nb::borrow(t[1])};
+  }
+  return CallContext{to_stream(nb::cast<uintptr_t>(stream)), nb::none()};
+}
+
+CallScope::CallScope(const CallContext& context) {
+  if (!context.alloc.is_none()) scope_.emplace(&framework_allocate, context.alloc.ptr());
+}
 
 DType parse_dtype_arg(const char* op, const char* arg, const std::string& name) {
   DType d{};
@@ -130,11 +177,21 @@ TensorRef to_ref(const char* op, const char* arg, const std::optional<InArray>& 
 }
 
 nb::tuple to_py(const Tensor& t, const char* what) {
+  const int device_type = t.device().is_cuda() ? static_cast<int>(kDLCUDA) : static_cast<int>(kDLCPU);
+  const PyOwner* framework = std::get_deleter<PyOwner>(t.storage());
+  if (framework != nullptr && t.data() == t.storage().get() && t.dtype() == framework->spec.dtype) {
+    trace("", what, t.data(), t.device());
+    nb::object array = nb::borrow(framework->array);
+    const Shape have = framework->spec.sizes();
+    if (!std::equal(have.begin(), have.end(), t.sizes().begin(), t.sizes().end())) {
+      array = array.attr("reshape")(nb::tuple(nb::cast(std::vector<int64_t>(t.sizes().begin(), t.sizes().end()))));
+    }
+    return nb::make_tuple(array, std::string(dtype_name(t.dtype())), device_type, t.device().index);
+  }
   const nb::dlpack::dtype dt = export_type(t.dtype());
   std::vector<size_t> shape(t.sizes().begin(), t.sizes().end());
   auto* owned = new Tensor(t);
   nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
-  const int device_type = t.device().is_cuda() ? static_cast<int>(kDLCUDA) : static_cast<int>(kDLCPU);
   trace("", what, t.data(), t.device());
   // Host memory as a writable NumPy array (through the buffer protocol; a
   // NumPy array made from a DLPack capsule would be read-only), device memory
@@ -180,9 +237,9 @@ Quant4Type quant4_type(const char* op, const std::string& name) {
   core::fail(ErrorCode::invalid_argument, cat(op, ": quant_type must be 'nf4' or 'fp4' (got '", name, "')"));
 }
 
-Tensor workspace(size_t bytes, Device device) {
+Tensor workspace(size_t bytes, Device device, Stream stream) {
   if (bytes == 0) return Tensor();
-  return Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device);
+  return Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device, stream);
 }
 
 void bind_arrays(nb::module_& m) {

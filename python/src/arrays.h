@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/allocation.h"
 #include "lowbit/ops/quant.h"
 #include "lowbit/tensor.h"
 
@@ -40,14 +41,37 @@ TensorRef to_ref(const char* op, const char* arg, const OutArray& a);
 TensorRef to_ref(const char* op, const char* arg, const std::optional<InArray>& a);
 
 // (array, dtype name, DLPack device type, device index): `t` handed to
-// Python without a copy — a NumPy array for host memory, a DLPack capsule for
-// device memory — that owns a reference to the tensor. bfloat16 travels as
-// int16 and fp8 as uint8 (what every framework can import); the name says what
-// the bits are.
+// Python without a copy. Memory a framework allocated for the call (see
+// CallContext) goes back as that framework's own array; other host memory as
+// a NumPy array and other device memory as a DLPack capsule, owning a
+// reference to the tensor (bfloat16 travels as int16 and fp8 as uint8, what
+// every framework can import; the name says what the bits are).
 nb::tuple to_py(const Tensor& t, const char* what = "out");
 
 // A cudaStream_t handle from Python (0: the legacy default stream).
 inline Stream to_stream(uintptr_t handle) { return Stream{reinterpret_cast<void*>(handle)}; }
+
+// What lowbit/_arrays.py passes as an op's `stream`: an int (the stream), or
+// (stream, alloc) for frameworks that own their GPU memory (PyTorch, CuPy),
+// where alloc(shape, dtype name, device index, stream) -> (array, data
+// pointer) allocates with the framework, so that its memory statistics,
+// out-of-memory handling and CUDA-graph pools see lowbit's results and
+// scratch like its own ops'.
+struct CallContext {
+  Stream stream;
+  nb::object alloc;  // none: lowbit's own stream-ordered allocator
+};
+CallContext call_context(nb::handle stream);
+
+// While alive, the CUDA results and scratch of this thread's op come from the
+// call's framework (nothing without alloc). Open it with the GIL held.
+class CallScope {
+ public:
+  explicit CallScope(const CallContext& context);
+
+ private:
+  std::optional<core::AllocationScope> scope_;
+};
 
 Device to_device(const std::string& type, int index);
 
@@ -66,15 +90,15 @@ NestedAbsmax nested_arg(const char* op, const std::optional<NestedIn>& nested, D
 // "nf4" / "fp4"; throws invalid_argument naming `op` otherwise.
 Quant4Type quant4_type(const char* op, const std::string& name);
 
-// Scratch of `bytes` on `device` (undefined when 0).
-Tensor workspace(size_t bytes, Device device);
+// Scratch of `bytes` on `device` for `stream` (undefined when 0).
+Tensor workspace(size_t bytes, Device device, Stream stream);
 
 // check + workspace + run with the GIL released (CPU ops run OpenMP threads).
 template <class Args>
 void run_op(const Args& args, Device device, Stream stream) {
   nb::gil_scoped_release release;
   check(args);
-  const Tensor ws = workspace(workspace_size(args), device);
+  const Tensor ws = workspace(workspace_size(args), device, stream);
   run(args, ws.data(), stream);
 }
 

@@ -140,10 +140,12 @@ PackedWeight transform_weight_py(const Matmul& mm, const InArray& weight, const 
 }
 
 nb::object forward_py(const Matmul& mm, const InArray& A, const PackedWeight& W, const std::optional<OutArray>& out,
-                      uintptr_t stream_handle) {
+                      nb::handle stream_arg) {
   const char* op = "matmul";
   const TensorRef a = to_ref(op, "A", A);
-  const Stream stream = to_stream(stream_handle);
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const Stream stream = ctx.stream;
   if (out) {
     const TensorRef o = to_ref(op, "out", *out);
     without_gil([&] { mm.forward(a, W, o, stream); });
@@ -222,11 +224,13 @@ QuantizedWeight import_bnb_4bit_py(const InArray& packed, const InArray& absmax,
 nb::object matmul_4bit_py(const std::string& op_name, const InArray& A, const InArray& packed, const InArray& absmax,
                           const std::optional<NestedIn>& nested, const std::string& quant_type, int64_t blocksize,
                           const std::vector<int64_t>& shape, const std::optional<InArray>& bias,
-                          const std::optional<OutArray>& out, uintptr_t stream_handle) {
+                          const std::optional<OutArray>& out, nb::handle stream_arg) {
   const char* op = op_name == "gemv_4bit" ? "gemv_4bit" : "matmul_4bit";
   const TensorRef a = to_ref(op, "A", A);
   const Device device = a.device;
-  const Stream stream = to_stream(stream_handle);
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const Stream stream = ctx.stream;
   LOWBIT_REQUIRE(shape.size() == 2 && shape[0] >= 1 && shape[1] >= 1, ErrorCode::invalid_argument, op,
                  ": quant state shape must be a weight's [N, K] (got ", shape.size(), " dims)");
   const int64_t N = shape[0], K = shape[1];
@@ -252,7 +256,7 @@ nb::object matmul_4bit_py(const std::string& op_name, const InArray& A, const In
   } else {
     std::vector<int64_t> out_shape(a.sizes().begin(), a.sizes().end());
     out_shape.back() = N;
-    out_t = Tensor::empty(Shape(out_shape), a.dtype, device);
+    out_t = Tensor::empty(Shape(out_shape), a.dtype, device, stream);
     args.out = out_t.ref();
   }
   run_op(args, device, stream);

@@ -37,14 +37,14 @@ Tensor dynamic_code(Device device, Stream stream) {
 
 // The caller's output buffer, or a new tensor (kept in `owned`).
 TensorRef output(const char* op, const char* arg, const std::optional<OutArray>& given, Tensor& owned, Shape shape,
-                 DType dtype, Device device) {
+                 DType dtype, Device device, Stream stream) {
   if (given) return to_ref(op, arg, *given);
-  owned = Tensor::empty(shape, dtype, device);
+  owned = Tensor::empty(shape, dtype, device, stream);
   return owned.ref();
 }
 TensorRef output(const char* op, const char* arg, const std::optional<OutArray>& given, Tensor& owned,
-                 std::initializer_list<int64_t> shape, DType dtype, Device device) {
-  return output(op, arg, given, owned, Shape(shape.begin(), shape.size()), dtype, device);
+                 std::initializer_list<int64_t> shape, DType dtype, Device device, Stream stream) {
+  return output(op, arg, given, owned, Shape(shape.begin(), shape.size()), dtype, device, stream);
 }
 
 nb::object py_or_none(const Tensor& t, const char* what) {
@@ -55,7 +55,7 @@ nb::object py_or_none(const Tensor& t, const char* what) {
 // compress_statistics): absmax is centered in place (offset = its mean), then
 // quantized blockwise with the dynamic map. Fills the state fields of `r`.
 void compress_absmax(const TensorRef& absmax, int64_t blocksize2, Device device, Stream stream, nb::dict& r) {
-  Tensor offset = Tensor::empty({1}, DType::f32, device);
+  Tensor offset = Tensor::empty({1}, DType::f32, device, stream);
   run_op(AbsmaxCenterArgs{absmax, offset}, device, stream);
   auto [qabsmax, state2] =
       without_gil([&] { return quantize_blockwise(absmax, TensorRef{}, blocksize2, false, stream); });
@@ -70,20 +70,22 @@ void compress_absmax(const TensorRef& absmax, int64_t blocksize2, Device device,
 
 nb::dict quantize_blockwise_py(const InArray& A, const std::optional<InArray>& code,
                                const std::optional<OutArray>& absmax, const std::optional<OutArray>& out,
-                               int64_t blocksize, bool nested, uintptr_t stream_handle) {
+                               int64_t blocksize, bool nested, nb::handle stream_arg) {
   const char* op = "quantize_blockwise";
   const TensorRef input = to_ref(op, "A", A);
   const Device device = input.device;
-  const Stream stream = to_stream(stream_handle);
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const Stream stream = ctx.stream;
   core::require_blocksize(op, "blocksize", blocksize);
   // The state keeps its own copy of the map on A's device (bitsandbytes: code.to(A.device)).
   const TensorRef code_ref = to_ref(op, "code", code);
   const Tensor code_t =
       code ? without_gil([&] { return Tensor::copy_of(code_ref, device, stream); }) : dynamic_code(device, stream);
   Tensor out_t, absmax_t;
-  const TensorRef out_ref = output(op, "out", out, out_t, input.sizes(), DType::u8, device);
+  const TensorRef out_ref = output(op, "out", out, out_t, input.sizes(), DType::u8, device, stream);
   const TensorRef absmax_ref =
-      output(op, "absmax", absmax, absmax_t, {ceil_div(input.numel(), blocksize)}, DType::f32, device);
+      output(op, "absmax", absmax, absmax_t, {ceil_div(input.numel(), blocksize)}, DType::f32, device, stream);
   run_op(QuantizeBlockwiseArgs{input, code_t, out_ref, absmax_ref, blocksize}, device, stream);
 
   nb::dict r;
@@ -98,11 +100,13 @@ nb::dict quantize_blockwise_py(const InArray& A, const std::optional<InArray>& c
 
 nb::object dequantize_blockwise_py(const InArray& A, const InArray& absmax, const InArray& code, int64_t blocksize,
                                    const std::optional<NestedIn>& nested, const std::optional<OutArray>& out,
-                                   const std::string& out_dtype, uintptr_t stream_handle) {
+                                   const std::string& out_dtype, nb::handle stream_arg) {
   const char* op = "dequantize_blockwise";
   const TensorRef input = to_ref(op, "A", A);
   const Device device = input.device;
-  const Stream stream = to_stream(stream_handle);
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const Stream stream = ctx.stream;
   std::vector<Tensor> keep;
   DequantizeBlockwiseArgs args;
   args.input = input;
@@ -111,7 +115,7 @@ nb::object dequantize_blockwise_py(const InArray& A, const InArray& absmax, cons
   args.nested = nested_arg(op, nested, device, stream, keep);
   args.blocksize = blocksize;
   Tensor out_t;
-  args.out = output(op, "out", out, out_t, input.sizes(), parse_dtype_arg(op, "dtype", out_dtype), device);
+  args.out = output(op, "out", out, out_t, input.sizes(), parse_dtype_arg(op, "dtype", out_dtype), device, stream);
   run_op(args, device, stream);
   return py_or_none(out_t, "out");
 }
@@ -120,17 +124,19 @@ nb::object dequantize_blockwise_py(const InArray& A, const InArray& absmax, cons
 
 nb::dict quantize_4bit_py(const InArray& A, const std::optional<OutArray>& absmax, const std::optional<OutArray>& out,
                           int64_t blocksize, bool compress_statistics, const std::string& quant_type,
-                          uintptr_t stream_handle) {
+                          nb::handle stream_arg) {
   const char* op = "quantize_4bit";
   const TensorRef input = to_ref(op, "A", A);
   const Device device = input.device;
-  const Stream stream = to_stream(stream_handle);
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const Stream stream = ctx.stream;
   const Quant4Type type = quant4_type(op, quant_type);
   core::require_blocksize(op, "blocksize", blocksize);
   const int64_t n = input.numel();
   Tensor out_t, absmax_t;
-  const TensorRef out_ref = output(op, "out", out, out_t, {(n + 1) / 2, 1}, DType::u8, device);
-  const TensorRef absmax_ref = output(op, "absmax", absmax, absmax_t, {ceil_div(n, blocksize)}, DType::f32, device);
+  const TensorRef out_ref = output(op, "out", out, out_t, {(n + 1) / 2, 1}, DType::u8, device, stream);
+  const TensorRef absmax_ref = output(op, "absmax", absmax, absmax_t, {ceil_div(n, blocksize)}, DType::f32, device, stream);
   run_op(Quantize4bitArgs{input, out_ref, absmax_ref, blocksize, type}, device, stream);
 
   nb::dict r;
@@ -148,11 +154,13 @@ nb::dict quantize_4bit_py(const InArray& A, const std::optional<OutArray>& absma
 nb::object dequantize_4bit_py(const InArray& A, const InArray& absmax, const std::string& quant_type, int64_t blocksize,
                               const std::optional<NestedIn>& nested, const std::vector<int64_t>& shape,
                               const std::optional<OutArray>& out, const std::string& out_dtype,
-                              uintptr_t stream_handle) {
+                              nb::handle stream_arg) {
   const char* op = "dequantize_4bit";
   const TensorRef input = to_ref(op, "A", A);
   const Device device = input.device;
-  const Stream stream = to_stream(stream_handle);
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const Stream stream = ctx.stream;
   std::vector<Tensor> keep;
   Dequantize4bitArgs args;
   args.input = input;
@@ -163,7 +171,7 @@ nb::object dequantize_4bit_py(const InArray& A, const InArray& absmax, const std
   LOWBIT_REQUIRE(shape.size() <= static_cast<size_t>(kMaxDims), ErrorCode::invalid_argument, op,
                  ": shape must have at most ", kMaxDims, " dimensions (got ", shape.size(), ")");
   Tensor out_t;
-  args.out = output(op, "out", out, out_t, Shape(shape), parse_dtype_arg(op, "dtype", out_dtype), device);
+  args.out = output(op, "out", out, out_t, Shape(shape), parse_dtype_arg(op, "dtype", out_dtype), device, stream);
   run_op(args, device, stream);
   return py_or_none(out_t, "out");
 }
@@ -171,10 +179,12 @@ nb::object dequantize_4bit_py(const InArray& A, const InArray& absmax, const std
 // ---------------------------------------------------------------- quantiles
 
 nb::object estimate_quantiles_py(const InArray& A, const std::optional<OutArray>& out, float offset, int num_quantiles,
-                                 uintptr_t stream_handle) {
+                                 nb::handle stream_arg) {
   const char* op = "estimate_quantiles";
   const TensorRef input = to_ref(op, "A", A);
-  const Stream stream = to_stream(stream_handle);
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const Stream stream = ctx.stream;
   if (!out) return to_py(without_gil([&] { return estimate_quantiles(input, offset, num_quantiles, stream); }));
   LOWBIT_REQUIRE(num_quantiles == 256, ErrorCode::invalid_argument, op, ": out= needs num_quantiles == 256 (got ",
                  num_quantiles, "); leave out unset for fewer quantiles");
@@ -182,12 +192,14 @@ nb::object estimate_quantiles_py(const InArray& A, const std::optional<OutArray>
   return nb::none();
 }
 
-nb::tuple quantile_map_py(const InArray& A, int total_bits, uintptr_t stream_handle) {
+nb::tuple quantile_map_py(const InArray& A, int total_bits, nb::handle stream_arg) {
   const char* op = "create_quantile_map";
   LOWBIT_REQUIRE(total_bits >= 1 && total_bits <= 8, ErrorCode::invalid_argument, op,
                  ": total_bits must be from 1 to 8 (got ", total_bits, ")");
   const TensorRef input = to_ref(op, "A", A);
-  const Stream stream = to_stream(stream_handle);
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const Stream stream = ctx.stream;
   const Tensor map = without_gil([&] {
     const Tensor q = estimate_quantiles(input, 1.0f / 512.0f, (1 << total_bits) - 1, stream).to(Device::cpu(), stream);
     const std::vector<float> values(q.ptr<const float>(), q.ptr<const float>() + q.numel());
@@ -201,33 +213,41 @@ nb::tuple quantile_map_py(const InArray& A, int total_bits, uintptr_t stream_han
 
 // ---------------------------------------------------------------------- fp8
 
-nb::tuple act_quant_py(const InArray& x, int64_t block_size, bool ue8m0, uintptr_t stream_handle) {
+nb::tuple act_quant_py(const InArray& x, int64_t block_size, bool ue8m0, nb::handle stream_arg) {
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
   const TensorRef input = to_ref("act_quant", "x", x);
-  const Fp8Quantized q = without_gil([&] { return act_quant(input, block_size, ue8m0, to_stream(stream_handle)); });
+  const Fp8Quantized q = without_gil([&] { return act_quant(input, block_size, ue8m0, ctx.stream); });
   return nb::make_tuple(to_py(q.values, "y"), to_py(q.scale, "s"));
 }
 
-nb::tuple weight_quant_py(const InArray& x, int64_t block_size, uintptr_t stream_handle) {
+nb::tuple weight_quant_py(const InArray& x, int64_t block_size, nb::handle stream_arg) {
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
   const TensorRef input = to_ref("weight_quant", "x", x);
-  const Fp8Quantized q = without_gil([&] { return weight_quant(input, block_size, to_stream(stream_handle)); });
+  const Fp8Quantized q = without_gil([&] { return weight_quant(input, block_size, ctx.stream); });
   return nb::make_tuple(to_py(q.values, "y"), to_py(q.scale, "s"));
 }
 
 nb::tuple weight_dequant_py(const InArray& x, const InArray& s, int64_t block_size, const std::string& out_dtype,
-                            uintptr_t stream_handle) {
+                            nb::handle stream_arg) {
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
   const char* op = "weight_dequant";
   const TensorRef wq = to_ref(op, "x", x);
   const TensorRef scale = to_ref(op, "s", s);
   const DType dtype = parse_dtype_arg(op, "dtype", out_dtype);
-  return to_py(without_gil([&] { return weight_dequant(wq, scale, block_size, dtype, to_stream(stream_handle)); }));
+  return to_py(without_gil([&] { return weight_dequant(wq, scale, block_size, dtype, ctx.stream); }));
 }
 
 // --------------------------------------------------------------------- int8
 
-nb::tuple int8_vectorwise_quant_py(const InArray& A, float threshold, uintptr_t stream_handle) {
+nb::tuple int8_vectorwise_quant_py(const InArray& A, float threshold, nb::handle stream_arg) {
   const char* op = "int8_vectorwise_quant";
   const TensorRef input = to_ref(op, "A", A);
-  const Stream stream = to_stream(stream_handle);
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const Stream stream = ctx.stream;
   const Int8Quantized q = without_gil([&] { return int8_vectorwise_quant(input, threshold, stream); });
   nb::object cols = nb::none();
   if (threshold > 0.0f) {
@@ -239,12 +259,14 @@ nb::tuple int8_vectorwise_quant_py(const InArray& A, float threshold, uintptr_t 
 }
 
 nb::tuple int8_vectorwise_dequant_py(const InArray& A, const InArray& stats, const std::string& out_dtype,
-                                     uintptr_t stream_handle) {
+                                     nb::handle stream_arg) {
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
   const char* op = "int8_vectorwise_dequant";
   const TensorRef q = to_ref(op, "A", A);
   const TensorRef row_stats = to_ref(op, "stats", stats);
   const DType dtype = parse_dtype_arg(op, "dtype", out_dtype);
-  return to_py(without_gil([&] { return int8_vectorwise_dequant(q, row_stats, dtype, to_stream(stream_handle)); }));
+  return to_py(without_gil([&] { return int8_vectorwise_dequant(q, row_stats, dtype, ctx.stream); }));
 }
 
 }  // namespace

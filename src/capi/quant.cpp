@@ -30,10 +30,9 @@ void run_op(const Args& args, Device device, void* stream) {
     run(args, nullptr, s);
     return;
   }
-  const Tensor scratch = Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device);
+  // Stream-ordered: given back on `s` after the op's work, without waiting.
+  const Tensor scratch = Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device, s);
   run(args, scratch.data(), s);
-  // The scratch is freed on return: GPU work still reading it must finish first.
-  if (device.is_cuda()) synchronize(s);
 }
 
 }  // namespace

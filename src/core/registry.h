@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,14 +40,22 @@ class OpRegistry {
 
 // Memory services of one device type.
 struct DeviceBackend {
-  void* (*alloc)(size_t bytes, int index) = nullptr;
-  void (*free)(void* ptr, int index) = nullptr;
-  // Copies bytes between any two devices of which at least one is this type;
-  // returns when the copy is complete.
+  // Memory of `bytes` on device `index`, ordered on `stream` (CUDA: usable by
+  // work enqueued there from now on, given back on that stream when the last
+  // owner lets go). Throws out_of_memory; never waits for the device.
+  std::shared_ptr<void> (*alloc)(size_t bytes, int index, Stream stream) = nullptr;
+  // Copies bytes between any two devices of which at least one is this type,
+  // ordered on `stream`: complete on return when the destination is host
+  // memory (the caller reads it next), otherwise enqueued only.
   void (*copy)(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
                Stream stream) = nullptr;
   void (*synchronize)(Stream stream) = nullptr;
   int (*device_count)() = nullptr;
+  void (*empty_cache)(int index) = nullptr;
+  // Memory on device `index` holding a copy of `bytes` host bytes, complete on
+  // return and usable from any stream (tables made once and cached: the one
+  // place a backend waits, once per table).
+  std::shared_ptr<void> (*constant)(const void* src, size_t bytes, int index) = nullptr;
 };
 
 void register_device_backend(DeviceType type, const DeviceBackend& backend);

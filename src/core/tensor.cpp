@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/allocation.h"
 #include "core/check.h"
 #include "core/registry.h"
 
@@ -59,16 +60,22 @@ std::string TensorRef::str() const {
   return core::cat(dtype_name(dtype), core::shape_str(*this), " ", device.str());
 }
 
-Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
+Tensor Tensor::empty(Shape shape, DType dtype, Device device, Stream stream) {
   Tensor t;
   t.ref_ = TensorRef::contiguous(nullptr, dtype, shape, device);
   const size_t bytes = std::max<size_t>(t.ref_.nbytes(), 1);
-  const core::DeviceBackend& backend = core::device_backend(device.type);
-  void* p = backend.alloc(bytes, device.index);
-  const int index = device.index;
-  auto free_fn = backend.free;
-  t.storage_ = std::shared_ptr<void>(p, [free_fn, index](void* q) { free_fn(q, index); });
-  t.ref_.data = p;
+  const core::AllocationScope* scope = device.is_cuda() ? core::AllocationScope::current() : nullptr;
+  t.storage_ = scope != nullptr ? scope->allocate(t.ref_, bytes, stream)
+                                : core::device_backend(device.type).alloc(bytes, device.index, stream);
+  t.ref_.data = t.storage_.get();
+  return t;
+}
+
+Tensor Tensor::constant(const void* values, Shape shape, DType dtype, Device device) {
+  Tensor t;
+  t.ref_ = TensorRef::contiguous(nullptr, dtype, shape, device);
+  t.storage_ = core::device_backend(device.type).constant(values, t.ref_.nbytes(), device.index);
+  t.ref_.data = t.storage_.get();
   return t;
 }
 
@@ -84,7 +91,7 @@ void copy(const TensorRef& dst, const TensorRef& src, Stream stream) {
 }
 
 Tensor Tensor::copy_of(const TensorRef& src, Device device, Stream stream) {
-  Tensor t = empty(src.sizes(), src.dtype, device);
+  Tensor t = empty(src.sizes(), src.dtype, device, stream);
   copy(t.ref_, src, stream);
   return t;
 }

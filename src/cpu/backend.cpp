@@ -1,6 +1,8 @@
 // The CPU backend: host memory and the registration of every CPU op.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "core/check.h"
 #include "core/registry.h"
@@ -9,14 +11,12 @@
 namespace lowbit::core {
 namespace {
 
-void* cpu_alloc(size_t bytes, int /*index*/) {
+std::shared_ptr<void> cpu_alloc(size_t bytes, int /*index*/, Stream /*stream*/) {
   // 64-byte alignment: whole cache lines, and aligned SIMD loads.
   void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   LOWBIT_REQUIRE(p != nullptr, ErrorCode::out_of_memory, "cpu: could not allocate ", bytes, " bytes");
-  return p;
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
 }
-
-void cpu_free(void* p, int /*index*/) { std::free(p); }
 
 void cpu_copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes, Stream /*stream*/) {
   LOWBIT_REQUIRE(dst_device.is_cpu() && src_device.is_cpu(), ErrorCode::internal,
@@ -24,14 +24,21 @@ void cpu_copy(void* dst, Device dst_device, const void* src, Device src_device, 
   std::memcpy(dst, src, bytes);
 }
 
+std::shared_ptr<void> cpu_constant(const void* src, size_t bytes, int index) {
+  std::shared_ptr<void> p = cpu_alloc(std::max<size_t>(bytes, 1), index, Stream{});
+  if (bytes > 0) std::memcpy(p.get(), src, bytes);
+  return p;
+}
+
 void cpu_synchronize(Stream /*stream*/) {}
 int cpu_device_count() { return 1; }
+void cpu_empty_cache(int /*index*/) {}
 
 }  // namespace
 
 void register_cpu_backend() {
-  register_device_backend(DeviceType::cpu, DeviceBackend{cpu_alloc, cpu_free, cpu_copy, cpu_synchronize,
-                                                         cpu_device_count});
+  register_device_backend(DeviceType::cpu, DeviceBackend{cpu_alloc, cpu_copy, cpu_synchronize, cpu_device_count,
+                                                         cpu_empty_cache, cpu_constant});
   cpu::register_quant_ops();
   cpu::register_gemm_ops();
 }

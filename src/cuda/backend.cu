@@ -1,10 +1,12 @@
-// The CUDA backend: device memory services and the registration of every
-// CUDA op ("cuda", priority 100, above the CPU's "cpu" 10 and "cpu-reference" 0).
+// The CUDA backend: its device services (memory: cuda/common/memory.cu) and the
+// registration of every CUDA op ("cuda", priority 100, above the CPU's "cpu"
+// 10 and "cpu-reference" 0).
 #include <cuda_runtime.h>
 
 #include "core/check.h"
 #include "core/registry.h"
 #include "cuda/common/check.h"
+#include "cuda/common/memory.h"
 #include "cuda/gemm/ops.h"
 #include "cuda/quant/ops.h"
 
@@ -12,43 +14,6 @@ namespace lowbit::core {
 namespace {
 
 using cuda::check;
-
-void* cuda_alloc(size_t bytes, int index) {
-  cuda::DeviceGuard guard(index, "cuda");
-  void* p = nullptr;
-  const cudaError_t e = cudaMalloc(&p, bytes);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();  // not sticky: clear it, the device stays usable
-    fail(e == cudaErrorMemoryAllocation ? ErrorCode::out_of_memory : ErrorCode::device_error,
-         cat("cuda: cudaMalloc of ", bytes, " bytes on cuda:", index, " failed: ", cudaGetErrorString(e)));
-  }
-  return p;
-}
-
-// Called from Tensor destructors: never throws.
-void cuda_free(void* p, int index) {
-  int current = -1;
-  if (cudaGetDevice(&current) != cudaSuccess) current = -1;
-  if (current != index) (void)cudaSetDevice(index);
-  (void)cudaFree(p);
-  if (current >= 0 && current != index) (void)cudaSetDevice(current);
-  (void)cudaGetLastError();
-}
-
-// Any direction with at least one CUDA side; ordered on `stream`, complete on return.
-void cuda_copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes, Stream stream) {
-  if (bytes == 0) return;
-  const int index = dst_device.is_cuda() ? dst_device.index : src_device.index;
-  cuda::DeviceGuard guard(index, "copy");
-  const cudaStream_t s = cuda::to_cuda(stream);
-  // The message is built only on failure: copies are on hot paths.
-  const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
-  if (e != cudaSuccess) {
-    check(e, "copy",
-          cat("cudaMemcpyAsync of ", bytes, " bytes from ", src_device.str(), " to ", dst_device.str()).c_str());
-  }
-  check(cudaStreamSynchronize(s), "copy", "cudaStreamSynchronize");
-}
 
 // 0 without a GPU or a driver: cudaGetDeviceCount then returns an error, which
 // is cleared, never thrown.
@@ -77,7 +42,8 @@ void add(void (*run)(const Args&, void*, Stream), size_t (*workspace)(const Args
 
 void register_cuda_backend() {
   register_device_backend(DeviceType::cuda,
-                          DeviceBackend{cuda_alloc, cuda_free, cuda_copy, cuda_synchronize, cuda_device_count});
+                          DeviceBackend{cuda::allocate, cuda::copy, cuda_synchronize, cuda_device_count, cuda::empty_cache,
+                                        cuda::constant});
   add<QuantizeBlockwiseArgs>(cuda::quantize_blockwise);
   add<DequantizeBlockwiseArgs>(cuda::dequantize_blockwise);
   add<Quantize4bitArgs>(cuda::quantize_4bit);

@@ -21,7 +21,8 @@
  *
  * Streams: `stream` is a cudaStream_t (NULL = the default stream); CPU ops
  * ignore it and finish before returning. Scratch memory, where an op needs
- * any, is allocated and released by the call itself.
+ * any, is allocated and released by the call itself, stream-ordered on
+ * `stream`: no call waits for the device.
  */
 #ifndef LOWBIT_C_LOWBIT_H_
 #define LOWBIT_C_LOWBIT_H_

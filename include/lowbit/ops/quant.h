@@ -8,8 +8,9 @@
 //   workspace_size(args)        bytes of scratch the caller provides to run()
 //   run(args, workspace, stream) enqueues the work on the backend that owns the
 //                               tensors' device (CPU ops finish before returning)
-// The convenience functions at the end allocate their outputs and chain the
-// primitive ops (for example nested absmax).
+// The convenience functions at the end allocate their outputs (stream-ordered:
+// lowbit/allocator.h) and chain the primitive ops (for example nested
+// absmax). No op waits for the device unless it says so.
 #pragma once
 
 #include <cstdint>
@@ -187,6 +188,8 @@ struct Int8Quantized {
   Tensor row_stats;                   // f32 [rows]
   std::vector<int64_t> outlier_cols;  // ascending column ids (threshold > 0)
 };
+// With threshold > 0 the outlier columns are read back to the host, so the
+// call waits for its own kernel (like torch.nonzero); with 0 it does not.
 Int8Quantized int8_vectorwise_quant(const TensorRef& a, float threshold = 0.0f, Stream stream = {});
 Tensor int8_vectorwise_dequant(const TensorRef& q, const TensorRef& row_stats,
                                DType out_dtype = DType::f32, Stream stream = {});

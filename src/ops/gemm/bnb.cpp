@@ -92,7 +92,7 @@ Tensor matmul_4bit(const TensorRef& A, const TensorRef& packed, const QuantState
   LOWBIT_REQUIRE(state.absmax.defined(), ErrorCode::invalid_argument, op, ": quant state must hold absmax (got none)");
   std::vector<int64_t> shape(A.sizes().begin(), A.sizes().end());
   shape.back() = N;
-  Tensor out = Tensor::empty(Shape(shape), A.dtype, A.device);
+  Tensor out = Tensor::empty(Shape(shape), A.dtype, A.device, stream);
   Matmul4bitArgs args;
   args.A = A;
   args.packed = packed;

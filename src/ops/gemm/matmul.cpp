@@ -98,7 +98,7 @@ Tensor Matmul::forward(const TensorRef& A, const PackedWeight& W, Stream stream)
   std::vector<int64_t> shape;
   for (int d = 0; d + 1 < A.ndim; ++d) shape.push_back(A.shape[static_cast<size_t>(d)]);
   shape.push_back(config_.N);
-  Tensor out = Tensor::empty(Shape(shape), config_.out_dtype, A.device);
+  Tensor out = Tensor::empty(Shape(shape), config_.out_dtype, A.device, stream);
   forward(A, W, out, stream);
   return out;
 }

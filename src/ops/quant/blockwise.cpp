@@ -88,15 +88,15 @@ namespace ops {
 // nested fields of `state`; `absmax` is consumed (centered in place).
 void compress_absmax(const Tensor& absmax, int64_t nested_blocksize, QuantState& state, Stream stream) {
   const Device device = absmax.device();
-  Tensor offset = Tensor::empty({1}, DType::f32, device);
+  Tensor offset = Tensor::empty({1}, DType::f32, device, stream);
   AbsmaxCenterArgs center{absmax, offset};
   Tensor ws = workspace_on(workspace_size(center), device, stream);
   run(center, ws.data(), stream);
 
   const Tensor& code = dynamic_code_on(device);
   const int64_t nb = absmax.numel();
-  Tensor qabsmax = Tensor::empty({nb}, DType::u8, device);
-  Tensor absmax2 = Tensor::empty({ceil_div(nb, nested_blocksize)}, DType::f32, device);
+  Tensor qabsmax = Tensor::empty({nb}, DType::u8, device, stream);
+  Tensor absmax2 = Tensor::empty({ceil_div(nb, nested_blocksize)}, DType::f32, device, stream);
   QuantizeBlockwiseArgs q{absmax, code, qabsmax, absmax2, nested_blocksize};
   Tensor ws2 = workspace_on(workspace_size(q), device, stream);
   run(q, ws2.data(), stream);
@@ -127,8 +127,8 @@ std::pair<Tensor, QuantState> quantize_blockwise(const TensorRef& input, const T
   const Device device = input.device;
   Tensor code_t = code.present() ? Tensor() : ops::dynamic_code_on(device);
   const TensorRef& code_ref = code.present() ? code : code_t.ref();
-  Tensor out = Tensor::empty(input.sizes(), DType::u8, device);
-  Tensor absmax = Tensor::empty({ops::ceil_div(input.numel(), blocksize)}, DType::f32, device);
+  Tensor out = Tensor::empty(input.sizes(), DType::u8, device, stream);
+  Tensor absmax = Tensor::empty({ops::ceil_div(input.numel(), blocksize)}, DType::f32, device, stream);
   QuantizeBlockwiseArgs args{input, code_ref, out, absmax, blocksize};
   Tensor ws = ops::workspace_on(workspace_size(args), device, stream);
   run(args, ws.data(), stream);
@@ -149,7 +149,7 @@ Tensor dequantize_blockwise(const TensorRef& q, const QuantState& state, std::op
   core::require_present(op, "q", q);
   LOWBIT_REQUIRE(state.absmax.defined() && state.code.defined(), ErrorCode::invalid_argument, op,
                  ": quant state must hold absmax and code (got an empty state)");
-  Tensor out = Tensor::empty(q.sizes(), out_dtype.value_or(state.dtype), q.device);
+  Tensor out = Tensor::empty(q.sizes(), out_dtype.value_or(state.dtype), q.device, stream);
   DequantizeBlockwiseArgs args{q, state.code, state.absmax, ops::nested_of(state), out, state.blocksize};
   Tensor ws = ops::workspace_on(workspace_size(args), q.device, stream);
   run(args, ws.data(), stream);

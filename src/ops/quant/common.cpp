@@ -9,9 +9,9 @@
 
 namespace lowbit::ops {
 
-Tensor table_on(const float* values, int64_t n, Device device) {
+Tensor table_on(const float* values, int64_t n, Device device, Stream stream) {
   const TensorRef host = TensorRef::contiguous(const_cast<float*>(values), DType::f32, {n});
-  return Tensor::copy_of(host, device);
+  return Tensor::copy_of(host, device, stream);
 }
 
 const Tensor& dynamic_code_on(Device device) {
@@ -22,22 +22,15 @@ const Tensor& dynamic_code_on(Device device) {
   auto it = cache.find(key);
   if (it == cache.end()) {
     const std::vector<float> code = create_dynamic_map();
-    it = cache.emplace(key, table_on(code.data(), static_cast<int64_t>(code.size()), device)).first;
+    it = cache.emplace(key, Tensor::constant(code.data(), {static_cast<int64_t>(code.size())}, DType::f32, device))
+             .first;
   }
   return it->second;
 }
 
 Tensor workspace_on(size_t bytes, Device device, Stream stream) {
   if (bytes == 0) return Tensor();
-  if (device.is_cpu()) return Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device);
-  // Never destroyed: a buffer freed at exit could outlive the CUDA context.
-  thread_local auto* cache = new std::map<std::pair<int, void*>, Tensor>();
-  Tensor& buffer = (*cache)[{device.index, stream.handle}];
-  if (!buffer.defined() || buffer.nbytes() < bytes) {
-    buffer = Tensor();  // free the smaller one first
-    buffer = Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device);
-  }
-  return buffer;
+  return Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device, stream);
 }
 
 void check_absmax_arg(const char* op, const TensorRef& absmax, const NestedAbsmax& nested, int64_t nblocks) {

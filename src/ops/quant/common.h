@@ -12,16 +12,14 @@ namespace lowbit::ops {
 using core::ceil_div;
 
 // The signed dynamic map (bitsandbytes' default code) as an f32 [256] tensor
-// on `device`, made once per device.
+// on `device`, made once per device (Tensor::constant) and shared.
 const Tensor& dynamic_code_on(Device device);
-// A host table as an f32 tensor on `device`.
-Tensor table_on(const float* values, int64_t n, Device device);
+// A host table as a fresh f32 tensor on `device`, ordered on `stream`.
+Tensor table_on(const float* values, int64_t n, Device device, Stream stream);
 
 // Scratch for an op run on `stream`: a byte tensor on `device` (empty when
-// bytes == 0). On CUDA one grow-only buffer per host thread, device and
-// stream is reused (ops on one stream run in order; cudaMalloc and the
-// synchronizing cudaFree per call cost ~15 us on small matmuls); on the CPU
-// a fresh allocation.
+// bytes == 0), stream-ordered, given back when the caller drops it, so a
+// captured CUDA graph owns its own scratch.
 Tensor workspace_on(size_t bytes, Device device, Stream stream);
 
 // Shared checks of the blockwise families.

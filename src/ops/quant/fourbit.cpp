@@ -69,8 +69,8 @@ std::pair<Tensor, QuantState> quantize_4bit(const TensorRef& input, int64_t bloc
   core::require_blocksize(op, "blocksize", blocksize);
   const Device device = input.device;
   const int64_t n = input.numel();
-  Tensor out = Tensor::empty({(n + 1) / 2, 1}, DType::u8, device);
-  Tensor absmax = Tensor::empty({ops::ceil_div(n, blocksize)}, DType::f32, device);
+  Tensor out = Tensor::empty({(n + 1) / 2, 1}, DType::u8, device, stream);
+  Tensor absmax = Tensor::empty({ops::ceil_div(n, blocksize)}, DType::f32, device, stream);
   Quantize4bitArgs args{input, out, absmax, blocksize, type};
   Tensor ws = ops::workspace_on(workspace_size(args), device, stream);
   run(args, ws.data(), stream);
@@ -78,7 +78,7 @@ std::pair<Tensor, QuantState> quantize_4bit(const TensorRef& input, int64_t bloc
   QuantState state;
   // The serialized quant_map as bitsandbytes writes it (its fp4 code 8 is +0.0).
   const std::array<float, 16> table = get_4bit_type(type == Quant4Type::nf4 ? "nf4" : "fp4");
-  state.code = ops::table_on(table.data(), 16, device);
+  state.code = ops::table_on(table.data(), 16, device, stream);
   state.blocksize = blocksize;
   state.shape.assign(input.sizes().begin(), input.sizes().end());
   state.dtype = input.dtype;
@@ -94,7 +94,7 @@ Tensor dequantize_4bit(const TensorRef& packed, const QuantState& state, std::op
   core::require_present(op, "packed", packed);
   LOWBIT_REQUIRE(state.absmax.defined(), ErrorCode::invalid_argument, op,
                  ": quant state must hold absmax (got an empty state)");
-  Tensor out = Tensor::empty(Shape(state.shape), out_dtype.value_or(state.dtype), packed.device);
+  Tensor out = Tensor::empty(Shape(state.shape), out_dtype.value_or(state.dtype), packed.device, stream);
   Dequantize4bitArgs args{packed, state.absmax, ops::nested_of(state), out, state.blocksize,
                           quant4_from_name(state.quant_type)};
   Tensor ws = ops::workspace_on(workspace_size(args), packed.device, stream);

@@ -94,7 +94,8 @@ Fp8Quantized act_quant(const TensorRef& x, int64_t block, bool ue8m0, Stream str
   require_block(ActQuantArgs::kName, block);
   std::vector<int64_t> sshape(x.sizes().begin(), x.sizes().end());
   sshape.back() /= block;
-  Fp8Quantized r{Tensor::empty(x.sizes(), DType::f8_e4m3, x.device), Tensor::empty(Shape(sshape), DType::f32, x.device)};
+  Fp8Quantized r{Tensor::empty(x.sizes(), DType::f8_e4m3, x.device, stream),
+                 Tensor::empty(Shape(sshape), DType::f32, x.device, stream)};
   ActQuantArgs args{x, r.values, r.scale, block, ue8m0};
   Tensor ws = ops::workspace_on(workspace_size(args), x.device, stream);
   run(args, ws.data(), stream);
@@ -106,8 +107,8 @@ Fp8Quantized weight_quant(const TensorRef& w, int64_t block, Stream stream) {
   require_2d(WeightQuantArgs::kName, "input", w);
   require_block(WeightQuantArgs::kName, block);
   const int64_t n = w.shape[0], k = w.shape[1];
-  Fp8Quantized r{Tensor::empty({n, k}, DType::f8_e4m3, w.device),
-                 Tensor::empty({ops::ceil_div(n, block), ops::ceil_div(k, block)}, DType::f32, w.device)};
+  Fp8Quantized r{Tensor::empty({n, k}, DType::f8_e4m3, w.device, stream),
+                 Tensor::empty({ops::ceil_div(n, block), ops::ceil_div(k, block)}, DType::f32, w.device, stream)};
   WeightQuantArgs args{w, r.values, r.scale, block};
   Tensor ws = ops::workspace_on(workspace_size(args), w.device, stream);
   run(args, ws.data(), stream);
@@ -117,7 +118,7 @@ Fp8Quantized weight_quant(const TensorRef& w, int64_t block, Stream stream) {
 Tensor weight_dequant(const TensorRef& wq, const TensorRef& scale, int64_t block, DType out_dtype, Stream stream) {
   core::require_present(WeightDequantArgs::kName, "input", wq);
   require_2d(WeightDequantArgs::kName, "input", wq);
-  Tensor out = Tensor::empty(wq.sizes(), out_dtype, wq.device);
+  Tensor out = Tensor::empty(wq.sizes(), out_dtype, wq.device, stream);
   WeightDequantArgs args{wq, scale, out, block};
   Tensor ws = ops::workspace_on(workspace_size(args), wq.device, stream);
   run(args, ws.data(), stream);

@@ -71,13 +71,16 @@ Int8Quantized int8_vectorwise_quant(const TensorRef& a, float threshold, Stream 
   core::require_present(op, "input", a);
   require_rows(op, a);
   const int64_t k = a.size(-1);
-  Int8Quantized r{Tensor::empty(a.sizes(), DType::i8, a.device), Tensor::empty({rows_of(a)}, DType::f32, a.device),
+  Int8Quantized r{Tensor::empty(a.sizes(), DType::i8, a.device, stream),
+                  Tensor::empty({rows_of(a)}, DType::f32, a.device, stream),
                   {}};
-  Tensor mask = threshold > 0.0f ? Tensor::empty({k}, DType::u8, a.device) : Tensor();
+  Tensor mask = threshold > 0.0f ? Tensor::empty({k}, DType::u8, a.device, stream) : Tensor();
   Int8VectorwiseQuantArgs args{a, r.values, r.row_stats, mask.ref(), threshold};
   Tensor ws = ops::workspace_on(workspace_size(args), a.device, stream);
   run(args, ws.data(), stream);
   if (mask.defined()) {
+    // The columns' count decides the result's size: read on the host (the
+    // one wait of this op, as torch.nonzero's in bitsandbytes).
     const Tensor host = mask.to(Device::cpu(), stream);
     const uint8_t* m = host.ptr<const uint8_t>();
     for (int64_t j = 0; j < k; ++j) {
@@ -89,7 +92,7 @@ Int8Quantized int8_vectorwise_quant(const TensorRef& a, float threshold, Stream 
 
 Tensor int8_vectorwise_dequant(const TensorRef& q, const TensorRef& row_stats, DType out_dtype, Stream stream) {
   core::require_present(Int8VectorwiseDequantArgs::kName, "input", q);
-  Tensor out = Tensor::empty(q.sizes(), out_dtype, q.device);
+  Tensor out = Tensor::empty(q.sizes(), out_dtype, q.device, stream);
   Int8VectorwiseDequantArgs args{q, row_stats, out};
   Tensor ws = ops::workspace_on(workspace_size(args), q.device, stream);
   run(args, ws.data(), stream);

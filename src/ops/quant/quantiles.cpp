@@ -1,5 +1,6 @@
 // Front end of estimate_quantiles (bitsandbytes semantics, exact).
 #include <cmath>
+#include <vector>
 
 #include "core/check.h"
 #include "ops/dispatch.h"
@@ -31,22 +32,35 @@ Tensor estimate_quantiles(const TensorRef& input, float offset, int num_quantile
                  ": num_quantiles must be from 1 to 256 (got ", num_quantiles, ")");
   core::require_present(op, "input", input);
   if (num_quantiles < 256 && offset == 1.0f / 512.0f) offset = 1.0f / (2.0f * static_cast<float>(num_quantiles));
-  Tensor out = Tensor::empty({256}, DType::f32, input.device);
+  Tensor out = Tensor::empty({256}, DType::f32, input.device, stream);
   EstimateQuantilesArgs args{input, out, offset};
   Tensor ws = ops::workspace_on(workspace_size(args), input.device, stream);
   run(args, ws.data(), stream);
   if (num_quantiles == 256) return out;
   // bitsandbytes: out[torch.linspace(0, 255, num_quantiles).long()], the
-  // linspace in float32 as torch computes it (from both ends).
-  const Tensor all = out.to(Device::cpu(), stream);
-  Tensor picked = Tensor::empty({num_quantiles}, DType::f32);
+  // linspace in float32 as torch computes it (from both ends). Gathered by
+  // device copies of runs of consecutive picks: nothing waits.
+  std::vector<int64_t> picks(static_cast<size_t>(num_quantiles));
   const float step = num_quantiles == 1 ? 0.0f : 255.0f / static_cast<float>(num_quantiles - 1);
   for (int i = 0; i < num_quantiles; ++i) {
     const float pos = i < num_quantiles / 2 ? static_cast<float>(i) * step
                                             : 255.0f - static_cast<float>(num_quantiles - 1 - i) * step;
-    picked.ptr<float>()[i] = all.ptr<const float>()[static_cast<int64_t>(pos)];
+    picks[static_cast<size_t>(i)] = static_cast<int64_t>(pos);
   }
-  return picked.to(input.device, stream);
+  Tensor picked = Tensor::empty({num_quantiles}, DType::f32, input.device, stream);
+  for (int64_t i = 0; i < num_quantiles;) {
+    int64_t run_length = 1;
+    while (i + run_length < num_quantiles &&
+           picks[static_cast<size_t>(i + run_length)] == picks[static_cast<size_t>(i)] + run_length) {
+      ++run_length;
+    }
+    const TensorRef dst = TensorRef::contiguous(picked.ptr<float>() + i, DType::f32, {run_length}, input.device);
+    const TensorRef src = TensorRef::contiguous(out.ptr<float>() + picks[static_cast<size_t>(i)], DType::f32,
+                                                {run_length}, input.device);
+    copy(dst, src, stream);
+    i += run_length;
+  }
+  return picked;
 }
 
 }  // namespace lowbit

@@ -21,11 +21,11 @@ TEST(CudaErrors, FailedAllocationIsOutOfMemory) {
   LOWBIT_REQUIRE_CUDA_DEVICE();
   try {
     (void)Tensor::empty({int64_t{1} << 50}, DType::u8, Device::cuda(0));  // 1 PB
-    FAIL() << "a 1 PB cudaMalloc succeeded";
+    FAIL() << "a 1 PB allocation succeeded";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::out_of_memory);
     const std::string m = e.what();
-    EXPECT_NE(m.find("cudaMalloc"), std::string::npos) << m;
+    EXPECT_NE(m.find("allocation of"), std::string::npos) << m;
     EXPECT_NE(m.find("cuda:0"), std::string::npos) << m;
   }
   // The failure is not sticky: an op right after runs and its launch check passes.
