@@ -368,6 +368,39 @@ LOWBIT_C_API lowbit_status lowbit_gemv_4bit(const DLTensor* A, const DLTensor* p
                                             const lowbit_nested_absmax* nested, const DLTensor* bias, DLTensor* out,
                                             int64_t N, int64_t blocksize, lowbit_quant4_type type, void* stream);
 
+/* ---------------------------------------------------------- CUDA memory */
+/* Where lowbit's CUDA memory comes from: packed weights, the results of
+ * calls that allocate them, and scratch. All of it is stream-ordered: made
+ * for the stream of the call that asks and given back on that stream, so
+ * no call waits for the device. By default a pool per device serves it
+ * (cudaMallocFromPoolAsync / cudaFreeAsync; freed memory is kept for reuse
+ * until lowbit_empty_cuda_cache). An application that manages GPU memory
+ * itself plugs in its own allocator. Host memory never goes through it. */
+typedef struct lowbit_cuda_allocator {
+  /* Memory of `bytes` on `device` usable by work enqueued on `stream` (a
+   * cudaStream_t, NULL: the default stream) from now on; NULL when out of
+   * memory. Called with `device` current; must not wait for the device. */
+  void* (*allocate)(void* ctx, size_t bytes, int device, void* stream);
+  /* Takes `ptr` back once the work enqueued on `stream` so far is done with
+   * it. Must not wait for the device and cannot fail. */
+  void (*deallocate)(void* ctx, void* ptr, size_t bytes, int device, void* stream);
+  void* ctx;
+} lowbit_cuda_allocator;
+
+/* Replaces the process-wide CUDA allocator (lowbit::set_cuda_allocator).
+ * NULL, or both functions NULL, restores the default pool; one function
+ * without the other is an error. Memory always goes back to the allocator
+ * that gave it, so switching is safe while weights are alive (keep `ctx`
+ * valid until they are destroyed). */
+LOWBIT_C_API lowbit_status lowbit_set_cuda_allocator(const lowbit_cuda_allocator* allocator);
+/* The allocator set by lowbit_set_cuda_allocator; its functions are NULL
+ * while the default pool serves. */
+LOWBIT_C_API lowbit_status lowbit_get_cuda_allocator(lowbit_cuda_allocator* allocator);
+/* Gives the default pool's unused memory on `device` back to the driver
+ * (what torch.cuda.empty_cache() does for PyTorch's). Succeeds without
+ * doing anything when there is no CUDA device. */
+LOWBIT_C_API lowbit_status lowbit_empty_cuda_cache(int device);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
