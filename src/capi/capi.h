@@ -1,6 +1,6 @@
-// Shared machinery of the C ABI: DLTensor -> TensorRef conversion (the one
-// place it happens), the thread-local last-error message, and the guard that
-// turns every exception into a lowbit_status.
+// Shared machinery of the C ABI: DLPack -> lowbit conversion (the one place
+// it happens), the thread-local last-error message, and the guard that turns
+// every exception into a lowbit_status.
 #pragma once
 
 #include <exception>
@@ -25,6 +25,17 @@ const char* last_error() noexcept;
 // given, is the dtype a uint8 tensor is read as (f8_e4m3 for fp8 arguments).
 // Throws lowbit::Error naming op, argument, expectation and value.
 TensorRef to_ref(const char* op, const char* arg, const DLTensor* t, const DType* uint8_as = nullptr);
+
+// A DLDevice as a lowbit Device (kDLCPU or kDLCUDA with device_id >= 0).
+Device to_device(const char* op, const char* arg, DLDevice d);
+DLDevice to_dl(Device d);
+
+// A DLDataType as a lowbit DType (lanes 1, a type listed in lowbit.h).
+DType to_dtype(const char* op, const char* arg, DLDataType t);
+DLDataType to_dl(DType d);
+
+// Throws invalid_argument "<op>: <arg> must not be NULL" when p is null.
+void require_not_null(const char* op, const char* arg, const void* p);
 
 // The nested-absmax arguments of the dequantize ops (absent when `n` is NULL;
 // when given, all three tensors are required).

@@ -1,4 +1,5 @@
-// DLTensor -> TensorRef: the only place the C ABI interprets DLPack fields.
+// DLPack -> lowbit (tensors, devices, dtypes): the only place the C ABI
+// interprets DLPack fields.
 #include <algorithm>
 #include <iterator>
 #include <string>
@@ -71,7 +72,19 @@ std::string describe_dl(DLDataType t) {
   return cat("DLPack type code ", static_cast<int>(t.code), " with ", static_cast<int>(t.bits), " bits");
 }
 
-Device device_from_dl(const char* op, const char* arg, DLDevice d) {
+// `what` follows the argument's name in messages (" dtype" for a tensor's).
+DType checked_dtype(const char* op, const char* arg, const char* what, DLDataType t) {
+  LOWBIT_REQUIRE(t.lanes == 1, ErrorCode::unsupported_dtype, op, ": ", arg, what, " lanes must be 1 (got ", t.lanes,
+                 ")");
+  DType dtype{};
+  LOWBIT_REQUIRE(dtype_from_dl(t, &dtype), ErrorCode::unsupported_dtype, op, ": ", arg, what, " must be one of ",
+                 accepted_dtypes(), " (got ", describe_dl(t), ")");
+  return dtype;
+}
+
+}  // namespace
+
+Device to_device(const char* op, const char* arg, DLDevice d) {
   if (d.device_type == kDLCPU) return Device::cpu();
   if (d.device_type == kDLCUDA) {
     LOWBIT_REQUIRE(d.device_id >= 0, ErrorCode::invalid_argument, op, ": ", arg,
@@ -82,15 +95,33 @@ Device device_from_dl(const char* op, const char* arg, DLDevice d) {
                                         static_cast<int>(d.device_type), ")"));
 }
 
-}  // namespace
+DLDevice to_dl(Device d) {
+  DLDevice r;
+  r.device_type = d.is_cuda() ? kDLCUDA : kDLCPU;
+  r.device_id = d.is_cuda() ? d.index : 0;
+  return r;
+}
+
+DType to_dtype(const char* op, const char* arg, DLDataType t) { return checked_dtype(op, arg, "", t); }
+
+DLDataType to_dl(DType d) {
+  const auto* m =
+      std::find_if(std::begin(kDLTypes), std::end(kDLTypes), [&](const DLMapping& e) { return e.dtype == d; });
+  LOWBIT_REQUIRE(m != std::end(kDLTypes), ErrorCode::internal, "C ABI: dtype ", dtype_name(d), " has no DLPack type");
+  DLDataType r;
+  r.code = m->code;
+  r.bits = m->bits;
+  r.lanes = 1;
+  return r;
+}
+
+void require_not_null(const char* op, const char* arg, const void* p) {
+  LOWBIT_REQUIRE(p != nullptr, ErrorCode::invalid_argument, op, ": ", arg, " must not be NULL");
+}
 
 TensorRef to_ref(const char* op, const char* arg, const DLTensor* t, const DType* uint8_as) {
   if (t == nullptr) return {};
-  LOWBIT_REQUIRE(t->dtype.lanes == 1, ErrorCode::unsupported_dtype, op, ": ", arg, " dtype lanes must be 1 (got ",
-                 t->dtype.lanes, ")");
-  DType dtype{};
-  LOWBIT_REQUIRE(dtype_from_dl(t->dtype, &dtype), ErrorCode::unsupported_dtype, op, ": ", arg, " dtype must be one of ",
-                 accepted_dtypes(), " (got ", describe_dl(t->dtype), ")");
+  DType dtype = checked_dtype(op, arg, " dtype", t->dtype);
   if (dtype == DType::u8 && uint8_as != nullptr) dtype = *uint8_as;
 
   LOWBIT_REQUIRE(t->ndim >= 0 && t->ndim <= kMaxDims, ErrorCode::invalid_argument, op, ": ", arg, " ndim must be 0 to ",
@@ -100,7 +131,7 @@ TensorRef to_ref(const char* op, const char* arg, const DLTensor* t, const DType
   TensorRef ref;
   ref.dtype = dtype;
   ref.ndim = t->ndim;
-  ref.device = device_from_dl(op, arg, t->device);
+  ref.device = to_device(op, arg, t->device);
   int64_t stride = 1;
   for (int i = t->ndim - 1; i >= 0; --i) {
     const auto u = static_cast<size_t>(i);

@@ -175,6 +175,232 @@ LOWBIT_C_API lowbit_status lowbit_quantile_map_from_quantiles(const float* quant
 LOWBIT_C_API lowbit_status lowbit_get_4bit_type(const char* name, int blocksize, float* out, size_t capacity,
                                                 size_t* count);
 
+/* ------------------------------------------------- mixed-precision matmul */
+/* out[M, N] = A[M, K] . dequant(W)[N, K]^T (+ bias[N]), BitBLAS Matmul
+ * semantics (docs/gemm.md). Use: describe the op with a lowbit_matmul_config,
+ * create a lowbit_matmul for a device, pack the weight once (from integer
+ * values with lowbit_matmul_transform_weight, or from a checkpoint through an
+ * importer and lowbit_matmul_transform_quantized), then call
+ * lowbit_matmul_forward for any M.
+ *
+ * Handles are opaque, owned by the caller, and released by their destroy
+ * function (NULL is accepted there and ignored). A handle may be used from
+ * several threads at once; destroying it while another call uses it is an
+ * error of the caller. A packed weight keeps its own memory: the matmul and
+ * the quantized weight it came from may be destroyed first. */
+
+typedef struct lowbit_matmul lowbit_matmul;
+typedef struct lowbit_packed_weight lowbit_packed_weight;
+typedef struct lowbit_quantized_weight lowbit_quantized_weight;
+
+/* Element formats of W; values equal lowbit::WeightType (lowbit/ops/gemm.h).
+ * Integer kinds hold values (intN in [-2^(N-1), 2^(N-1) - 1], uintN in
+ * [0, 2^N - 1], int1 in {-1, +1}); nf4, fp4 (bitsandbytes) and fp4_e2m1 (OCP
+ * MX) hold 4-bit codes; fp8_e4m3 holds E4M3FN bits; float16 / bfloat16 are
+ * unquantized weights. */
+typedef enum lowbit_weight_type {
+  LOWBIT_WEIGHT_INT8 = 0,
+  LOWBIT_WEIGHT_INT4 = 1,
+  LOWBIT_WEIGHT_INT2 = 2,
+  LOWBIT_WEIGHT_INT1 = 3,
+  LOWBIT_WEIGHT_UINT8 = 4,
+  LOWBIT_WEIGHT_UINT4 = 5,
+  LOWBIT_WEIGHT_UINT2 = 6,
+  LOWBIT_WEIGHT_UINT1 = 7,
+  LOWBIT_WEIGHT_NF4 = 8,
+  LOWBIT_WEIGHT_FP4 = 9,
+  LOWBIT_WEIGHT_FP4_E2M1 = 10,
+  LOWBIT_WEIGHT_FP8_E4M3 = 11,
+  LOWBIT_WEIGHT_FLOAT16 = 12,
+  LOWBIT_WEIGHT_BFLOAT16 = 13
+} lowbit_weight_type;
+
+/* How zero points enter dequantization (with_zeros), v = the code's value:
+ *   ORIGINAL   w = (v - z) * s    z has the scale's dtype
+ *   RESCALE    w = v * s - z      z has the scale's dtype
+ *   QUANTIZED  w = (v - zq) * s   zq an integer of W's type (GPTQ, AWQ) */
+typedef enum lowbit_zeros_mode {
+  LOWBIT_ZEROS_ORIGINAL = 0,
+  LOWBIT_ZEROS_RESCALE = 1,
+  LOWBIT_ZEROS_QUANTIZED = 2
+} lowbit_zeros_mode;
+
+/* lowbit::MatmulConfig. Fill it with lowbit_matmul_config_init, then set
+ * N, K, W_dtype and what differs. Flags are 0 / non-zero. */
+typedef struct lowbit_matmul_config {
+  /* The batch sizes the op is prepared for (dynamic M: any M runs, with the
+   * kernel config of the smallest prepared value >= M). NULL with num_M 0:
+   * {1, 16, 32, 64, 128, 256, 512, 1024}. Copied by lowbit_matmul_create. */
+  const int64_t* M;
+  size_t num_M;
+  int64_t N;
+  int64_t K;
+  DLDataType A_dtype;         /* float16 or bfloat16 */
+  lowbit_weight_type W_dtype; /* default FLOAT16 */
+  DLDataType accum_dtype;     /* float32; float16 allowed (a GPU speed option) */
+  DLDataType out_dtype;       /* float16, bfloat16 or float32 */
+  const char* layout;         /* "nt" (NULL means "nt"): A [M, K], W [N, K] */
+  int with_bias;
+  int64_t group_size; /* -1: one scale per row; else a multiple of 32 dividing K */
+  int with_scaling;
+  int with_zeros; /* integer W types only; needs with_scaling */
+  lowbit_zeros_mode zeros_mode;
+} lowbit_matmul_config;
+
+/* The defaults of lowbit::MatmulConfig: M NULL (the default list), N = K = 0,
+ * A_dtype and out_dtype float16, W_dtype FLOAT16, accum_dtype float32,
+ * layout "nt", group_size -1, every flag 0, zeros_mode ORIGINAL. */
+LOWBIT_C_API void lowbit_matmul_config_init(lowbit_matmul_config* config);
+/* "int4", "nf4", "float16", ... (BitBLAS spelling); "unknown" out of range. */
+LOWBIT_C_API const char* lowbit_weight_type_name(lowbit_weight_type type);
+
+/* Checks the config and prepares the op for `device` (kDLCPU, or kDLCUDA
+ * with a device_id below lowbit_cuda_device_count()). *out receives the
+ * handle; it is left unchanged on failure. */
+LOWBIT_C_API lowbit_status lowbit_matmul_create(const lowbit_matmul_config* config, DLDevice device,
+                                                lowbit_matmul** out);
+LOWBIT_C_API void lowbit_matmul_destroy(lowbit_matmul* matmul);
+
+/* Packs a weight once into the matmul device's layout. weight [N, K]: int8 /
+ * uint8 values of W's type (codes for nf4 / fp4 / fp4_e2m1; E4M3 bits as
+ * uint8 or float8_e4m3fn for fp8_e4m3; the weight itself for float16 /
+ * bfloat16); scale float [N, groups] (with_scaling); zeros [N, groups]
+ * (with_zeros: the scale's dtype, or int8 / uint8 / int32 values of W's type
+ * for QUANTIZED); bias float [N] (with_bias); perm int32 / int64 [K] or NULL:
+ * a permutation of A's columns, column k of W multiplies A[:, perm[k]]. Inputs
+ * may be on any device and are not kept. Values out of W's range are
+ * errors. CUDA: the upload is ordered on the default stream and complete
+ * before the first forward on the default stream or any stream that
+ * synchronizes with it. */
+LOWBIT_C_API lowbit_status lowbit_matmul_transform_weight(const lowbit_matmul* matmul, const DLTensor* weight,
+                                                          const DLTensor* scale, const DLTensor* zeros,
+                                                          const DLTensor* bias, const DLTensor* perm,
+                                                          lowbit_packed_weight** out);
+/* The same from an imported checkpoint weight; its format (W_dtype, N, K,
+ * group_size, scaling, zeros, bias) must equal the matmul's config (see
+ * lowbit_quantized_weight_config). */
+LOWBIT_C_API lowbit_status lowbit_matmul_transform_quantized(const lowbit_matmul* matmul,
+                                                             const lowbit_quantized_weight* weight,
+                                                             lowbit_packed_weight** out);
+
+/* out [..., N] (config out_dtype) = A [..., K] (config A_dtype) times the
+ * packed weight, enqueued on `stream`. A, out and the weight on the matmul's
+ * device; A and out contiguous. Scratch is stream-ordered on `stream`: the
+ * call does not wait for the device. */
+LOWBIT_C_API lowbit_status lowbit_matmul_forward(const lowbit_matmul* matmul, const DLTensor* A,
+                                                 const lowbit_packed_weight* weight, DLTensor* out, void* stream);
+
+/* Releases the packed weight's memory. CUDA: work using it must be finished
+ * or ordered before the default stream. */
+LOWBIT_C_API void lowbit_packed_weight_destroy(lowbit_packed_weight* weight);
+/* The device the weight lives on (the matmul's). */
+LOWBIT_C_API lowbit_status lowbit_packed_weight_device(const lowbit_packed_weight* weight, DLDevice* device);
+/* Bytes of device memory its tensors hold (codes, scales, zeros, bias, perm). */
+LOWBIT_C_API lowbit_status lowbit_packed_weight_nbytes(const lowbit_packed_weight* weight, size_t* nbytes);
+/* The values every backend multiplies by: out float32 [N, K] in host memory
+ * (kDLCPU), in A's original column order (perm undone). Waits for the
+ * device when the weight is on CUDA. */
+LOWBIT_C_API lowbit_status lowbit_packed_weight_dequantize(const lowbit_packed_weight* weight, DLTensor* out);
+
+/* --------------------------------------------------------------- importers */
+/* Checkpoint weights of GPTQ, AWQ and bitsandbytes into the unpacked form
+ * (lowbit_quantized_weight, in host memory) without passing through lossy
+ * floats. Then: read its format with lowbit_quantized_weight_config, create
+ * a matmul from that config (choose A_dtype, out_dtype and M there), and pack
+ * with lowbit_matmul_transform_quantized; the quantized weight may be
+ * destroyed after packing. Input tensors may be on any device and are not
+ * kept. *out is left unchanged on failure. */
+
+/* GPTQ (AutoGPTQ / GPTQModel): qweight int32 [K * bits / 32, N] packed along
+ * K (element k in bits (k % (32 / bits)) * bits); qzeros int32 [groups,
+ * ceil(N * bits / 32)] packed along N the same way; scales float [groups, N];
+ * g_idx int32 / int64 [K] or NULL (act-order: K is then permuted so groups
+ * are contiguous); bias float [N] or NULL. bits 2, 4 or 8; group_size -1 for
+ * one group over K. zero_plus_one != 0 for checkpoint_format "gptq" (v1
+ * stores zero - 1), 0 for "gptq_v2". zeros_mode QUANTIZED keeps integer
+ * zeros; ORIGINAL (exact float zeros) is needed for a v1 zero of 2^bits. */
+LOWBIT_C_API lowbit_status lowbit_import_gptq(const DLTensor* qweight, const DLTensor* qzeros, const DLTensor* scales,
+                                              const DLTensor* g_idx, const DLTensor* bias, int bits, int64_t group_size,
+                                              int zero_plus_one, lowbit_zeros_mode zeros_mode,
+                                              lowbit_quantized_weight** out);
+
+/* AWQ (AutoAWQ GEMM format, 4-bit): qweight int32 [K, N / 8] packed along N,
+ * nibble i of word j holding column 8j + {0, 2, 4, 6, 1, 3, 5, 7}[i]; qzeros
+ * int32 [groups, N / 8] the same; scales float [groups, N]; bias float [N]
+ * or NULL; w = (q - z) * s. */
+LOWBIT_C_API lowbit_status lowbit_import_awq(const DLTensor* qweight, const DLTensor* qzeros, const DLTensor* scales,
+                                             const DLTensor* bias, int64_t group_size, lowbit_quantized_weight** out);
+
+/* bitsandbytes Linear4bit: the weight's packed codes (uint8, (N * K + 1) / 2
+ * elements, as lowbit_quantize_4bit writes them) and its QuantState's
+ * tensors: absmax float32 [N * K / blocksize] (uint8 with `nested`), the
+ * original weight's shape N x K and dtype (float16 / bfloat16 / float32).
+ * blocksize must divide K (a block may not cross rows); lowbit_matmul_4bit
+ * runs on any state directly. */
+LOWBIT_C_API lowbit_status lowbit_import_bnb_4bit(const DLTensor* packed, const DLTensor* absmax,
+                                                  const lowbit_nested_absmax* nested, const DLTensor* bias, int64_t N,
+                                                  int64_t K, int64_t blocksize, lowbit_quant4_type type,
+                                                  DLDataType dtype, lowbit_quantized_weight** out);
+
+/* The format of an imported weight as a matmul config: W_dtype, N, K,
+ * group_size, with_scaling, with_zeros, zeros_mode and with_bias as imported;
+ * A_dtype and out_dtype the scales' dtype when float16 / bfloat16 (else
+ * float16); M NULL (the default list); the rest as lowbit_matmul_config_init. */
+LOWBIT_C_API lowbit_status lowbit_quantized_weight_config(const lowbit_quantized_weight* weight,
+                                                          lowbit_matmul_config* config);
+LOWBIT_C_API void lowbit_quantized_weight_destroy(lowbit_quantized_weight* weight);
+
+/* ---------------------------------------------- bitsandbytes 4-bit matmul */
+
+/* bitsandbytes matmul_4bit on a 4-bit QuantState's own storage:
+ * out [..., N] = A [..., K] . (table[code] * absmax[block])^T (+ bias), in
+ * float32, where W [N, K] is flattened row-major into `packed` (uint8,
+ * (N * K + 1) / 2 elements, the even element in the high nibble) and blocks
+ * of `blocksize` elements of the flattened W may cross rows. A and out
+ * float32 / float16 / bfloat16, contiguous; absmax float32
+ * [ceil(N * K / blocksize)] (uint8 with `nested`); bias float [N] or NULL.
+ * Enqueued on `stream`; scratch is stream-ordered, the call does not wait. */
+LOWBIT_C_API lowbit_status lowbit_matmul_4bit(const DLTensor* A, const DLTensor* packed, const DLTensor* absmax,
+                                              const lowbit_nested_absmax* nested, const DLTensor* bias, DLTensor* out,
+                                              int64_t N, int64_t blocksize, lowbit_quant4_type type, void* stream);
+/* bitsandbytes gemv_4bit: lowbit_matmul_4bit for an A holding one row. */
+LOWBIT_C_API lowbit_status lowbit_gemv_4bit(const DLTensor* A, const DLTensor* packed, const DLTensor* absmax,
+                                            const lowbit_nested_absmax* nested, const DLTensor* bias, DLTensor* out,
+                                            int64_t N, int64_t blocksize, lowbit_quant4_type type, void* stream);
+
+/* ---------------------------------------------------------- CUDA memory */
+/* Where lowbit's CUDA memory comes from: packed weights, the results of
+ * calls that allocate them, and scratch. All of it is stream-ordered: made
+ * for the stream of the call that asks and given back on that stream, so
+ * no call waits for the device. By default a pool per device serves it
+ * (cudaMallocFromPoolAsync / cudaFreeAsync; freed memory is kept for reuse
+ * until lowbit_empty_cuda_cache). An application that manages GPU memory
+ * itself plugs in its own allocator. Host memory never goes through it. */
+typedef struct lowbit_cuda_allocator {
+  /* Memory of `bytes` on `device` usable by work enqueued on `stream` (a
+   * cudaStream_t, NULL: the default stream) from now on; NULL when out of
+   * memory. Called with `device` current; must not wait for the device. */
+  void* (*allocate)(void* ctx, size_t bytes, int device, void* stream);
+  /* Takes `ptr` back once the work enqueued on `stream` so far is done with
+   * it. Must not wait for the device and cannot fail. */
+  void (*deallocate)(void* ctx, void* ptr, size_t bytes, int device, void* stream);
+  void* ctx;
+} lowbit_cuda_allocator;
+
+/* Replaces the process-wide CUDA allocator (lowbit::set_cuda_allocator).
+ * NULL, or both functions NULL, restores the default pool; one function
+ * without the other is an error. Memory always goes back to the allocator
+ * that gave it, so switching is safe while weights are alive (keep `ctx`
+ * valid until they are destroyed). */
+LOWBIT_C_API lowbit_status lowbit_set_cuda_allocator(const lowbit_cuda_allocator* allocator);
+/* The allocator set by lowbit_set_cuda_allocator; its functions are NULL
+ * while the default pool serves. */
+LOWBIT_C_API lowbit_status lowbit_get_cuda_allocator(lowbit_cuda_allocator* allocator);
+/* Gives the default pool's unused memory on `device` back to the driver
+ * (what torch.cuda.empty_cache() does for PyTorch's). Succeeds without
+ * doing anything when there is no CUDA device. */
+LOWBIT_C_API lowbit_status lowbit_empty_cuda_cache(int device);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
