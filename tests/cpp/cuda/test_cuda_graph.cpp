@@ -30,6 +30,8 @@ void fill_random(const Tensor& t, float stddev = 1.0f) {
   copy(t.ref(), test::random_floats(shape, t.dtype(), stddev).ref());
 }
 
+// On the legacy default stream, which the test's non-blocking stream does not
+// wait for: callers synchronize the device before the op runs.
 void poison(const Tensor& t) { ASSERT_EQ(cudaMemset(t.data(), 0xff, t.nbytes()), cudaSuccess); }
 
 std::vector<unsigned char> host_bytes(const Tensor& t) {
@@ -86,6 +88,7 @@ void expect_graph_matches_eager(GraphCase& c) {
   // Replay on inputs drawn after the capture.
   refill(2);
   for (const Tensor& o : c.outputs) poison(o);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   std::vector<std::vector<unsigned char>> replayed;
@@ -100,6 +103,7 @@ void expect_graph_matches_eager(GraphCase& c) {
   auto eager = [&](size_t run_index) {
     refill(run_index);
     for (const Tensor& o : c.outputs) poison(o);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     c.enqueue(Stream{s});
     EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
     std::vector<std::vector<unsigned char>> got;
