@@ -152,6 +152,29 @@ def rel_err(torch, got, want) -> float:
     return float(torch.linalg.vector_norm(g - w) / torch.linalg.vector_norm(w).clamp_min(1e-30))
 
 
+def random_int4_weight(torch, N: int, K: int, gen):
+    """(q, zq, scale, W16): uint4 codes [N, K], quantized zeros [N, K/128], f16
+    scales [N, K/128] and the dequantized f16 weight ``(q - z) * s`` [N, K] —
+    cuBLAS's operand and the checks' reference."""
+    G = K // GROUP
+    q = torch.randint(0, 16, (N, K), dtype=torch.uint8, device="cuda", generator=gen)
+    zq = torch.randint(0, 16, (N, G), dtype=torch.uint8, device="cuda", generator=gen)
+    scale = (0.005 + 0.01 * torch.rand(N, G, device="cuda", generator=gen)).to(torch.float16)
+    W16 = ((q.view(N, G, GROUP).float() - zq.float()[:, :, None]) * scale.float()[:, :, None]).view(N, K).half()
+    return q, zq, scale, W16
+
+
+def lowbit_int4_matmul(lowbit, ms: List[int], q, scale, zq):
+    """(Matmul, packed weight): lowbit's uint4 g128 matmul with f16 scales and
+    quantized zeros for the batch sizes ``ms``, its weight transformed once."""
+    N, K = q.shape
+    cfg = lowbit.MatmulConfig(M=ms, N=N, K=K, A_dtype="float16", W_dtype="uint4", accum_dtype="float32",
+                              out_dtype="float16", with_scaling=True, group_size=GROUP, with_zeros=True,
+                              zeros_mode="quantized")
+    mm = lowbit.Matmul(cfg, device="cuda")
+    return mm, mm.transform_weight(q, scale=scale, zeros=zq)
+
+
 def pack_tinygemm(torch, q, scale, zq, inner_k_tiles: int):
     """(packed weight, scales_and_zeros) for _weight_int4pack_mm; raises when this torch lacks it."""
     N, K = q.shape
@@ -233,11 +256,7 @@ def main() -> int:
         G = K // GROUP
         A = torch.randn(maxM, K, dtype=torch.float16, device="cuda", generator=gen)
         A_bf = A.to(torch.bfloat16)
-        q = torch.randint(0, 16, (N, K), dtype=torch.uint8, device="cuda", generator=gen)
-        zq = torch.randint(0, 16, (N, G), dtype=torch.uint8, device="cuda", generator=gen)
-        scale = (0.005 + 0.01 * torch.rand(N, G, device="cuda", generator=gen)).to(torch.float16)
-        # The dequantized weight, f16 [N, K]: cuBLAS's operand and the checks' reference.
-        W16 = ((q.view(N, G, GROUP).float() - zq.float()[:, :, None]) * scale.float()[:, :, None]).view(N, K).half()
+        q, zq, scale, W16 = random_int4_weight(torch, N, K, gen)
         out_ref = torch.empty(maxM, N, dtype=torch.float16, device="cuda")
         out_lb = torch.empty_like(out_ref)
 
@@ -245,11 +264,7 @@ def main() -> int:
         lb_note = None
         if lowbit is not None:
             try:
-                cfg = lowbit.MatmulConfig(M=args.m, N=N, K=K, A_dtype="float16", W_dtype="uint4",
-                                          accum_dtype="float32", out_dtype="float16", with_scaling=True,
-                                          group_size=GROUP, with_zeros=True, zeros_mode="quantized")
-                mm = lowbit.Matmul(cfg, device="cuda")
-                W = mm.transform_weight(q, scale=scale, zeros=zq)
+                mm, W = lowbit_int4_matmul(lowbit, args.m, q, scale, zq)
             except Exception as e:  # noqa: BLE001
                 lb_note = f"lowbit setup: {type(e).__name__}: {e}"
         packed = sz = None

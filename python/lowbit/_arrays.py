@@ -130,10 +130,11 @@ class Framework:
     def current_stream(self, x: Any, device: Device) -> int:
         return 0
 
-    def allocator(self, device: Device, stream: int) -> Any:
+    def allocator(self, device: Device, stream: int, current: bool) -> Any:
         """alloc(shape, dtype name, device index, stream) -> (array, data
-        pointer) allocating on `device` for `stream` with this framework, or
-        None to leave the call's CUDA results to lowbit's own allocator."""
+        pointer) allocating on `device` for `stream` (the framework's current
+        stream when `current`) with this framework, or None to leave the
+        call's CUDA results to lowbit's own allocator."""
         return None
 
     def dtype(self, name: str) -> Any:
@@ -194,11 +195,11 @@ class _Torch(Framework):
     has_streams = True
 
     def device(self, x: Any) -> Device:
+        if x.is_cuda:
+            return ("cuda", x.get_device())
         d = x.device
         if d.type == "cpu":
             return CPU
-        if d.type == "cuda":
-            return ("cuda", int(d.index if d.index is not None else 0))
         raise TypeError(f"lowbit: torch tensors on '{d.type}' are not supported (only cpu and cuda)")
 
     def prepare(self, x: Any) -> Tuple[Any, str]:
@@ -213,7 +214,7 @@ class _Torch(Framework):
         if not x.is_contiguous():
             x = x.contiguous()
         name = ""
-        if x.dtype in _torch_fp8():  # torch's DLPack export of fp8 varies by version: send the bytes
+        if x.dtype in _TORCH_FP8 or (not _TORCH_FP8 and x.dtype in _torch_fp8()):  # torch's DLPack export of fp8 varies by version: send the bytes
             name = dtype_name(x.dtype)
             x = x.view(torch.uint8)
         # torch's own exporter: Tensor.__dlpack__ would order the legacy
@@ -245,8 +246,8 @@ class _Torch(Framework):
 
         return int(torch._C._cuda_getCurrentRawStream(device[1]))
 
-    def allocator(self, device: Device, stream: int) -> Any:
-        if stream == self.current_stream(None, device):
+    def allocator(self, device: Device, stream: int, current: bool) -> Any:
+        if current or stream == self.current_stream(None, device):
             return _torch_alloc
         return _on_stream(_torch_alloc, lambda: _torch_stream(stream, device[1]))
 
@@ -296,10 +297,10 @@ class _CuPy(Framework):
 
         return int(cupy.cuda.get_current_stream().ptr)
 
-    def allocator(self, device: Device, stream: int) -> Any:
+    def allocator(self, device: Device, stream: int, current: bool) -> Any:
         import cupy
 
-        if stream == self.current_stream(None, device):
+        if current or stream == self.current_stream(None, device):
             return _cupy_alloc
         return _on_stream(_cupy_alloc, lambda: cupy.cuda.ExternalStream(stream, device[1]))
 
@@ -370,10 +371,15 @@ _TORCH_DTYPES: dict = {}
 _TORCH_DEVICES: dict = {}
 
 
+_TORCH_FP8: tuple = ()
+
+
 def _torch_fp8() -> tuple:
+    global _TORCH_FP8
     import torch
 
-    return (torch.float8_e4m3fn, torch.float8_e5m2)
+    _TORCH_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+    return _TORCH_FP8
 
 
 def _torch_alloc(shape: Tuple[int, ...], dtype: str, index: int, stream: int) -> Tuple[Any, int]:
@@ -430,16 +436,26 @@ def _isinstance_of(x: Any, module: str, attr: str) -> bool:
     return mod is not None and isinstance(x, getattr(mod, attr))
 
 
+# Array types seen before -> their framework (the lookup is on every call's path).
+_KNOWN_TYPES: dict = {}
+
+
 def framework_of(x: Any, op: str, name: str) -> Framework:
     """The framework of array argument `name`; TypeError for anything else."""
+    fw = _KNOWN_TYPES.get(type(x))
+    if fw is not None:
+        return fw
     if isinstance(x, np.ndarray):
-        return NUMPY
-    if _isinstance_of(x, "torch", "Tensor"):
-        return TORCH
-    if _isinstance_of(x, "cupy", "ndarray"):
-        return CUPY
-    if _isinstance_of(x, "jax", "Array"):
-        return JAX
+        fw = NUMPY
+    elif _isinstance_of(x, "torch", "Tensor"):
+        fw = TORCH
+    elif _isinstance_of(x, "cupy", "ndarray"):
+        fw = CUPY
+    elif _isinstance_of(x, "jax", "Array"):
+        fw = JAX
+    if fw is not None:
+        _KNOWN_TYPES[type(x)] = fw
+        return fw
     if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
         return _ArrayAPI(x)
     raise TypeError(
@@ -540,7 +556,7 @@ class Call:
             self.sync = not self.fw.has_streams
         # What the C++ ops take as `stream`: the stream, with the framework's
         # allocator for CUDA results where it has one.
-        alloc = None if self.device == CPU else self.fw.allocator(self.device, self.stream)
+        alloc = None if self.device == CPU else self.fw.allocator(self.device, self.stream, explicit is None)
         self.ctx = self.stream if alloc is None else (self.stream, alloc)
 
     def arg(self, x: Any, name: str, view_as: str = "") -> Tuple[Any, str]:

@@ -56,7 +56,7 @@ void register_cuda_backend() {
   add<Int8VectorwiseDequantArgs>(cuda::int8_vectorwise_dequant);
   add<EstimateQuantilesArgs>(cuda::estimate_quantiles, cuda::estimate_quantiles_workspace);
   add<MatmulArgs>(cuda::matmul, cuda::matmul_workspace);
-  add<Matmul4bitArgs>(cuda::matmul_4bit);
+  add<Matmul4bitArgs>(cuda::matmul_4bit, cuda::matmul_4bit_workspace);
 }
 
 }  // namespace lowbit::core

@@ -1,11 +1,13 @@
 // bitsandbytes LLM.int8 as Linear8bitLt._save_to_state_dict writes it, for a
 // module M whose weight is M.weight [N, K]:
-//   M.weight         I8  [N, K]  round(w * 127 / SCB[row])
-//   M.SCB            F32 [N]     row absmax
+//   M.weight         I8  [N, K]  round(w16 * (127 * (1 / SCB[row])))
+//   M.SCB            F32 [N]     row absmax of w16 (the weight cast to fp16)
 //   M.weight_format  U8  []      0: row-major (the only layout saved today)
-// The scale keys hang off the module, not the weight: HF transformers looks
-// them up as name.replace("weight", "SCB").
+// The codes are computed as transformers' own load_in_8bit computes them
+// (io/bnb_int8.h). The scale keys hang off the module, not the weight: HF
+// transformers looks them up as name.replace("weight", "SCB").
 #include "core/check.h"
+#include "io/bnb_int8.h"
 #include "io/layout.h"
 #include "lowbit/ops/quant.h"
 
@@ -28,13 +30,12 @@ class Int8Layout final : public Layout {
   }
 
   NamedTensors quantize(const std::string& weight, const TensorRef& w) const override {
-    Int8Quantized q = int8_vectorwise_quant(w, 0.0f);
+    const Tensor host = w.device.is_cpu() ? Tensor() : Tensor::copy_of(w, Device::cpu());
+    BnbInt8 q = bnb_int8_quantize(host.defined() ? host.ref() : w);
     Tensor format = Tensor::empty({}, DType::u8);
     format.ptr<uint8_t>()[0] = 0;
     const std::string m = module_of(weight);
-    return {{weight, on_device(q.values, Device::cpu())},
-            {m + ".SCB", on_device(q.row_stats, Device::cpu())},
-            {m + ".weight_format", format}};
+    return {{weight, std::move(q.codes)}, {m + ".SCB", std::move(q.scb)}, {m + ".weight_format", format}};
   }
 
   std::optional<Group> detect(const std::string& key, const TensorSource& src) const override {

@@ -107,8 +107,10 @@ class Quantizer {
     const TensorRef src = input_view(f, t, &copy);
     TensorReport r = base_report(t);
     r.quantized = true;
-    // The GPTQ search is CPU code: no point sending the weight to a GPU.
-    const Device device = layout_.family() == Format::gptq ? Device::cpu() : o_.device;
+    // The GPTQ search and bitsandbytes' int8 rule are CPU code: no point
+    // sending the weight to a GPU.
+    const bool cpu_code = layout_.family() == Format::gptq || layout_.family() == Format::int8;
+    const Device device = cpu_code ? Device::cpu() : o_.device;
     const NamedTensors outs = on_best_device(device, &r.device, [&](Device d) {
       const Tensor on = d.is_cpu() ? Tensor() : Tensor::copy_of(src, d);
       return layout_.quantize(t.name, d.is_cpu() ? src : on.ref());

@@ -661,6 +661,33 @@ def test_matmul_4bit(dev, a_dtype, quant_type, nested, bias):
     assert_close(dev.numpy(buf), want, mag, K, a_dtype, a_dtype, dev.name, "gemv_4bit out=")
 
 
+@pytest.mark.parametrize("a_dtype,nested", [("float16", True), ("bfloat16", False)])
+def test_matmul_4bit_on_a_foreign_state(dev, a_dtype, nested):
+    """A state object of another library (bitsandbytes' QuantState) is read by its
+    attributes alone; K = 256 takes the CUDA fused kernel at small M, the
+    dequantize + GEMM path above."""
+    import types
+
+    rng = np.random.default_rng(43)
+    N, K = 40, 256
+    w = rng.standard_normal((N, K)).astype(F32)
+    packed, state = F.quantize_4bit(dev.array(w, "float32"), blocksize=64, quant_type="nf4",
+                                    compress_statistics=nested)
+    deq = dev.numpy(F.dequantize_4bit(packed, state)).astype(F32)
+    state2 = None
+    if nested:
+        state2 = types.SimpleNamespace(absmax=state.state2.absmax, code=state.state2.code,
+                                       blocksize=state.state2.blocksize, dtype="float32")
+    foreign = types.SimpleNamespace(absmax=state.absmax, shape=tuple(state.shape), code=state.code,
+                                    dtype=state.dtype, blocksize=64, quant_type="nf4", offset=state.offset,
+                                    state2=state2, nested=nested)
+    for M in (1, 16, 40):
+        a = rounded(rng.uniform(-1, 1, size=(M, K)).astype(F32), a_dtype)
+        out = F.matmul_4bit(dev.array(a, a_dtype), packed.T, quant_state=foreign)
+        want, mag = matmul_reference(a, deq, None)
+        assert_close(dev.numpy(out), want, mag, K, a_dtype, a_dtype, dev.name, f"matmul_4bit foreign state M={M}")
+
+
 def test_matmul_4bit_errors():
     w = np.ones((6, 64), F32)
     packed, state = F.quantize_4bit(w, blocksize=64, quant_type="nf4")

@@ -3,13 +3,15 @@
 // byte (the even element in the high nibble), absmax over blocks of the
 // flattened W (blocks may cross rows), optionally double-quantized.
 //
-// out[m, n] = Σ_k A[m, k] · (table[code] · absmax[block])  (+ bias[n]), the
-// weight computed in fp32 exactly as dequantize_4bit (and the CPU) does,
-// fp32 products and sums. A warp owns a row of W and kBM rows of A: its lanes
-// walk the row's 8-element chunks (aligned in the flattened W, so a chunk
-// lies in one absmax block: blocks are multiples of 32) and the warp adds
-// the lanes' sums. A compatibility path at CUDA-core speed: for the
-// tensor-core kernels, import the state (import_bnb_4bit) into a Matmul.
+// The entry point picks one of three paths (matmul_4bit.cuh): the fused
+// tensor-core kernel for small M, dequantize + cuBLASLt above, and this
+// file's CUDA-core kernel for what neither takes. The CUDA-core kernel:
+// out[m, n] = Σ_k A[m, k] · (table[code] · absmax[block]) (+ bias[n]), the
+// weight computed in fp32 exactly as dequantize_4bit (and the CPU) does, fp32
+// products and sums. A warp owns a row of W and kBM rows of A: its lanes walk
+// the row's 8-element chunks (aligned in the flattened W, so a chunk lies in
+// one absmax block: blocks are multiples of 32) and the warp adds the lanes'
+// sums.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -18,22 +20,21 @@
 #include "core/quant_math.h"
 #include "core/tables.h"
 #include "cuda/common/check.h"
-#include "cuda/common/convert.cuh"
 #include "cuda/common/launch.h"
+#include "cuda/gemm/matmul_4bit.cuh"
 #include "cuda/gemm/ops.h"
 
 namespace lowbit::cuda {
+namespace bnb4 {
 namespace {
 
 const char* const op = Matmul4bitArgs::kName;
 
-enum class FloatKind : uint8_t { f32, f16, bf16 };
+// The fused kernel up to this M; dequantize + cuBLASLt above (measured on an
+// H100 over the Llama projection shapes, docs/gemm.md).
+constexpr int64_t kFusedMaxM = 16;
 
-FloatKind kind_of(DType d) {
-  return d == DType::f32 ? FloatKind::f32 : d == DType::f16 ? FloatKind::f16 : FloatKind::bf16;
-}
-
-struct Bnb4Params {
+struct CoreParams {
   const void* A = nullptr;
   FloatKind a_kind = FloatKind::f32;
   const uint8_t* packed = nullptr;
@@ -51,18 +52,10 @@ struct Bnb4Params {
   float table[16] = {};
 };
 
-__device__ __forceinline__ float load_float(const void* p, int64_t i, FloatKind k) {
-  switch (k) {
-    case FloatKind::f16: return f16_to_f32_hw(static_cast<const uint16_t*>(p)[i]);
-    case FloatKind::bf16: return __uint_as_float(static_cast<uint32_t>(static_cast<const uint16_t*>(p)[i]) << 16);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
-
 constexpr int kWarps = 8;  // rows of W a block
 constexpr int kBM = 4;     // rows of A a warp carries
 
-__global__ void __launch_bounds__(32 * kWarps) bnb4_kernel(const Bnb4Params p) {
+__global__ void __launch_bounds__(32 * kWarps) cuda_core_kernel(const CoreParams p) {
   __shared__ float table[16];
   if (threadIdx.x < 16) table[threadIdx.x] = p.table[threadIdx.x];
   __syncthreads();
@@ -101,22 +94,32 @@ __global__ void __launch_bounds__(32 * kWarps) bnb4_kernel(const Bnb4Params p) {
       for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffffu, v, s);
       if (lane != 0 || m0 + t >= p.M) continue;
       if (p.bias) v = __fadd_rn(v, load_float(p.bias, n, p.bias_kind));
-      const int64_t i = (m0 + t) * p.N + n;
-      switch (p.out_kind) {
-        case FloatKind::f16: static_cast<uint16_t*>(p.out)[i] = f32_to_f16_hw(v); break;
-        case FloatKind::bf16: static_cast<uint16_t*>(p.out)[i] = f32_to_bf16_hw(v); break;
-        default: static_cast<float*>(p.out)[i] = v;
-      }
+      store_float(p.out, (m0 + t) * p.N + n, p.out_kind, v);
     }
   }
 }
 
+// The path for these arguments: the forced one where it fits, else the
+// fused kernel for small M and dequantize + cuBLASLt above.
+Path path_of(const Matmul4bitArgs& a) {
+  LOWBIT_REQUIRE(a.config < kNumPaths, ErrorCode::invalid_argument, op, ": config must be -1 or below ", kNumPaths,
+                 " on cuda (got ", a.config, ")");
+  const bool fused = fused_fits(a), gemm = dequant_gemm_fits(a);
+  switch (a.config) {
+    case kFused: return fused ? kFused : kCudaCore;
+    case kDequantGemm: return gemm ? kDequantGemm : kCudaCore;
+    case kCudaCore: return kCudaCore;
+    default: break;
+  }
+  if (fused && rows_of(a) <= kFusedMaxM) return kFused;
+  if (gemm) return kDequantGemm;
+  return fused ? kFused : kCudaCore;
+}
+
 }  // namespace
 
-void matmul_4bit(const Matmul4bitArgs& a, void* /*workspace*/, Stream stream) {
-  if (a.A.numel() == 0) return;
-  DeviceGuard guard(a.A.device.index, op);
-  Bnb4Params p;
+void run_cuda_core(const Matmul4bitArgs& a, cudaStream_t stream) {
+  CoreParams p;
   p.A = a.A.data;
   p.a_kind = kind_of(a.A.dtype);
   p.packed = a.packed.ptr<const uint8_t>();
@@ -136,17 +139,36 @@ void matmul_4bit(const Matmul4bitArgs& a, void* /*workspace*/, Stream stream) {
   p.out = a.out.data;
   p.out_kind = kind_of(a.out.dtype);
   p.K = a.A.size(-1);
-  p.M = a.A.numel() / p.K;
+  p.M = rows_of(a);
   p.N = a.N;
   p.blocksize = a.blocksize;
   const float* t = a.type == Quant4Type::nf4 ? core::kNf4Table : core::kFp4Table;
   std::copy(t, t + 16, p.table);
-  const dim3 grid(static_cast<unsigned>(ceil_div(p.N, int64_t{kWarps})),
-                  static_cast<unsigned>(std::min<int64_t>(ceil_div(p.M, int64_t{kBM}), 65535)));
   LOWBIT_REQUIRE(ceil_div(p.N, int64_t{kWarps}) <= (int64_t{1} << 31) - 1, ErrorCode::invalid_argument, op,
                  ": N = ", p.N, " is too large for cuda");
-  bnb4_kernel<<<grid, 32 * kWarps, 0, to_cuda(stream)>>>(p);
-  check_launch(op, "bnb4_kernel");
+  const dim3 grid(static_cast<unsigned>(ceil_div(p.N, int64_t{kWarps})),
+                  static_cast<unsigned>(std::min<int64_t>(ceil_div(p.M, int64_t{kBM}), 65535)));
+  cuda_core_kernel<<<grid, 32 * kWarps, 0, stream>>>(p);
+  check_launch(op, "cuda_core_kernel");
 }
+
+}  // namespace bnb4
+
+void matmul_4bit(const Matmul4bitArgs& a, void* workspace, Stream stream) {
+  if (a.A.numel() == 0) return;
+  DeviceGuard guard(a.A.device.index, Matmul4bitArgs::kName);
+  switch (bnb4::path_of(a)) {
+    case bnb4::kFused: bnb4::run_fused(a, to_cuda(stream)); break;
+    case bnb4::kDequantGemm: bnb4::run_dequant_gemm(a, workspace, to_cuda(stream)); break;
+    default: bnb4::run_cuda_core(a, to_cuda(stream)); break;
+  }
+}
+
+size_t matmul_4bit_workspace(const Matmul4bitArgs& a) {
+  if (a.A.numel() == 0 || bnb4::path_of(a) != bnb4::kDequantGemm) return 0;
+  return bnb4::dequant_gemm_workspace(a);
+}
+
+int matmul_4bit_num_configs() { return bnb4::kNumPaths; }
 
 }  // namespace lowbit::cuda

@@ -240,7 +240,12 @@ int matmul_configs(const core::OpImpl<MatmulArgs>& impl) {
   return 0;
 }
 int matmul_4bit_configs(const core::OpImpl<Matmul4bitArgs>& impl) {
-  return std::string(impl.name) == "cpu" ? core::cpu::gemm::kNumTileConfigs : 0;
+  const std::string name = impl.name;
+  if (name == "cpu") return core::cpu::gemm::kNumTileConfigs;
+#if defined(LOWBIT_WITH_CUDA)
+  if (name == "cuda") return cuda::matmul_4bit_num_configs();
+#endif
+  return 0;
 }
 
 std::string describe(const MatmulConfig& c) {

@@ -69,6 +69,35 @@ TEST(Matmul4bit, EveryBackendOnStatesDirectly) {
   }
 }
 
+// Every blocksize bitsandbytes allows, with K fit for the CUDA fused kernel's
+// 64- and 32-element spans and blocks crossing rows (K not a multiple of the
+// blocksize, or blocks longer than a row), at M in one or several of its A
+// tiles; on CUDA every path (configs) runs each.
+TEST(Matmul4bit, EveryBlocksizeOnEveryPath) {
+  SCOPED_TRACE("impls: " + impl_names<Matmul4bitArgs>());
+  struct Shape {
+    int64_t N, K, bs;
+  };
+  const DType dtypes[] = {DType::f16, DType::bf16, DType::f32};
+  int i = 0;
+  for (const Shape s : {Shape{16, 64, 32}, Shape{20, 96, 64}, Shape{17, 192, 128}, Shape{33, 256, 256},
+                        Shape{40, 512, 4096}, Shape{7, 2048, 1024}, Shape{3, 160, 2048}, Shape{9, 32, 512}}) {
+    for (int64_t M : {1, 5, 16, 33}) {
+      const Quant4Type type = i % 2 ? Quant4Type::fp4 : Quant4Type::nf4;
+      const bool nested = (i / 2) % 2 == 1;
+      auto [packed, st] = quantize_4bit(random_floats({s.N, s.K}, DType::f32), s.bs, type, nested);
+      const DType dt = dtypes[i % 3];
+      const Tensor bias = i % 4 == 1 ? Tensor() : random_floats({s.N}, dtypes[(i / 3) % 3]);
+      const std::string name = "matmul_4bit " + st.quant_type + " N=" + std::to_string(s.N) +
+                               " K=" + std::to_string(s.K) + " bs=" + std::to_string(s.bs) + (nested ? " nested" : "") +
+                               " M=" + std::to_string(M) + " " + std::string(dtype_name(dt)) +
+                               (bias.defined() ? " bias " + std::string(dtype_name(bias.dtype())) : "");
+      run_on_all_backends_close(bnb_case(name, random_floats({M, s.K}, dt), packed, st, bias));
+      ++i;
+    }
+  }
+}
+
 TEST(Matmul4bit, ConvenienceCallsAndErrors) {
   auto [packed, st] = quantize_4bit(random_floats({6, 96}, DType::f16), 64, Quant4Type::nf4, true);
   const Tensor A = random_floats({1, 96}, DType::bf16);

@@ -3,8 +3,11 @@
 // each loader expects, side files, shards and their index.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "core/float_convert.h"
 #include "harness/harness.h"
 #include "io/io_test_util.h"
 #include "lowbit/code_maps.h"
@@ -134,6 +137,74 @@ TEST(CheckpointLayouts, Int8Linear8bitLtKeys) {
   EXPECT_EQ(qc["load_in_4bit"], false);
   EXPECT_EQ(qc["quant_method"], "bitsandbytes");
   EXPECT_EQ(qc["llm_int8_skip_modules"], json::parse(R"(["lm_head", "model.embed_tokens"])"));
+}
+
+// What transformers' load_in_8bit computes from the same weight
+// (Int8Params._quantize): the weight cast to fp16, SCB = row absmax,
+// code = round-half-even(w16 * (127 * (1 / SCB))) — written out here, not
+// through lowbit's code.
+void expect_int8_as_transformers(const io::Checkpoint& in, const io::Checkpoint& out, const std::string& w) {
+  const std::vector<float> x = test::floats_of(in.file_of(w)->view(w));
+  const TensorRef codes = out.file_of(w)->view(w);
+  const std::string scb_key = w.substr(0, w.size() - 7) + ".SCB";
+  const TensorRef scb = out.file_of(scb_key)->view(scb_key);
+  const int64_t N = codes.size(0), K = codes.size(1);
+  int64_t code_mismatches = 0, scb_mismatches = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    std::vector<float> row(static_cast<size_t>(K));
+    float absmax = 0.0f;
+    for (int64_t k = 0; k < K; ++k) {
+      row[static_cast<size_t>(k)] = core::f16_to_f32(core::f32_to_f16(x[static_cast<size_t>(n * K + k)]));
+      absmax = std::max(absmax, std::fabs(row[static_cast<size_t>(k)]));
+    }
+    scb_mismatches += scb.ptr<const float>()[n] != absmax;
+    const float factor = 127.0f * (1.0f / absmax);
+    for (int64_t k = 0; k < K; ++k) {
+      const auto want = static_cast<int8_t>(std::nearbyint(row[static_cast<size_t>(k)] * factor));
+      code_mismatches += codes.ptr<const int8_t>()[n * K + k] != want;
+    }
+  }
+  EXPECT_EQ(scb_mismatches, 0) << w << ": SCB rows differing from transformers' (of " << N << ")";
+  EXPECT_EQ(code_mismatches, 0) << w << ": codes differing from transformers' (of " << N * K << ")";
+}
+
+TEST(CheckpointLayouts, Int8CodesAndScalesAsTransformersComputesThem) {
+  // An fp32 checkpoint: transformers quantizes the fp16 cast of each weight,
+  // so SCB is the fp16-rounded absmax and the codes follow the rounded values.
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in", 1, DType::f32);
+  io::QuantizeOptions o = opts(io::Format::int8);
+  io::quantize_checkpoint(dir / "in", dir / "out", o);
+  const auto in = io::Checkpoint::open(dir / "in");
+  const auto out = io::Checkpoint::open(dir / "out");
+  for (const std::string& m : {kQ, kGate, kDown}) expect_int8_as_transformers(in, out, m + ".weight");
+
+  // A row where 127 * (1 / absmax) (bitsandbytes) and 127 / absmax round to
+  // different floats, with a value whose code then differs: found by search
+  // over fp16 values, so the rule is checked whatever the random weights are.
+  float absmax = 0.0f, value = 0.0f;
+  for (uint16_t a = core::f32_to_f16(0.01f); a < core::f32_to_f16(0.1f) && value == 0.0f; ++a) {
+    const float fa = core::f16_to_f32(a);
+    if (127.0f / fa == 127.0f * (1.0f / fa)) continue;
+    for (uint16_t v = 1; v < a; ++v) {
+      const float fv = core::f16_to_f32(v);
+      if (std::nearbyint(fv * (127.0f / fa)) != std::nearbyint(fv * (127.0f * (1.0f / fa)))) {
+        absmax = fa, value = fv;
+        break;
+      }
+    }
+  }
+  ASSERT_NE(value, 0.0f) << "no fp16 pair separates the two rules";
+  ScratchDir crafted;
+  fs::create_directories(crafted / "in");
+  test::write_bytes(crafted / "in" / "config.json", R"({"model_type": "llama", "torch_dtype": "float16"})");
+  Tensor w = Tensor::empty({2, 4}, DType::f16);
+  const float vals[8] = {absmax, value, -value / 2, 0.0f, -absmax, value, 0.25f * absmax, absmax / 3};
+  for (int i = 0; i < 8; ++i) w.ptr<uint16_t>()[i] = core::f32_to_f16(vals[i]);
+  const std::string name = "model.layers.0.mlp.up_proj.weight";
+  io::save_safetensors(crafted / "in" / "model.safetensors", {{name, w.ref()}}, {{"format", "pt"}});
+  io::quantize_checkpoint(crafted / "in", crafted / "out", o);
+  expect_int8_as_transformers(io::Checkpoint::open(crafted / "in"), io::Checkpoint::open(crafted / "out"), name);
 }
 
 TEST(CheckpointLayouts, Fp8BlockDeepSeekKeysAndConfig) {
