@@ -1,4 +1,5 @@
-/* lowbit C ABI: the quantization ops over DLPack tensors.
+/* lowbit C ABI: the quantization ops, the mixed-precision matmul with its
+ * importers, and bitsandbytes' matmul_4bit, over DLPack tensors (docs/c.md).
  *
  * Every op takes caller-allocated DLTensors (outputs included) and returns a
  * lowbit_status. On failure, lowbit_last_error() holds a message naming the
