@@ -87,6 +87,7 @@ void Matmul::forward(const TensorRef& A, const PackedWeight& W, const TensorRef&
                  dtype_name(out.dtype), ")");
   check_weight_matches(config_, W.format);
   const MatmulArgs a = args(A, W.ref(), out);
+  check(a);  // before sizing the workspace, which reads A's shape
   Tensor ws = ops::workspace_on(workspace_size(a), A.device, stream);
   run(a, ws.data(), stream);
 }

@@ -151,6 +151,10 @@ TEST(MatmulErrors, Forward) {
         m.forward(A, p, Tensor::empty({2, 5}, DType::f16));
       },
       bad, {"matmul: out must have shape [2, 4] (A's leading dims, then N; got [2, 5])"});
+  // A 0-d A into a caller's out: checked before the workspace is sized from A's shape.
+  const Tensor scalar = Tensor::empty(Shape{}, DType::f16);
+  expect_error([&] { m.forward(scalar, p, Tensor::empty({4}, DType::f16)); }, bad,
+               {"matmul: A must have at least one dimension"});
   MatmulConfig other = c;
   other.W_dtype = WeightType::uint4;
   expect_error([&] { Matmul(other).forward(A, p); }, bad,
