@@ -539,10 +539,12 @@ def matmul_4bit(
     """bitsandbytes' ``matmul_4bit``: ``A · dequantize_4bit(B, quant_state)ᵀ (+ bias)``.
 
     Runs on the 4-bit state directly — any K (blocks may cross rows), odd
-    N·K, nested absmax — with float32 weights and accumulation:
-    ``out = A · (table[code] · absmax[block])ᵀ + bias``. bitsandbytes rounds
-    the dequantized weight to A's dtype first, so results differ from it by
-    up to one such rounding per weight (ours are the exact float32 products).
+    N·K, nested absmax — with float32 accumulation:
+    ``out = A · (table[code] · absmax[block])ᵀ + bias``. On the CPU the
+    weights are the exact float32 products; the CUDA paths round each weight
+    (or table value) once to A's dtype, as bitsandbytes does (docs/gemm.md
+    gives each path's bound). ``quant_state`` may be bitsandbytes' own
+    QuantState: it is read by its attributes.
 
     Parameters
     ----------

@@ -664,7 +664,7 @@ def test_matmul_4bit(dev, a_dtype, quant_type, nested, bias):
 @pytest.mark.parametrize("a_dtype,nested", [("float16", True), ("bfloat16", False)])
 def test_matmul_4bit_on_a_foreign_state(dev, a_dtype, nested):
     """A state object of another library (bitsandbytes' QuantState) is read by its
-    attributes alone; K = 256 takes the CUDA fused kernel at small M, the
+    attributes alone; K = 256 takes the CUDA fused kernel up to M = 64, the
     dequantize + GEMM path above."""
     import types
 
@@ -681,7 +681,7 @@ def test_matmul_4bit_on_a_foreign_state(dev, a_dtype, nested):
     foreign = types.SimpleNamespace(absmax=state.absmax, shape=tuple(state.shape), code=state.code,
                                     dtype=state.dtype, blocksize=64, quant_type="nf4", offset=state.offset,
                                     state2=state2, nested=nested)
-    for M in (1, 16, 40):
+    for M in (1, 16, 40, 80):
         a = rounded(rng.uniform(-1, 1, size=(M, K)).astype(F32), a_dtype)
         out = F.matmul_4bit(dev.array(a, a_dtype), packed.T, quant_state=foreign)
         want, mag = matmul_reference(a, deq, None)

@@ -181,8 +181,10 @@ struct MatmulArgs {
 // bitsandbytes matmul_4bit / gemv_4bit on a 4-bit QuantState's own storage:
 // W [N, K] flattened row-major, two codes a byte (even element in the high
 // nibble), absmax over blocks of the flattened W (blocks may cross rows).
-// out = A · (table[code] * absmax[block])ᵀ (+ bias), in fp32 (bitsandbytes
-// itself first rounds W to A's dtype: see docs/gemm.md).
+// out = A · (table[code] * absmax[block])ᵀ (+ bias), accumulated in fp32;
+// the CUDA paths round W (or its table values) once to A's dtype, as
+// bitsandbytes does (docs/gemm.md). config: -1 the backend's heuristic, k
+// its k-th config (CUDA: 0 fused, 1 dequantize + cuBLASLt, 2 CUDA cores).
 struct Matmul4bitArgs {
   static constexpr const char* kName = "matmul_4bit";
   TensorRef A;       // f32/f16/bf16 [..., K], contiguous

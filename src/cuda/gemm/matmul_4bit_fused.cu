@@ -6,12 +6,13 @@
 // the same rows of A).
 //
 // Work split. A block owns 16 rows of W (one m16 tile of mma.m16n8k16, the
-// rows of W in the MMA's M) and 8·kMT rows of A (the MMA's N); its 8 warps
-// split K, interleaved by span, and add their sums in shared memory at the end
-// in a fixed order (deterministic). A span is kSpan = 8·kLB consecutive
-// elements of a row: lane (g, c) = (lane / 4, lane % 4) loads kLB bytes of
-// rows g and g + 8 at byte kLB·c of the span, so a warp-wide load covers each
-// row's span whole (one 32-byte sector for kLB = 8).
+// rows of W in the MMA's M) and 8·kMT rows of A (the MMA's N; A tiles of 8,
+// 16 or 32 rows, more blocks past 32); its 8 warps split K into contiguous
+// ranges of spans and add their sums in shared memory at the end in a fixed
+// order (deterministic). A span is kSpan = 8·kLB consecutive elements of a
+// row: lane (g, c) = (lane / 4, lane % 4) loads kLB bytes of rows g and g + 8
+// at byte kLB·c of the span, so a warp-wide load covers each row's span whole
+// (one 32-byte sector for kLB = 8).
 //
 // Fragment order. Byte 2j of a lane's span (elements 4j and 4j + 1, the even
 // one in the high nibble) is the lane's pair of k slots (2c, 2c + 1) in MMA
@@ -68,30 +69,51 @@ __device__ __forceinline__ uint32_t code_byte(const uint32_t (&w)[kWords], int i
   return (w[i / 4] >> (8 * (i % 4))) & 0xffu;
 }
 
+// Codes are read once: past L1 (it keeps A and the absmax). Volatile keeps
+// each batch's loads ahead of the MMAs of the batch before it.
+template <int kLB>
+__device__ __forceinline__ void load_codes(const uint8_t* p, uint32_t (&w)[kLB / 4]) {
+  if constexpr (kLB == 8) {
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
+  } else {
+    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
+  }
+}
+
+// Blocks an SM should hold (registers) per kMT.
+template <int kMT>
+inline constexpr int kMinBlocks = kMT == 1 ? 3 : 2;
+
+// Spans of codes a batch holds: two batches per warp, one in flight while
+// the other is multiplied.
+constexpr int kU = 4;
+
+// A batch: the codes of kU spans of a lane's two rows, and the absmax of
+// span c of the group (lane c of a row loads one, the lanes swap them).
+template <int kLB>
+struct Batch {
+  uint32_t a[kU][kLB / 4], b[kU][kLB / 4];
+  float scale_a, scale_b;
+};
+
 // kLB: bytes of codes a lane loads per row and span (8 or 4).
 // kMT: n8 tiles of A rows a block carries (M up to 8·kMT per block).
+// A warp walks its own contiguous range of spans in batches of kU, loading
+// the next batch before multiplying the current one (the first before the
+// table is filled); lane c loads the absmax of span c of a batch for its two
+// rows (one nested decode per four spans) and the lanes of a row swap them
+// by shuffles.
 template <class T, int kLB, int kMT>
-__global__ void __launch_bounds__(kThreads) fused_kernel(const FusedParams p) {
-  constexpr int kSpan = 8 * kLB;          // elements of a row per span
-  constexpr int kSteps = kLB / 2;         // m16n8k16 steps per span
-  constexpr int kWords = kLB / 4;         // code words a lane loads per row and span
-  constexpr int kAWords = kLB;            // A words (pairs) a lane loads per span and n8 tile
-  constexpr int kU = kMT == 1 ? 4 : 2;    // spans a warp has in flight
+__global__ void __launch_bounds__(kThreads, kMinBlocks<kMT>) fused_kernel(const FusedParams p) {
+  constexpr int kSpan = 8 * kLB;         // elements of a row per span
+  constexpr int kSteps = kLB / 2;        // m16n8k16 steps per span
+  constexpr int kWords = kLB / 4;        // code words a lane loads per row and span
+  constexpr int kAWords = kLB;           // A words (pairs) a lane loads per span and n8 tile
+  static_assert(kU == 4, "a batch's four scales sit in the four lanes of a row");
   // [256 bytes][32 lanes] value pairs; then [kWarps][8·kMT][16] partial sums.
   __shared__ __align__(16) uint32_t smem[256 * 32];
   __shared__ float values[16];
   static_assert(kWarps * 8 * kMT * kRows <= 256 * 32, "the sums fit where the table was");
-
-  if (threadIdx.x < 16) values[threadIdx.x] = p.table[threadIdx.x];
-  __syncthreads();
-  // Word i is byte i / 32's pair for lane i % 32; consecutive threads store
-  // consecutive 16 bytes (no bank conflicts).
-  for (int i = threadIdx.x * 4; i < 256 * 32; i += kThreads * 4) {
-    const int b = i >> 5;
-    const uint32_t v = gemm::pack2<T>(values[b >> 4], values[b & 15]);  // the even element (high nibble) low
-    *reinterpret_cast<uint4*>(smem + i) = make_uint4(v, v, v, v);
-  }
-  __syncthreads();
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, c = lane & 3;
@@ -109,65 +131,89 @@ __global__ void __launch_bounds__(kThreads) fused_kernel(const FusedParams p) {
     a_row[t] = m < p.M ? p.A + m * p.K + 2 * kLB * c : nullptr;
   }
   const uint32_t* tab = smem + lane;
+  // This warp's spans: whole batches.
   const int64_t spans = p.K / kSpan;
+  const int64_t per_warp = (spans + kU * kWarps - 1) / (kU * kWarps) * kU;
+  const int64_t begin = warp * per_warp, end = min(spans, begin + per_warp);
 
-  float acc[kMT][4] = {};
-  for (int64_t s0 = warp; s0 < spans; s0 += kWarps * kU) {
-    uint32_t codes_a[kU][kWords], codes_b[kU][kWords], act[kU][kMT][kAWords];
-    float scale_a[kU], scale_b[kU];
+  auto load = [&](Batch<kLB>& x, int64_t s0) {
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
-      const int64_t s = s0 + static_cast<int64_t>(u) * kWarps;
-      const bool live = s < spans;
-      if constexpr (kLB == 8) {
-        const uint2 x = live ? __ldg(reinterpret_cast<const uint2*>(w_a + s * (kSpan / 2))) : make_uint2(0, 0);
-        const uint2 y = live ? __ldg(reinterpret_cast<const uint2*>(w_b + s * (kSpan / 2))) : make_uint2(0, 0);
-        codes_a[u][0] = x.x;
-        codes_a[u][1] = x.y;
-        codes_b[u][0] = y.x;
-        codes_b[u][1] = y.y;
+      const int64_t s = s0 + u;
+      if (s < end) {
+        load_codes<kLB>(w_a + s * (kSpan / 2), x.a[u]);
+        load_codes<kLB>(w_b + s * (kSpan / 2), x.b[u]);
       } else {
-        codes_a[u][0] = live ? __ldg(reinterpret_cast<const uint32_t*>(w_a + s * (kSpan / 2))) : 0u;
-        codes_b[u][0] = live ? __ldg(reinterpret_cast<const uint32_t*>(w_b + s * (kSpan / 2))) : 0u;
+#pragma unroll
+        for (int q = 0; q < kWords; ++q) x.a[u][q] = x.b[u][q] = 0u;
       }
-      scale_a[u] = live ? p.absmax((e_a + s * kSpan) >> p.log2_block) : 0.0f;
-      scale_b[u] = live ? p.absmax((e_b + s * kSpan) >> p.log2_block) : 0.0f;
+    }
+    const int64_t s = s0 + c;
+    x.scale_a = s < end ? p.absmax((e_a + s * kSpan) >> p.log2_block) : 0.0f;
+    x.scale_b = s < end ? p.absmax((e_b + s * kSpan) >> p.log2_block) : 0.0f;
+  };
+
+  float acc[kMT][4] = {};
+  auto multiply = [&](const Batch<kLB>& x, int64_t s0) {
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      if (s0 + u >= end) break;  // warp-uniform
+      const int64_t s = s0 + u;
+      uint32_t act[kMT][kAWords];
 #pragma unroll
       for (int t = 0; t < kMT; ++t) {
 #pragma unroll
         for (int q = 0; q < kAWords / 4; ++q) {
-          const uint4 v = live && a_row[t] ? __ldg(reinterpret_cast<const uint4*>(a_row[t] + s * kSpan) + q)
-                                           : make_uint4(0, 0, 0, 0);
-          act[u][t][4 * q] = v.x;
-          act[u][t][4 * q + 1] = v.y;
-          act[u][t][4 * q + 2] = v.z;
-          act[u][t][4 * q + 3] = v.w;
+          const uint4 v = a_row[t] ? __ldg(reinterpret_cast<const uint4*>(a_row[t] + s * kSpan) + q)
+                                   : make_uint4(0, 0, 0, 0);
+          act[t][4 * q] = v.x;
+          act[t][4 * q + 1] = v.y;
+          act[t][4 * q + 2] = v.z;
+          act[t][4 * q + 3] = v.w;
         }
       }
-    }
-#pragma unroll
-    for (int u = 0; u < kU; ++u) {
-      if (s0 + static_cast<int64_t>(u) * kWarps >= spans) break;  // warp-uniform
       float part[kMT][4] = {};
 #pragma unroll
       for (int j = 0; j < kSteps; ++j) {
-        const uint32_t a0 = tab[code_byte(codes_a[u], 2 * j) * 32];
-        const uint32_t a1 = tab[code_byte(codes_b[u], 2 * j) * 32];
-        const uint32_t a2 = tab[code_byte(codes_a[u], 2 * j + 1) * 32];
-        const uint32_t a3 = tab[code_byte(codes_b[u], 2 * j + 1) * 32];
+        const uint32_t a0 = tab[code_byte(x.a[u], 2 * j) * 32];
+        const uint32_t a1 = tab[code_byte(x.b[u], 2 * j) * 32];
+        const uint32_t a2 = tab[code_byte(x.a[u], 2 * j + 1) * 32];
+        const uint32_t a3 = tab[code_byte(x.b[u], 2 * j + 1) * 32];
 #pragma unroll
-        for (int t = 0; t < kMT; ++t) {
-          gemm::mma16816<T>(part[t], a0, a1, a2, a3, act[u][t][2 * j], act[u][t][2 * j + 1]);
-        }
+        for (int t = 0; t < kMT; ++t) gemm::mma16816<T>(part[t], a0, a1, a2, a3, act[t][2 * j], act[t][2 * j + 1]);
       }
+      const int from = (lane & ~3) | u;
+      const float scale_a = __shfl_sync(0xffffffffu, x.scale_a, from);
+      const float scale_b = __shfl_sync(0xffffffffu, x.scale_b, from);
 #pragma unroll
       for (int t = 0; t < kMT; ++t) {
-        acc[t][0] = fmaf(part[t][0], scale_a[u], acc[t][0]);
-        acc[t][1] = fmaf(part[t][1], scale_a[u], acc[t][1]);
-        acc[t][2] = fmaf(part[t][2], scale_b[u], acc[t][2]);
-        acc[t][3] = fmaf(part[t][3], scale_b[u], acc[t][3]);
+        acc[t][0] = fmaf(part[t][0], scale_a, acc[t][0]);
+        acc[t][1] = fmaf(part[t][1], scale_a, acc[t][1]);
+        acc[t][2] = fmaf(part[t][2], scale_b, acc[t][2]);
+        acc[t][3] = fmaf(part[t][3], scale_b, acc[t][3]);
       }
     }
+  };
+
+  Batch<kLB> x, y;
+  load(x, begin);
+
+  if (threadIdx.x < 16) values[threadIdx.x] = p.table[threadIdx.x];
+  __syncthreads();
+  // Word i is byte i / 32's pair for lane i % 32; consecutive threads store
+  // consecutive 16 bytes (no bank conflicts).
+  for (int i = threadIdx.x * 4; i < 256 * 32; i += kThreads * 4) {
+    const int b = i >> 5;
+    const uint32_t v = gemm::pack2<T>(values[b >> 4], values[b & 15]);  // the even element (high nibble) low
+    *reinterpret_cast<uint4*>(smem + i) = make_uint4(v, v, v, v);
+  }
+  __syncthreads();
+
+  for (int64_t s0 = begin; s0 < end; s0 += 2 * kU) {
+    load(y, s0 + kU);
+    multiply(x, s0);
+    load(x, s0 + 2 * kU);
+    multiply(y, s0 + kU);
   }
 
   // The warps' sums: [warp][column of the block's A rows][row of W].
@@ -199,17 +245,24 @@ __global__ void __launch_bounds__(kThreads) fused_kernel(const FusedParams p) {
 // the blocks, else 4 (spans of 32: any K multiple of 32, any blocksize).
 int span_bytes(const Matmul4bitArgs& a) { return a.A.size(-1) % 64 == 0 && a.blocksize >= 64 ? 8 : 4; }
 
+template <class T, int kLB, int kMT>
+void launch_tiles(const FusedParams& p, cudaStream_t stream) {
+  const int64_t m_tiles = ceil_div(p.M, int64_t{8 * kMT});
+  const dim3 grid(static_cast<unsigned>(m_tiles), static_cast<unsigned>(ceil_div(p.N, int64_t{kRows})));
+  fused_kernel<T, kLB, kMT><<<grid, kThreads, 0, stream>>>(p);
+  check_launch(op, "fused_kernel");
+}
+
+// A tiles of 8, 16 or 32 rows: the fewest that hold M (up to 32).
 template <class T, int kLB>
 void launch(const FusedParams& p, cudaStream_t stream) {
-  const int64_t row_tiles = ceil_div(p.N, int64_t{kRows});
   if (p.M <= 8) {
-    fused_kernel<T, kLB, 1><<<dim3(1, static_cast<unsigned>(row_tiles)), kThreads, 0, stream>>>(p);
+    launch_tiles<T, kLB, 1>(p, stream);
+  } else if (p.M <= 16) {
+    launch_tiles<T, kLB, 2>(p, stream);
   } else {
-    const int64_t m_tiles = ceil_div(p.M, int64_t{16});
-    fused_kernel<T, kLB, 2>
-        <<<dim3(static_cast<unsigned>(m_tiles), static_cast<unsigned>(row_tiles)), kThreads, 0, stream>>>(p);
+    launch_tiles<T, kLB, 4>(p, stream);
   }
-  check_launch(op, "fused_kernel");
 }
 
 }  // namespace

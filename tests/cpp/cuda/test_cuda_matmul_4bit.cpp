@@ -239,7 +239,7 @@ void check_captured(int config, int64_t M, bool warm) {
 TEST(CudaMatmul4bit, CapturedInAGraph) {
   LOWBIT_REQUIRE_CUDA_DEVICE();
   for (int config = -1; config < cuda::matmul_4bit_num_configs(); ++config) {
-    for (int64_t M : {1, 40}) check_captured(config, M, true);
+    for (int64_t M : {1, 40, 80}) check_captured(config, M, true);
   }
   // The first call of a host thread makes cuBLASLt's handle and plan inside the capture.
   std::thread([] { check_captured(1, 40, false); }).join();
