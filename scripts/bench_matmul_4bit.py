@@ -43,16 +43,14 @@ from __future__ import annotations
 import argparse
 import copy
 import csv
-import glob
-import importlib.machinery
-import math
 import os
-import statistics
 import sys
 import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Tuple
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_gemm as bg  # noqa: E402
+
 SHAPES = "4096x4096,14336x4096,4096x14336,28672x8192,8192x28672"
 MS = "1,16,128,4096"
 BLOCKSIZE = 64
@@ -62,27 +60,8 @@ CHECK_TOL = {"float16": 2e-3, "bfloat16": 1.5e-2}
 TARGETS = {1: 1.2, 16: 1.0, 128: 1.0, 4096: 1.0}
 
 
-def log(msg: str) -> None:
-    print(msg, flush=True)
-
-
-def find_lowbit() -> Tuple[Optional[object], str]:
-    """(module, where) — or (None, why not)."""
-    tree = os.environ.get("LOWBIT_PYTHON_DIR")
-    if not tree:
-        found = []
-        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-            found += glob.glob(os.path.join(ROOT, "build*", "python", "lowbit", "_lowbit" + suffix))
-        if found:
-            tree = os.path.dirname(os.path.dirname(max(found, key=os.path.getmtime)))
-    if tree:
-        sys.path.insert(0, tree)
-    try:
-        import lowbit  # noqa: PLC0415
-        import lowbit.functional  # noqa: PLC0415, F401
-    except Exception as e:  # noqa: BLE001 - any import failure means "no lowbit column"
-        return None, f"import lowbit failed ({type(e).__name__}: {e})"
-    return lowbit, os.path.dirname(os.path.abspath(lowbit.__file__))
+# The timer, lowbit's finder and the small helpers are bench_gemm.py's.
+log, find_lowbit, parse_ms, rel_err, fmt, geomean = bg.log, bg.find_lowbit, bg.parse_ms, bg.rel_err, bg.fmt, bg.geomean
 
 
 def parse_shapes(text: str) -> List[Tuple[int, int]]:
@@ -95,60 +74,19 @@ def parse_shapes(text: str) -> List[Tuple[int, int]]:
     return out
 
 
-def parse_ms(text: str) -> List[int]:
-    ms = sorted({int(x) for x in text.split(",")})
-    if ms[0] < 1:
-        raise argparse.ArgumentTypeError("M must be >= 1")
-    return ms
-
-
-class Timer:
-    """Median ms of a callable: each rep timed by its own CUDA events after an
-    untimed L2 flush that only reads (it leaves L2 clean), or triton's do_bench."""
+class Timer(bg.Timer):
+    """bench_gemm.py's Timer (CUDA events after a read-only L2 flush), or triton's do_bench."""
 
     def __init__(self, torch, reps: int, warmup: int, mode: str):
-        self.torch, self.reps, self.warmup, self.mode = torch, reps, warmup, mode
-        props = torch.cuda.get_device_properties(0)
-        l2 = int(getattr(props, "L2_cache_size", 0) or 50 << 20)
-        self.flush_bytes = max(256 << 20, 2 * l2)
-        self.flush = torch.zeros(self.flush_bytes // 4, dtype=torch.float32, device="cuda")
-        self.flush_sum = torch.zeros((), dtype=torch.float32, device="cuda")
-        torch.cuda.synchronize()
+        super().__init__(torch, reps, warmup)
+        self.mode = mode
 
     def ms(self, fn: Callable[[], object]) -> float:
-        torch = self.torch
         if self.mode == "do_bench":
             import triton.testing  # noqa: PLC0415
 
             return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
-        for _ in range(self.warmup):
-            fn()
-        torch.cuda.synchronize()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.reps)]
-        for s, e in zip(starts, ends):
-            torch.sum(self.flush, 0, out=self.flush_sum)
-            s.record()
-            fn()
-            e.record()
-        torch.cuda.synchronize()
-        return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
-
-
-def rel_err(torch, got, want) -> float:
-    g, w = got.float(), want.float()
-    if not torch.isfinite(g).all():
-        return math.nan
-    return float(torch.linalg.vector_norm(g - w) / torch.linalg.vector_norm(w).clamp_min(1e-30))
-
-
-def fmt(v: Optional[float], f: str) -> str:
-    return "-" if v is None or not math.isfinite(v) else format(v, f)
-
-
-def geomean(v: List[float]) -> float:
-    v = [x for x in v if x and math.isfinite(x)]
-    return math.exp(sum(math.log(x) for x in v) / len(v)) if v else math.nan
+        return super().ms(fn)
 
 
 def main() -> int:
