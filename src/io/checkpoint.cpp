@@ -75,7 +75,7 @@ Checkpoint Checkpoint::open(const std::filesystem::path& path) {
       const std::filesystem::path index = path / c.index_name_;
       nlohmann::json j;
       try {
-        j = nlohmann::json::parse(detail::read_text(index));
+        j = nlohmann::json::parse(detail::read_json_text(index));
       } catch (const nlohmann::json::exception& e) {
         core::fail(ErrorCode::format_error, cat(index.string(), ": not valid JSON (", e.what(), ")"));
       }
@@ -128,7 +128,7 @@ std::vector<std::string> Checkpoint::names() const {
 std::string Checkpoint::config_text() const {
   if (!folder_) return {};
   const std::filesystem::path config = path_ / "config.json";
-  return std::filesystem::is_regular_file(config) ? detail::read_text(config) : std::string();
+  return std::filesystem::is_regular_file(config) ? detail::read_json_text(config) : std::string();
 }
 
 }  // namespace lowbit::io

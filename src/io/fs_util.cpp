@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/json_limits.h"
 
 namespace lowbit::io::detail {
 
@@ -60,6 +61,25 @@ std::string read_text(const fs::path& path) {
   s << f.rdbuf();
   LOWBIT_REQUIRE(!f.bad(), ErrorCode::io_error, path.string(), ": read failed");
   return s.str();
+}
+
+void check_json_bounds(std::string_view text, const std::string& label) {
+  LOWBIT_REQUIRE(text.size() <= core::kMaxJsonBytes, ErrorCode::format_error, label, ": ", text.size(),
+                 " bytes of JSON, more than the ", core::kMaxJsonBytes, " lowbit reads");
+  const size_t depth = core::json_depth(text);
+  LOWBIT_REQUIRE(depth <= core::kMaxJsonDepth, ErrorCode::format_error, label,
+                 ": JSON nested more than ", core::kMaxJsonDepth,
+                 " levels deep (real configs nest a few levels; not read)");
+}
+
+std::string read_json_text(const fs::path& path) {
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  LOWBIT_REQUIRE(ec || size <= core::kMaxJsonBytes, ErrorCode::format_error, path.string(), ": ", size,
+                 " bytes, more than the ", core::kMaxJsonBytes, " lowbit reads from a JSON file");
+  std::string text = read_text(path);
+  check_json_bounds(text, path.string());
+  return text;
 }
 
 void write_text(const fs::path& path, const std::string& text) {

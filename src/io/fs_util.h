@@ -9,6 +9,12 @@
 namespace lowbit::io::detail {
 
 std::string read_text(const std::filesystem::path& path);
+// read_text of a JSON file, refused (format_error naming it) when larger or
+// nested deeper than core/json_limits.h allows.
+std::string read_json_text(const std::filesystem::path& path);
+// The same bounds on JSON text from elsewhere (a safetensors metadata value);
+// `label` says where it came from.
+void check_json_bounds(std::string_view text, const std::string& label);
 // Writes `text` to `path` through a temporary file and a rename.
 void write_text(const std::filesystem::path& path, const std::string& text);
 

@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "core/check.h"
+#include "io/fs_util.h"
 
 namespace lowbit::io::detail {
 
@@ -102,11 +103,15 @@ ReadConfig read_quantization_config(const std::string& config_json, const std::s
   nlohmann::json qc;
   try {
     if (!config_json.empty()) {
+      check_json_bounds(config_json, label);
       const nlohmann::json config = nlohmann::json::parse(config_json);
       LOWBIT_REQUIRE(config.is_object(), ErrorCode::format_error, label, ": config.json must hold a JSON object");
       if (const auto* q = field(config, "quantization_config")) qc = *q;
     }
-    if (qc.is_null() && !metadata_json.empty()) qc = nlohmann::json::parse(metadata_json);
+    if (qc.is_null() && !metadata_json.empty()) {
+      check_json_bounds(metadata_json, cat(label, ": __metadata__ quantization_config"));
+      qc = nlohmann::json::parse(metadata_json);
+    }
   } catch (const nlohmann::json::exception& e) {
     core::fail(ErrorCode::format_error, cat(label, ": not valid JSON (", e.what(), ")"));
   }

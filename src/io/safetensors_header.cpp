@@ -15,6 +15,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/json_limits.h"
 #include "lowbit/io.h"
 
 namespace lowbit::io {
@@ -229,6 +230,12 @@ SafetensorsHeader parse_safetensors_header(std::span<const uint8_t> bytes, uint6
   const std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), n);
   if (n < 2 || text[0] != '{') {
     problem("the header does not start with '{' (a corrupted length, or not a safetensors file)");
+  }
+
+  // Bounded before parsing: excerpts of a value are serialized by recursion.
+  if (core::json_depth(text) > core::kMaxJsonDepth) {
+    problem("the header nests JSON more than ", core::kMaxJsonDepth,
+            " levels deep (a safetensors header nests 3; not a safetensors file)");
   }
 
   // nlohmann keeps the last of duplicated keys silently: a second entry for

@@ -22,6 +22,7 @@
 
 #include "core/check.h"
 #include "core/hd.h"
+#include "core/json_limits.h"
 
 namespace lowbit {
 namespace {
@@ -273,6 +274,10 @@ void Fields::unpack(const Tensor& blob) {
     format_error(cat(where, " dtype must be uint8 (got ", dtype_name(blob.dtype()), ")"));
   }
   const std::string text(blob.ptr<const char>(), blob.nbytes());
+  // Bounded before parsing: error excerpts serialize values by recursion.
+  if (core::json_depth(text) > core::kMaxJsonDepth) {
+    format_error(cat(where, " nests JSON more than ", core::kMaxJsonDepth, " levels deep (a quant_state nests 2)"));
+  }
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);

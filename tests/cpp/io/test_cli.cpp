@@ -117,6 +117,35 @@ TEST_F(Cli, CorruptedInputsExitWith1AndLeaveNothing) {
   }
 }
 
+// Serializing deeply nested JSON (an error excerpt, the rewritten config.json)
+// recurses once per level: such JSON is refused before it is parsed.
+TEST_F(Cli, DeeplyNestedJsonIsRefusedNamingTheFile) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  test::write_raw(dir_ / "header.safetensors", "{\"w\":" + deep + "}", "");
+  test::write_raw(dir_ / "metadata.safetensors", "{\"__metadata__\":{\"x\":" + deep + "}}", "");
+  for (const char* name : {"header.safetensors", "metadata.safetensors"}) {
+    SCOPED_TRACE(name);
+    CliRun r = lowbit_cli("inspect " + p(name), dir_);
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find(std::string(name) + ": the header nests JSON more than 128 levels"), std::string::npos)
+        << r.output;
+    r = lowbit_cli("quantize " + p(name) + " " + p("q.safetensors") + " --format nf4", dir_);
+    EXPECT_EQ(r.status, 1) << r.output;
+  }
+  test::write_bytes(dir_ / "in" / "config.json", "{\"model_type\": \"llama\", \"x\": " + deep + "}");
+  for (const char* cmd : {"inspect ", "quantize --format nf4 "}) {
+    SCOPED_TRACE(cmd);
+    const std::string out = std::string(cmd) == "inspect " ? "" : " " + p("q");
+    const CliRun r = lowbit_cli(cmd + p("in") + out, dir_);
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find("config.json: JSON nested more than 128 levels deep"), std::string::npos) << r.output;
+  }
+  for (const auto& e : dir_.listing()) {
+    EXPECT_TRUE(e.rfind("in", 0) == 0 || e == "header.safetensors" || e == "metadata.safetensors")
+        << "left behind: " << e;
+  }
+}
+
 TEST_F(Cli, InspectFailsAChecklessCheckpoint) {
   CliRun r = lowbit_cli(
       "quantize " + p("in/model.safetensors") + " " + p("q.safetensors") + " --format nf4 --no-report", dir_);

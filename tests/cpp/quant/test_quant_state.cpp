@@ -307,6 +307,10 @@ TEST(QuantStateMalformed, BadJson) {
   expect_format_error(d, {"'W.quant_state.bitsandbytes__nf4'", "not valid JSON"});
   d["W.quant_state.bitsandbytes__nf4"] = bytes("[1, 2]");
   expect_format_error(d, {"JSON object", "array"});
+  // Refused before parsing: copying and serializing JSON recurse per level.
+  d["W.quant_state.bitsandbytes__nf4"] =
+      bytes("{\"quant_type\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
+  expect_format_error(d, {"'W.quant_state.bitsandbytes__nf4'", "more than 128 levels deep"});
 }
 
 TEST(QuantStateMalformed, WrongTensorDtype) {
