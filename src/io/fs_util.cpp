@@ -1,5 +1,7 @@
 #include "io/fs_util.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,13 +56,30 @@ std::string unique_suffix() {
 }  // namespace
 
 std::string read_text(const fs::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  LOWBIT_REQUIRE(f.good(), ErrorCode::io_error, path.string(), ": cannot open for reading (", std::strerror(errno),
+  // O_NONBLOCK and the type check first: a FIFO would block the open.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  LOWBIT_REQUIRE(fd >= 0, ErrorCode::io_error, path.string(), ": cannot open for reading (", std::strerror(errno),
                  ")");
-  std::ostringstream s;
-  s << f.rdbuf();
-  LOWBIT_REQUIRE(!f.bad(), ErrorCode::io_error, path.string(), ": read failed");
-  return s.str();
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    core::fail(ErrorCode::io_error, cat(path.string(), ": not a regular file"));
+  }
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      core::fail(ErrorCode::io_error, cat(path.string(), ": read failed (", std::strerror(err), ")"));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return text;
 }
 
 void check_json_bounds(std::string_view text, const std::string& label) {

@@ -20,7 +20,9 @@ namespace {
 }  // namespace
 
 MappedFile::MappedFile(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+  // before the file type could be checked; reads of regular files ignore it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) io_fail(path, "cannot open for reading", errno);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

@@ -2,6 +2,7 @@
 // (0 ok, 1 lowbit error, 2 bad command line), messages, --help, and no
 // partial output after a failure. Needs LOWBIT_CLI_PATH (tests/cli/CMakeLists.txt).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -20,14 +21,17 @@ struct CliRun {
   std::string output;  // stdout and stderr
 };
 
-CliRun lowbit_cli(const std::string& args, const ScratchDir& dir) {
+// `prefix` goes before the command (`timeout 20 ` where a hang is the fault).
+CliRun lowbit_cli(const std::string& args, const ScratchDir& dir, const std::string& prefix = "") {
 #ifndef LOWBIT_CLI_PATH
   (void)args;
   (void)dir;
+  (void)prefix;
   return {};
 #else
   const fs::path log = dir / "cli.log";
-  const std::string cmd = std::string("'") + LOWBIT_CLI_PATH + "' " + args + " > '" + log.string() + "' 2>&1";
+  const std::string cmd =
+      prefix + "'" + LOWBIT_CLI_PATH + "' " + args + " > '" + log.string() + "' 2>&1";
   const int rc = std::system(cmd.c_str());
   CliRun r;
   r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
@@ -144,6 +148,19 @@ TEST_F(Cli, DeeplyNestedJsonIsRefusedNamingTheFile) {
     EXPECT_TRUE(e.rfind("in", 0) == 0 || e == "header.safetensors" || e == "metadata.safetensors")
         << "left behind: " << e;
   }
+}
+
+// Opening a FIFO for reading waits for a writer: the type is checked first.
+TEST_F(Cli, AFifoIsRefusedWithoutWaiting) {
+  ASSERT_EQ(::mkfifo((dir_ / "pipe.safetensors").c_str(), 0600), 0);
+  CliRun r = lowbit_cli("inspect " + p("pipe.safetensors"), dir_, "timeout 20 ");
+  EXPECT_EQ(r.status, 1) << r.output;  // 124: timed out in open()
+  EXPECT_NE(r.output.find("pipe.safetensors: not a regular file"), std::string::npos) << r.output;
+  r = lowbit_cli("quantize " + p("pipe.safetensors") + " " + p("q.safetensors") + " --format nf4", dir_,
+                 "timeout 20 ");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("pipe.safetensors: not a regular file"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "q.safetensors"));
 }
 
 TEST_F(Cli, InspectFailsAChecklessCheckpoint) {
