@@ -48,6 +48,26 @@ fs::path normalized(const fs::path& p) {
   return ec ? fs::absolute(p).lexically_normal() : n;
 }
 
+const char* type_name(fs::file_type t) {
+  switch (t) {
+    case fs::file_type::fifo: return "a FIFO";
+    case fs::file_type::character: return "a character device";
+    case fs::file_type::block: return "a block device";
+    case fs::file_type::socket: return "a socket";
+    default: return "neither a regular file nor a folder";
+  }
+}
+
+// Only what lowbit could have written may be replaced: --force onto
+// /dev/null or a FIFO must not swap the node for a regular file.
+void require_replaceable(const char* op, const fs::path& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st) || fs::is_regular_file(st) || fs::is_directory(st)) return;
+  core::fail(ErrorCode::io_error, cat(op, ": the output ", path.string(), " exists and is ", type_name(st.type()),
+                                      "; lowbit replaces only a regular file or a folder (even with --force)"));
+}
+
 std::string unique_suffix() {
   static std::atomic<unsigned> counter{0};
   return cat(::getpid(), "-", counter.fetch_add(1));
@@ -140,6 +160,7 @@ OutputTarget::OutputTarget(const char* op, const fs::path& in, const fs::path& o
     LOWBIT_REQUIRE(!fs::is_directory(destination_), ErrorCode::invalid_argument, op, ": the output ",
                    destination_.string(), " is a folder");
   }
+  require_replaceable(op, destination_);
   std::error_code ec;
   LOWBIT_REQUIRE(overwrite || !fs::exists(destination_, ec), ErrorCode::io_error, op, ": the output ",
                  destination_.string(), " exists (--force replaces it)");
@@ -171,6 +192,7 @@ void OutputTarget::commit() {
   std::error_code ec;
   fs::path old;
   if (fs::exists(destination_, ec)) {
+    require_replaceable(op_, destination_);
     LOWBIT_REQUIRE(overwrite_, ErrorCode::io_error, op_, ": the output ", destination_.string(),
                    " appeared while writing; the result is left out (--force replaces it)");
     old = destination_.parent_path() / cat(".", destination_.filename().string(), ".old-", unique_suffix());

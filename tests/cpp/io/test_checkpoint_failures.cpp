@@ -2,6 +2,7 @@
 // input is never modified, and nothing is left behind (no output, no
 // staging folder, no temporary file).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
@@ -101,6 +102,25 @@ TEST(CheckpointFailures, OutputsThatWouldTouchTheInputOrAnExistingOutputAreRefus
   EXPECT_FALSE(fs::exists(dir / "out" / "old.txt"));
   EXPECT_TRUE(fs::exists(dir / "out" / "model.safetensors"));
   for (const auto& e : dir.listing()) EXPECT_EQ(e.find(".tmp-"), std::string::npos) << e;
+}
+
+// --force replaces what lowbit could have written, never a device node or a
+// FIFO (a FIFO stands in for /dev/null here: the test runs as any user).
+TEST(CheckpointFailures, ForceReplacesOnlyARegularFileOrAFolder) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in");
+  io::QuantizeOptions o;
+  o.overwrite = true;
+  for (const char* out : {"out.safetensors", "out"}) {
+    SCOPED_TRACE(out);
+    ASSERT_EQ(::mkfifo((dir / out).c_str(), 0600), 0);
+    const fs::path in = std::string(out) == "out" ? dir / "in" : dir / "in" / "model.safetensors";
+    test::expect_error([&] { io::quantize_checkpoint(in, dir / out, o); }, ErrorCode::io_error,
+                       {out, "is a FIFO", "replaces only a regular file or a folder"});
+    EXPECT_TRUE(fs::is_fifo(dir / out));
+    fs::remove(dir / out);
+  }
+  for (const auto& e : dir.listing()) EXPECT_EQ(e.rfind("in", 0), 0u) << "left behind: " << e;
 }
 
 TEST(CheckpointFailures, BadOptionsAreInvalidArguments) {
