@@ -3,6 +3,8 @@
 // staging folder, no temporary file).
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <nlohmann/json.hpp>
 
 #include "io/io_test_util.h"
@@ -261,6 +263,61 @@ TEST(CheckpointFailures, AConfigForAnotherFormatIsAProblem) {
   EXPECT_NE(s.detected.find("'awq'"), std::string::npos) << s.detected;
   test::expect_error([&] { io::dequantize_checkpoint(dir / "q", dir / "d", {}); }, ErrorCode::format_error,
                      {"quant_method 'awq'", "does not read"});
+  EXPECT_FALSE(fs::exists(dir / "d"));
+}
+
+TEST(CheckpointFailures, AGptqGroupSizeThatDisagreesWithGIdxIsAProblem) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in");
+  io::QuantizeOptions o;
+  o.format = io::Format::gptq;
+  o.group_size = 64;
+  io::quantize_checkpoint(dir / "in", dir / "g", o);
+  EXPECT_EQ(io::inspect_checkpoint(dir / "g").problems, 0u);
+  const std::string m = "model.layers.1.self_attn.k_proj";  // K = 128: two groups of 64
+  auto config = nlohmann::json::parse(test::read_bytes(dir / "g" / "config.json"));
+  const auto with_group_size = [&](int64_t g) {
+    config["quantization_config"]["group_size"] = g;
+    test::write_bytes(dir / "g" / "config.json", config.dump());
+  };
+
+  with_group_size(7);
+  auto s = io::inspect_checkpoint(dir / "g");
+  EXPECT_GE(s.problems, 1u);
+  const std::string p = problem_of(s, m + ".weight");
+  EXPECT_NE(p.find("quantization_config.group_size = 7 needs 19 groups for K = 128 but '" + m +
+                   ".scales' holds 2"),
+            std::string::npos)
+      << p;
+  test::expect_error([&] { io::dequantize_checkpoint(dir / "g", dir / "d", {}); }, ErrorCode::format_error,
+                     {"model.safetensors", "quantization_config.group_size = 7 needs", ".scales' holds"});
+  for (int64_t g : {int64_t{128}, int64_t{-1}}) {
+    with_group_size(g);
+    EXPECT_GE(io::inspect_checkpoint(dir / "g").problems, 1u) << g;
+  }
+  with_group_size(0);
+  test::expect_error([&] { io::inspect_checkpoint(dir / "g"); }, ErrorCode::format_error,
+                     {"config.json", "group_size must be -1 (one group per row) or positive (got 0)"});
+  test::expect_error([&] { io::dequantize_checkpoint(dir / "g", dir / "d", {}); }, ErrorCode::format_error,
+                     {"group_size must be -1"});
+
+  // act-order: any order, but 64 columns per group.
+  with_group_size(64);
+  std::string g_idx(128 * 4, '\0');
+  const auto set = [&](const std::vector<int32_t>& v) {
+    std::memcpy(g_idx.data(), v.data(), g_idx.size());
+    rewrite(dir / "g" / "model.safetensors", {}, {{m + ".g_idx", {"I32", {128}, g_idx}}});
+  };
+  std::vector<int32_t> v(128);
+  for (int k = 0; k < 128; ++k) v[static_cast<size_t>(k)] = k % 2;
+  set(v);
+  EXPECT_EQ(problem_of(io::inspect_checkpoint(dir / "g"), m + ".weight"), "");
+  for (int k = 0; k < 128; ++k) v[static_cast<size_t>(k)] = k < 100 ? 0 : 1;
+  set(v);
+  EXPECT_NE(problem_of(io::inspect_checkpoint(dir / "g"), m + ".weight")
+                .find("quantization_config.group_size = 64 but '" + m + ".g_idx' puts 100 columns in group 0 "
+                      "(expected 64)"),
+            std::string::npos);
   EXPECT_FALSE(fs::exists(dir / "d"));
 }
 
