@@ -46,7 +46,7 @@ class GptqLayout final : public Layout {
   NamedTensors quantize(const std::string& weight, const TensorRef& w) const override {
     // The RTN search is CPU code: it is a small part of a checkpoint's time.
     const Tensor host = w.device.is_cpu() ? Tensor() : Tensor::copy_of(w, Device::cpu());
-    GptqTensors t = gptq_quantize_rtn(host.defined() ? host.ref() : w, spec_);
+    GptqTensors t = gptq_quantize_rtn(host.defined() ? host.ref() : w, spec_, weight);
     const std::string m = module_of(weight);
     return {{m + ".qweight", t.qweight}, {m + ".qzeros", t.qzeros}, {m + ".scales", t.scales}, {m + ".g_idx", t.g_idx}};
   }

@@ -184,5 +184,19 @@ TEST_F(Cli, TheReportCountsNonFiniteWeights) {
   EXPECT_NE(n.output.find("8192 weights are NaN or Inf"), std::string::npos) << n.output;
 }
 
+TEST_F(Cli, Int4RefusesNonFiniteWeights) {
+  write_weights(dir_ / "w.safetensors", {{"a.mlp.up_proj.weight", {{5}, {300, 301}}}, {"b.mlp.up_proj.weight", {{}, {}}}});
+  CliRun r = lowbit_cli("quantize " + p("w.safetensors") + " " + p("q.safetensors") + " --format int4 --device cpu", dir_);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("'a.mlp.up_proj.weight' holds 3 non-finite values (1 NaN, 2 Inf; the first at [0, 5])"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "q.safetensors"));
+  r = lowbit_cli("quantize " + p("w.safetensors") + " " + p("q.safetensors") +
+                     " --format int4 --device cpu --exclude 'a.*'",
+                 dir_);
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
 }  // namespace
 }  // namespace lowbit
