@@ -203,8 +203,11 @@ struct TensorReport {
   uint64_t bytes_in = 0;
   uint64_t bytes_out = 0;
   Device device{};  // where it was quantized
-  // Of the dequantized weight against the original (NaN when not measured).
+  // Of the dequantized weight against the original, over the values finite
+  // in both (NaN when not measured, or when there is none).
   double rmse = 0.0, max_abs = 0.0, cosine = 0.0, weight_rms = 0.0;
+  int64_t nonfinite = 0;  // original values that are NaN or Inf, left out of the figures above
+  int64_t lost = 0;       // finite original values restored as NaN or Inf, left out as well
 };
 
 struct QuantizeReport {

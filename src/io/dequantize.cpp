@@ -50,9 +50,11 @@ DequantizeReport dequantize_checkpoint(const std::filesystem::path& in, const st
   DequantizeReport report;
   const Checkpoint ck = Checkpoint::open(in);
   const CheckpointView view = view_checkpoint(ck);
+  const CheckpointSource src(ck);
+  // Codes whose companions are missing would be copied as if they were weights.
+  for (const Orphan& orphan : orphan_keys(ck, view)) group_error(src, orphan.key, orphan.problem);
   LOWBIT_REQUIRE(!view.groups.empty(), ErrorCode::invalid_argument, kOp, ": ", in.string(),
                  " holds no quantized weights (nothing to dequantize)");
-  const CheckpointSource src(ck);
   const std::string config_text = ck.config_text();
 
   // Check every group before writing anything.
@@ -60,6 +62,8 @@ DequantizeReport dequantize_checkpoint(const std::filesystem::path& in, const st
   std::map<std::string, DType> dtypes;
   for (const auto& [weight, g] : view.groups) {
     described[weight] = g.layout->describe(g.group, src);
+    const std::string why = config_disagreement(view, weight, described[weight].format);
+    if (!why.empty()) group_error(src, g.group.keys.front(), why);
     dtypes[weight] = output_dtype(o, described[weight], config_text);
   }
   OutputTarget target(kOp, in, out, ck.is_folder(), o.overwrite);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include "core/check.h"
@@ -17,11 +16,12 @@ void ErrorStats::merge(const ErrorStats& o) {
   x_sq += o.x_sq;
   y_sq += o.y_sq;
   n += o.n;
-  nan = nan || o.nan;
+  nonfinite += o.nonfinite;
+  lost += o.lost;
 }
 
 double ErrorStats::rmse() const { return n ? std::sqrt(sq_err / static_cast<double>(n)) : 0.0; }
-double ErrorStats::max_err() const { return nan ? std::numeric_limits<double>::quiet_NaN() : max_abs; }
+double ErrorStats::max_err() const { return max_abs; }
 double ErrorStats::rms() const { return n ? std::sqrt(x_sq / static_cast<double>(n)) : 0.0; }
 double ErrorStats::cosine() const {
   if (x_sq == 0.0 && y_sq == 0.0) return 1.0;
@@ -36,16 +36,23 @@ ErrorStats chunk(const T* x, const float* y, int64_t n) {
   ErrorStats s;
   for (int64_t i = 0; i < n; ++i) {
     const double a = core::to_f32(x[i]);
+    if (!std::isfinite(a)) {
+      ++s.nonfinite;
+      continue;
+    }
     const double b = y[i];
+    if (!std::isfinite(b)) {
+      ++s.lost;
+      continue;
+    }
     const double d = b - a;
-    if (std::isnan(d)) s.nan = true;
     s.sq_err += d * d;
     s.max_abs = std::max(s.max_abs, std::fabs(d));
     s.dot += a * b;
     s.x_sq += a * a;
     s.y_sq += b * b;
   }
-  s.n = n;
+  s.n = n - s.nonfinite - s.lost;
   return s;
 }
 

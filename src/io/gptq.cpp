@@ -105,9 +105,29 @@ uint32_t code_of(float x, const GroupParams& p, int maxq) {
   return static_cast<uint32_t>(std::min(q, static_cast<float>(maxq)));
 }
 
+// NaN and Inf counts of a float [N, K] CPU tensor, and the first one's index.
+struct NonFinite {
+  int64_t nan = 0, inf = 0, first = -1;
+};
+
+NonFinite count_nonfinite(const TensorRef& w, int64_t N, int64_t K) {
+  NonFinite c;
+  std::vector<float> row(static_cast<size_t>(K));
+  for (int64_t n = 0; n < N; ++n) {
+    load_row(w, n, K, row.data());
+    for (int64_t k = 0; k < K; ++k) {
+      const float x = row[static_cast<size_t>(k)];
+      if (std::isfinite(x)) continue;
+      ++(std::isnan(x) ? c.nan : c.inf);
+      if (c.first < 0) c.first = n * K + k;
+    }
+  }
+  return c;
+}
+
 }  // namespace
 
-GptqTensors gptq_quantize_rtn(const TensorRef& w, const GptqSpec& spec) {
+GptqTensors gptq_quantize_rtn(const TensorRef& w, const GptqSpec& spec, std::string_view name) {
   constexpr const char* op = "gptq_quantize_rtn";
   LOWBIT_REQUIRE(w.ndim == 2 && w.device.is_cpu() && w.is_contiguous(), ErrorCode::invalid_argument, op,
                  ": weight must be a contiguous 2-D CPU tensor (got ", w.str(), ")");
@@ -121,6 +141,12 @@ GptqTensors gptq_quantize_rtn(const TensorRef& w, const GptqSpec& spec) {
                  core::shape_str(w), " must be multiples of ", per, " to pack ", spec.bits, "-bit codes in int32");
   LOWBIT_REQUIRE(spec.group_size == -1 || spec.group_size > 0, ErrorCode::invalid_argument, op,
                  ": group_size must be -1 or positive (got ", spec.group_size, ")");
+  if (const NonFinite bad = count_nonfinite(w, N, K); bad.first >= 0) {
+    core::fail(ErrorCode::invalid_argument,
+               core::cat(op, ": '", name, "' holds ", bad.nan + bad.inf, " non-finite values (", bad.nan, " NaN, ",
+                         bad.inf, " Inf; the first at [", bad.first / K, ", ", bad.first % K, "]); the int", spec.bits,
+                         " grid has no code for them: fix the weight, or keep it unquantized (--exclude)"));
+  }
   const int64_t g = spec.group_size > 0 ? std::min(spec.group_size, std::max<int64_t>(K, 1)) : std::max<int64_t>(K, 1);
   const int64_t G = core::ceil_div(K, g);
   const int maxq = (1 << spec.bits) - 1;

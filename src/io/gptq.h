@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "lowbit/tensor.h"
 
@@ -34,8 +35,11 @@ struct GptqTensors {
   Tensor qweight, qzeros, scales, g_idx;
 };
 
-// w: f32/f16/bf16 [N, K] on the CPU; K and N multiples of 32 / bits.
-GptqTensors gptq_quantize_rtn(const TensorRef& w, const GptqSpec& spec);
+// w: f32/f16/bf16 [N, K] on the CPU; K and N multiples of 32 / bits. A
+// weight with any NaN or Inf is refused (invalid_argument naming `name`):
+// an integer grid has no code for them, and an Inf would make its group's
+// scale overflow.
+GptqTensors gptq_quantize_rtn(const TensorRef& w, const GptqSpec& spec, std::string_view name = "weight");
 
 // The weight [N, K] in `dtype` (f32/f16/bf16). Shapes must already be
 // checked (layout_gptq.cpp); g_idx values are checked here.

@@ -51,4 +51,18 @@ struct CheckpointView {
 // The config (config.json, else the first file's metadata) and the groups.
 CheckpointView view_checkpoint(const Checkpoint& c);
 
+// A key no group claimed that still belongs to a quantized weight: a
+// companion whose weight or main companion is missing, or codes (I8,
+// F8_E4M3, packed U8) whose companions are missing. `problem` names the key,
+// what is missing and what it should be.
+struct Orphan {
+  std::string key;
+  std::string problem;
+};
+std::vector<Orphan> orphan_keys(const Checkpoint& c, const CheckpointView& v);
+
+// Why the checkpoint's quantization_config does not describe `weight`,
+// stored as `format` (empty: it does, or there is no config).
+std::string config_disagreement(const CheckpointView& v, const std::string& weight, Format format);
+
 }  // namespace lowbit::io::detail

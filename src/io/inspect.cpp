@@ -63,12 +63,21 @@ CheckpointSummary inspect_checkpoint(const std::filesystem::path& path) {
       w.detail = d.detail;
       const int64_t n = numel_of(d.shape);
       w.bits_per_weight = n > 0 ? static_cast<double>(w.bytes) * 8.0 / static_cast<double>(n) : 0.0;
+      if (view.config.format != Format::plain) {
+        const std::string why = config_disagreement(view, weight, d.format);
+        if (!why.empty()) {
+          w.problem = cat(src.where(g.group.keys.front()), ": ", why);
+          ++s.problems;
+        }
+      }
     } catch (const Error& e) {
       w.problem = e.what();
       ++s.problems;
     }
     s.weights.push_back(std::move(w));
   }
+  std::map<std::string, std::string> orphans;
+  for (Orphan& o : orphan_keys(ck, view)) orphans[o.key] = cat(src.where(o.key), ": ", o.problem);
   for (const std::string& name : ck.names()) {
     if (view.key_owner.count(name)) continue;
     const TensorInfo& t = *ck.find(name);
@@ -79,6 +88,10 @@ CheckpointSummary inspect_checkpoint(const std::filesystem::path& path) {
     w.keys = {name};
     w.bytes = t.nbytes();
     w.bits_per_weight = safetensors_dtype_bits(t.dtype);
+    if (const auto it = orphans.find(name); it != orphans.end()) {
+      w.problem = it->second;
+      ++s.problems;
+    }
     s.weights.push_back(std::move(w));
   }
   std::sort(s.weights.begin(), s.weights.end(),
@@ -96,11 +109,10 @@ CheckpointSummary inspect_checkpoint(const std::filesystem::path& path) {
           cat("; quantization_config names quant_method '", view.config.method, "', which lowbit does not read");
       ++s.problems;
     } else {
-      // The config must describe the weights its loader will meet.
+      // The config must describe the weights its loader will meet (each
+      // weight that disagrees is a problem of its own, counted above).
       for (const WeightSummary& w : s.weights) {
-        const bool same = w.format == view.config.format;
-        if (w.format != Format::plain && !same && w.problem.empty()) {
-          ++s.problems;
+        if (w.format != Format::plain && w.format != view.config.format) {
           s.detected += cat("; quantization_config says ", format_name(view.config.format), " but '", w.name, "' is ",
                             format_name(w.format));
           break;

@@ -21,6 +21,7 @@ struct LayoutParams {
   bool symmetric = true;
   int bits = 4;          // GPTQ files read back (2, 4 or 8)
   bool gptq_v2 = false;  // GPTQ zeros stored without v1's "minus one"
+  bool group_size_given = false;  // read from a quantization_config: g_idx must agree with it
 };
 
 // Tensors of one quantized weight, on the CPU.

@@ -2,6 +2,7 @@
 //   M.qweight I32 [K/8, N], M.qzeros I32 [G, N/8], M.scales F16 [G, N], M.g_idx I32 [K]
 // M.bias, when the layer has one, stays as it was.
 #include <algorithm>
+#include <vector>
 
 #include "core/check.h"
 #include "io/gptq.h"
@@ -21,6 +22,7 @@ class GptqLayout final : public Layout {
     spec_.group_size = p.group_size;
     spec_.symmetric = p.symmetric;
     spec_.v2_zeros = p.gptq_v2;
+    group_size_given_ = p.group_size_given;
   }
 
   std::string cannot_store(const std::vector<int64_t>& shape) const override {
@@ -44,7 +46,7 @@ class GptqLayout final : public Layout {
   NamedTensors quantize(const std::string& weight, const TensorRef& w) const override {
     // The RTN search is CPU code: it is a small part of a checkpoint's time.
     const Tensor host = w.device.is_cpu() ? Tensor() : Tensor::copy_of(w, Device::cpu());
-    GptqTensors t = gptq_quantize_rtn(host.defined() ? host.ref() : w, spec_);
+    GptqTensors t = gptq_quantize_rtn(host.defined() ? host.ref() : w, spec_, weight);
     const std::string m = module_of(weight);
     return {{m + ".qweight", t.qweight}, {m + ".qzeros", t.qzeros}, {m + ".scales", t.scales}, {m + ".g_idx", t.g_idx}};
   }
@@ -119,6 +121,7 @@ class GptqLayout final : public Layout {
           group_error(src, m + ".g_idx", cat("'", m, ".g_idx'[", k, "] = ", v, " is not one of the ", G, " groups"));
         }
       }
+      if (group_size_given_ && K > 0) check_group_size(src, m, c.g_idx, K, G);
     } else {
       // Files without g_idx use consecutive groups of the configured size.
       const int64_t gs = spec_.group_size > 0 ? spec_.group_size : K;
@@ -134,6 +137,30 @@ class GptqLayout final : public Layout {
     c.description.shape = {N, K};
     c.description.detail = cat("int", spec_.bits, ", ", group_text(c.g_idx, K, G), zeros_text(src, m + ".qzeros"));
     return c;
+  }
+
+  // The configured group size must be the one g_idx and scales use: groups
+  // of that many columns (in any order), the last one holding the rest.
+  void check_group_size(const TensorSource& src, const std::string& m, const Tensor& g_idx, int64_t K,
+                        int64_t G) const {
+    const int64_t gs = spec_.group_size > 0 ? std::min(spec_.group_size, K) : K;
+    const int64_t want = groups(K);
+    if (G != want) {
+      group_error(src, m + ".scales",
+                  cat("quantization_config.group_size = ", spec_.group_size, " needs ", want, " groups for K = ", K,
+                      " but '", m, ".scales' holds ", G));
+    }
+    std::vector<int64_t> count(static_cast<size_t>(G), 0);
+    const int32_t* v = g_idx.ptr<const int32_t>();
+    for (int64_t k = 0; k < K; ++k) ++count[static_cast<size_t>(v[k])];
+    for (int64_t j = 0; j < G; ++j) {
+      const int64_t expected = j + 1 < G ? gs : K - (G - 1) * gs;
+      if (count[static_cast<size_t>(j)] != expected) {
+        group_error(src, m + ".g_idx",
+                    cat("quantization_config.group_size = ", spec_.group_size, " but '", m, ".g_idx' puts ",
+                        count[static_cast<size_t>(j)], " columns in group ", j, " (expected ", expected, ")"));
+      }
+    }
   }
 
   // "group 128" for consecutive groups (the configured size when a layer
@@ -161,6 +188,7 @@ class GptqLayout final : public Layout {
   }
 
   GptqSpec spec_;
+  bool group_size_given_ = false;
 };
 
 }  // namespace

@@ -144,6 +144,10 @@ ReadConfig read_quantization_config(const std::string& config_json, const std::s
     LOWBIT_REQUIRE(r.params.bits == 2 || r.params.bits == 4 || r.params.bits == 8, ErrorCode::format_error, label,
                    ": quantization_config.bits = ", r.params.bits, " (lowbit reads 2, 4 and 8-bit GPTQ)");
     r.params.group_size = get<int64_t>(qc, "group_size", 128, label);
+    r.params.group_size_given = field(qc, "group_size") != nullptr;
+    LOWBIT_REQUIRE(r.params.group_size == -1 || r.params.group_size > 0, ErrorCode::format_error, label,
+                   ": quantization_config.group_size must be -1 (one group per row) or positive (got ",
+                   r.params.group_size, ")");
     r.params.symmetric = get<bool>(qc, "sym", true, label);
     r.params.gptq_v2 = get<std::string>(qc, "checkpoint_format", "gptq", label) == "gptq_v2";
   }

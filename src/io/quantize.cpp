@@ -143,6 +143,9 @@ class Quantizer {
     const Tensor restored =
         on_best_device(r.device, &used, [&](Device d) { return layout_.dequantize(g, mem, DType::f32, d); });
     const ErrorStats s = compare(src, restored);
+    r.nonfinite = s.nonfinite;
+    r.lost = s.lost;
+    if (s.n == 0 && s.nonfinite + s.lost > 0) return;  // nothing finite to compare: the figures stay NaN
     r.rmse = s.rmse();
     r.max_abs = s.max_err();
     r.cosine = s.cosine();

@@ -97,9 +97,16 @@ void print_table(const io::QuantizeReport& r) {
     const std::string name = fit(t.name, width);
     if (t.quantized) {
       const double bits = 8.0 * static_cast<double>(t.bytes_out) / static_cast<double>(t.shape[0] * t.shape[1]);
-      std::printf("%-*s %-11s %-5s %7.3f %10.3e %10.3e %9.6f%s\n", static_cast<int>(width), name.c_str(),
-                  shape_string(t.shape).c_str(), t.dtype.c_str(), bits, t.rmse, t.max_abs, t.cosine,
-                  t.device.is_cuda() ? "  (gpu)" : "");
+      std::printf("%-*s %-11s %-5s %7.3f ", static_cast<int>(width), name.c_str(), shape_string(t.shape).c_str(),
+                  t.dtype.c_str(), bits);
+      if (std::isnan(t.cosine) && t.nonfinite + t.lost > 0) {
+        std::printf("%31s", "(nothing finite to compare)");
+      } else {
+        std::printf("%10.3e %10.3e %9.6f", t.rmse, t.max_abs, t.cosine);
+      }
+      if (t.nonfinite > 0) std::printf("  %lld NaN/Inf in the input", static_cast<long long>(t.nonfinite));
+      if (t.lost > 0) std::printf("  %lld finite restored as NaN/Inf", static_cast<long long>(t.lost));
+      std::printf("%s\n", t.device.is_cuda() ? "  (gpu)" : "");
     } else if (is_float_2d(t)) {
       std::printf("%-*s %-11s %-5s %7s  kept: %s\n", static_cast<int>(width), name.c_str(),
                   shape_string(t.shape).c_str(), t.dtype.c_str(), "-", t.kept_because.c_str());
@@ -116,7 +123,11 @@ void print_summary(const io::QuantizeReport& r, const io::QuantizeOptions& o, bo
   size_t quantized = 0;
   int64_t weights = 0;
   uint64_t qbytes = 0;
-  double sq = 0.0, x_sq = 0.0, worst_cos = 2.0;
+  // The error figures cover finite weights only; tensors with none are left out.
+  int64_t finite = 0, nonfinite = 0, lost = 0;
+  size_t nonfinite_tensors = 0;
+  std::string first_nonfinite;
+  double sq = 0.0, x_sq = 0.0, worst_cos = 0.0;
   std::string worst;
   for (const auto& t : r.tensors) {
     if (!t.quantized) continue;
@@ -124,9 +135,18 @@ void print_summary(const io::QuantizeReport& r, const io::QuantizeOptions& o, bo
     const int64_t n = t.shape[0] * t.shape[1];
     weights += n;
     qbytes += t.bytes_out;
-    sq += t.rmse * t.rmse * static_cast<double>(n);
-    x_sq += t.weight_rms * t.weight_rms * static_cast<double>(n);
-    if (t.cosine < worst_cos) {
+    if (t.nonfinite + t.lost > 0) {
+      nonfinite += t.nonfinite;
+      lost += t.lost;
+      if (nonfinite_tensors++ == 0) first_nonfinite = t.name;
+    }
+    const int64_t compared = n - t.nonfinite - t.lost;
+    if (compared == 0 || std::isnan(t.cosine)) continue;
+    const double m = static_cast<double>(compared);
+    finite += compared;
+    sq += t.rmse * t.rmse * m;
+    x_sq += t.weight_rms * t.weight_rms * m;
+    if (worst.empty() || t.cosine < worst_cos) {
       worst_cos = t.cosine;
       worst = t.name;
     }
@@ -136,11 +156,18 @@ void print_summary(const io::QuantizeReport& r, const io::QuantizeOptions& o, bo
               static_cast<long long>(weights));
   if (weights) std::printf(", %.3f bits/weight", 8.0 * static_cast<double>(qbytes) / static_cast<double>(weights));
   std::printf("\n");
-  if (measured && weights) {
-    const double rmse = std::sqrt(sq / static_cast<double>(weights));
-    std::printf("error:     RMSE %.3e over all quantized weights (%.2f%% of their RMS); worst cosine %.6f (%s)\n", rmse,
-                x_sq > 0 ? 100.0 * rmse / std::sqrt(x_sq / static_cast<double>(weights)) : 0.0, worst_cos,
+  if (measured && finite) {
+    const double rmse = std::sqrt(sq / static_cast<double>(finite));
+    std::printf("error:     RMSE %.3e over all %squantized weights (%.2f%% of their RMS); worst cosine %.6f (%s)\n",
+                rmse, nonfinite + lost > 0 ? "finite " : "",
+                x_sq > 0 ? 100.0 * rmse / std::sqrt(x_sq / static_cast<double>(finite)) : 0.0, worst_cos,
                 worst.c_str());
+  }
+  if (measured && nonfinite + lost > 0) {
+    std::printf("non-finite: %lld weights are NaN or Inf, %lld finite ones were restored as NaN or Inf (%zu tensor%s, "
+                "first '%s'); all left out of the error figures\n",
+                static_cast<long long>(nonfinite), static_cast<long long>(lost), nonfinite_tensors,
+                nonfinite_tensors == 1 ? "" : "s", first_nonfinite.c_str());
   }
   std::printf("size:      %s -> %s (%.2fx smaller) in %.1f s\n", human_bytes(static_cast<double>(r.bytes_in)).c_str(),
               human_bytes(static_cast<double>(r.bytes_out)).c_str(),

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cstring>
+
 #include <nlohmann/json.hpp>
 
 #include "io/io_test_util.h"
@@ -193,6 +195,74 @@ TEST(CheckpointFailures, DtypeAndShapeMismatchesInAQuantizedFileAreNamed) {
   EXPECT_FALSE(fs::exists(dir / "d"));
 }
 
+// The problem inspect reports for `name` ("" when none).
+std::string problem_of(const io::CheckpointSummary& s, const std::string& name) {
+  const auto it = std::find_if(s.weights.begin(), s.weights.end(), [&](const auto& x) { return x.name == name; });
+  return it == s.weights.end() ? std::string("(no such weight)") : it->problem;
+}
+
+TEST(CheckpointFailures, MissingCompanionsAreNamed) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in");
+  const std::string m = "model.layers.1.self_attn.k_proj";  // [64, 128]
+  const auto contains = [](const std::string& text, const std::vector<std::string>& parts) {
+    for (const auto& p : parts) EXPECT_NE(text.find(p), std::string::npos) << "'" << p << "' not in: " << text;
+  };
+
+  io::QuantizeOptions o;
+  o.format = io::Format::int8;
+  io::quantize_checkpoint(dir / "in", dir / "i8", o);
+  rewrite(dir / "i8" / "model.safetensors", {m + ".SCB"});
+  auto s = io::inspect_checkpoint(dir / "i8");
+  EXPECT_EQ(s.problems, 2u);  // the codes and weight_format
+  contains(problem_of(s, m + ".weight"), {"model.safetensors", "I8 [64, 128]", m + ".SCB' (F32 [64]", "missing"});
+  contains(problem_of(s, m + ".weight_format"), {m + ".SCB", "missing"});
+  test::expect_error([&] { io::dequantize_checkpoint(dir / "i8", dir / "d", {}); }, ErrorCode::format_error,
+                     {"model.safetensors", m + ".weight", m + ".SCB", "is missing"});
+
+  // Every SCB gone: still quantized codes, not a checkpoint with nothing to do.
+  io::quantize_checkpoint(dir / "in" / "model.safetensors", dir / "i8.safetensors", o);
+  std::vector<std::string> scb;
+  {
+    const auto f = io::SafetensorsFile::open(dir / "i8.safetensors");
+    for (const auto& t : f.tensors()) {
+      if (t.name.ends_with(".SCB")) scb.push_back(t.name);
+    }
+  }
+  rewrite(dir / "i8.safetensors", scb);
+  EXPECT_GE(io::inspect_checkpoint(dir / "i8.safetensors").problems, scb.size());
+  test::expect_error([&] { io::dequantize_checkpoint(dir / "i8.safetensors", dir / "d.safetensors", {}); },
+                     ErrorCode::format_error, {".SCB", "is missing"});
+
+  o.format = io::Format::fp8_block;
+  io::quantize_checkpoint(dir / "in", dir / "f8", o);
+  rewrite(dir / "f8" / "model.safetensors", {m + ".weight_scale_inv"});
+  s = io::inspect_checkpoint(dir / "f8");
+  EXPECT_EQ(s.problems, 1u);
+  contains(problem_of(s, m + ".weight"), {"F8_E4M3 [64, 128]", m + ".weight_scale_inv' (F32 [1, 1]", "missing"});
+  test::expect_error([&] { io::dequantize_checkpoint(dir / "f8", dir / "d", {}); }, ErrorCode::format_error,
+                     {m + ".weight_scale_inv", "is missing"});
+
+  o.format = io::Format::gptq;
+  io::quantize_checkpoint(dir / "in", dir / "g", o);
+  rewrite(dir / "g" / "model.safetensors", {m + ".qweight"});
+  s = io::inspect_checkpoint(dir / "g");
+  EXPECT_EQ(s.problems, 3u);  // qzeros, scales, g_idx
+  contains(problem_of(s, m + ".scales"), {m + ".qweight", "missing"});
+  test::expect_error([&] { io::dequantize_checkpoint(dir / "g", dir / "d", {}); }, ErrorCode::format_error,
+                     {m + ".qweight", "missing"});
+
+  io::quantize_checkpoint(dir / "in", dir / "n", nf4());
+  rewrite(dir / "n" / "model.safetensors", {m + ".weight.absmax", m + ".weight.quant_state.bitsandbytes__nf4"});
+  s = io::inspect_checkpoint(dir / "n");
+  EXPECT_EQ(s.problems, 2u);  // the codes and quant_map
+  contains(problem_of(s, m + ".weight"), {"U8", m + ".weight.absmax", "quant_state", "missing"});
+  test::expect_error([&] { io::dequantize_checkpoint(dir / "n", dir / "d", {}); }, ErrorCode::format_error,
+                     {m + ".weight", "absmax", "missing"});
+  EXPECT_FALSE(fs::exists(dir / "d"));
+  EXPECT_FALSE(fs::exists(dir / "d.safetensors"));
+}
+
 TEST(CheckpointFailures, AConfigForAnotherFormatIsAProblem) {
   ScratchDir dir;
   test::write_tiny_checkpoint(dir / "in");
@@ -203,10 +273,72 @@ TEST(CheckpointFailures, AConfigForAnotherFormatIsAProblem) {
   auto s = io::inspect_checkpoint(dir / "q");
   EXPECT_GE(s.problems, 1u);
   EXPECT_NE(s.detected.find("quantization_config says fp8"), std::string::npos) << s.detected;
+  const std::string w = "model.layers.0.mlp.up_proj.weight";
+  EXPECT_NE(problem_of(s, w).find("quantization_config says fp8"), std::string::npos) << problem_of(s, w);
+  test::expect_error([&] { io::dequantize_checkpoint(dir / "q", dir / "d", {}); }, ErrorCode::format_error,
+                     {"quantization_config says fp8", "is stored as nf4"});
   config["quantization_config"] = {{"quant_method", "awq"}};
   test::write_bytes(dir / "q" / "config.json", config.dump());
   s = io::inspect_checkpoint(dir / "q");
   EXPECT_NE(s.detected.find("'awq'"), std::string::npos) << s.detected;
+  test::expect_error([&] { io::dequantize_checkpoint(dir / "q", dir / "d", {}); }, ErrorCode::format_error,
+                     {"quant_method 'awq'", "does not read"});
+  EXPECT_FALSE(fs::exists(dir / "d"));
+}
+
+TEST(CheckpointFailures, AGptqGroupSizeThatDisagreesWithGIdxIsAProblem) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in");
+  io::QuantizeOptions o;
+  o.format = io::Format::gptq;
+  o.group_size = 64;
+  io::quantize_checkpoint(dir / "in", dir / "g", o);
+  EXPECT_EQ(io::inspect_checkpoint(dir / "g").problems, 0u);
+  const std::string m = "model.layers.1.self_attn.k_proj";  // K = 128: two groups of 64
+  auto config = nlohmann::json::parse(test::read_bytes(dir / "g" / "config.json"));
+  const auto with_group_size = [&](int64_t g) {
+    config["quantization_config"]["group_size"] = g;
+    test::write_bytes(dir / "g" / "config.json", config.dump());
+  };
+
+  with_group_size(7);
+  auto s = io::inspect_checkpoint(dir / "g");
+  EXPECT_GE(s.problems, 1u);
+  const std::string p = problem_of(s, m + ".weight");
+  EXPECT_NE(p.find("quantization_config.group_size = 7 needs 19 groups for K = 128 but '" + m +
+                   ".scales' holds 2"),
+            std::string::npos)
+      << p;
+  test::expect_error([&] { io::dequantize_checkpoint(dir / "g", dir / "d", {}); }, ErrorCode::format_error,
+                     {"model.safetensors", "quantization_config.group_size = 7 needs", ".scales' holds"});
+  for (int64_t g : {int64_t{128}, int64_t{-1}}) {
+    with_group_size(g);
+    EXPECT_GE(io::inspect_checkpoint(dir / "g").problems, 1u) << g;
+  }
+  with_group_size(0);
+  test::expect_error([&] { io::inspect_checkpoint(dir / "g"); }, ErrorCode::format_error,
+                     {"config.json", "group_size must be -1 (one group per row) or positive (got 0)"});
+  test::expect_error([&] { io::dequantize_checkpoint(dir / "g", dir / "d", {}); }, ErrorCode::format_error,
+                     {"group_size must be -1"});
+
+  // act-order: any order, but 64 columns per group.
+  with_group_size(64);
+  std::string g_idx(128 * 4, '\0');
+  const auto set = [&](const std::vector<int32_t>& v) {
+    std::memcpy(g_idx.data(), v.data(), g_idx.size());
+    rewrite(dir / "g" / "model.safetensors", {}, {{m + ".g_idx", {"I32", {128}, g_idx}}});
+  };
+  std::vector<int32_t> v(128);
+  for (int k = 0; k < 128; ++k) v[static_cast<size_t>(k)] = k % 2;
+  set(v);
+  EXPECT_EQ(problem_of(io::inspect_checkpoint(dir / "g"), m + ".weight"), "");
+  for (int k = 0; k < 128; ++k) v[static_cast<size_t>(k)] = k < 100 ? 0 : 1;
+  set(v);
+  EXPECT_NE(problem_of(io::inspect_checkpoint(dir / "g"), m + ".weight")
+                .find("quantization_config.group_size = 64 but '" + m + ".g_idx' puts 100 columns in group 0 "
+                      "(expected 64)"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(dir / "d"));
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <limits>
+#include <map>
 
 #include "io/io_test_util.h"
 #include "lowbit/io.h"
@@ -183,6 +185,63 @@ TEST_F(Cli, InspectFailsAChecklessCheckpoint) {
   r = lowbit_cli("dequantize " + p("broken.safetensors") + " " + p("d.safetensors"), dir_);
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_FALSE(fs::exists(dir_ / "d.safetensors"));
+}
+
+// One F32 [64, 128] weight per entry, with NaN at the given positions and
+// +Inf at the others listed.
+void write_weights(const fs::path& path, const std::map<std::string, std::pair<std::vector<int>, std::vector<int>>>& w) {
+  std::vector<io::TensorDecl> decls;
+  for (const auto& [name, _] : w) decls.push_back({name, "F32", {64, 128}, {}});
+  io::SafetensorsWriter out(path, decls);
+  for (const auto& [name, special] : w) {
+    Tensor t = test::random_floats({64, 128}, DType::f32);
+    float* v = t.ptr<float>();
+    for (int i : special.first) v[i] = std::numeric_limits<float>::quiet_NaN();
+    for (int i : special.second) v[i] = std::numeric_limits<float>::infinity();
+    out.write(name, t.ref());
+  }
+  out.commit();
+}
+
+TEST_F(Cli, TheReportCountsNonFiniteWeights) {
+  write_weights(dir_ / "w.safetensors", {{"a.mlp.up_proj.weight", {{5}, {300}}}, {"b.mlp.up_proj.weight", {{}, {}}}});
+  const CliRun r =
+      lowbit_cli("quantize " + p("w.safetensors") + " " + p("q.safetensors") + " --format int8 --device cpu", dir_);
+  ASSERT_EQ(r.status, 0) << r.output;
+  // The Inf takes its row's 127 finite values with it (its absmax is Inf).
+  EXPECT_NE(r.output.find("2 weights are NaN or Inf, 127 finite ones were restored as NaN or Inf (1 tensor, first "
+                          "'a.mlp.up_proj.weight')"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("over all finite quantized weights"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("nan"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("2.000000"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("2 NaN/Inf in the input  127 finite restored as NaN/Inf"), std::string::npos) << r.output;
+
+  // Nothing finite at all: no figures, and no error line.
+  std::vector<int> all(64 * 128);
+  for (int i = 0; i < 64 * 128; ++i) all[static_cast<size_t>(i)] = i;
+  write_weights(dir_ / "n.safetensors", {{"a.mlp.up_proj.weight", {all, {}}}});
+  const CliRun n =
+      lowbit_cli("quantize " + p("n.safetensors") + " " + p("qn.safetensors") + " --format int8 --device cpu", dir_);
+  ASSERT_EQ(n.status, 0) << n.output;
+  EXPECT_NE(n.output.find("(nothing finite to compare)"), std::string::npos) << n.output;
+  EXPECT_EQ(n.output.find("error:"), std::string::npos) << n.output;
+  EXPECT_NE(n.output.find("8192 weights are NaN or Inf"), std::string::npos) << n.output;
+}
+
+TEST_F(Cli, Int4RefusesNonFiniteWeights) {
+  write_weights(dir_ / "w.safetensors", {{"a.mlp.up_proj.weight", {{5}, {300, 301}}}, {"b.mlp.up_proj.weight", {{}, {}}}});
+  CliRun r = lowbit_cli("quantize " + p("w.safetensors") + " " + p("q.safetensors") + " --format int4 --device cpu", dir_);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("'a.mlp.up_proj.weight' holds 3 non-finite values (1 NaN, 2 Inf; the first at [0, 5])"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(dir_ / "q.safetensors"));
+  r = lowbit_cli("quantize " + p("w.safetensors") + " " + p("q.safetensors") +
+                     " --format int4 --device cpu --exclude 'a.*'",
+                 dir_);
+  EXPECT_EQ(r.status, 0) << r.output;
 }
 
 }  // namespace
