@@ -260,9 +260,16 @@ def quantize_blockwise(
     return q, state
 
 
-def _out_dtype(out: Optional[Array], dtype: Any) -> str:
+_OUT_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def _out_dtype(op: str, out: Optional[Array], dtype: Any) -> str:
+    """The output dtype's name: out's when given (checked here, so the error names out), else dtype's."""
     if out is not None:
-        return _arrays.dtype_name(out.dtype)
+        name = _arrays.dtype_name(getattr(out, "dtype", None))
+        if name not in _OUT_DTYPES:
+            raise TypeError(f"{op}: out dtype must be one of {', '.join(_OUT_DTYPES)} (got {name})")
+        return name
     return _arrays.dtype_name(dtype if dtype is not None else "float32")
 
 
@@ -308,7 +315,7 @@ def dequantize_blockwise(
         int(qs.blocksize) if qs.blocksize is not None else blocksize,
         _nested_arg(call, qs),
         call.out(out, "out"),
-        _out_dtype(out, qs.dtype),
+        _out_dtype(call.op, out, qs.dtype),
         call.ctx,
     )
     call.done()
@@ -464,7 +471,7 @@ def dequantize_4bit(
         _nested_arg(call, qs),
         [int(d) for d in qs.shape],
         call.out(out, "out"),
-        _out_dtype(out, qs.dtype),
+        _out_dtype(call.op, out, qs.dtype),
         call.ctx,
     )
     call.done()
@@ -618,7 +625,7 @@ def int8_vectorwise_dequant(A: Array, stats: Array, *, dtype: Any = None, stream
     (float32 by default, as bitsandbytes; float16/bfloat16 allowed).
     """
     call = _arrays.Call("int8_vectorwise_dequant", A, "A", stream)
-    raw = _lowbit.int8_vectorwise_dequant(call.arg(A, "A"), call.arg(stats, "stats"), _out_dtype(None, dtype),
+    raw = _lowbit.int8_vectorwise_dequant(call.arg(A, "A"), call.arg(stats, "stats"), _out_dtype(call.op, None, dtype),
                                           call.ctx)
     call.done()
     return call.result(raw)
@@ -695,7 +702,7 @@ def weight_dequant(x: Array, s: Array, block_size: int = 128, *, dtype: Any = No
 
         dtype = torch.get_default_dtype()
     view_as = "float8_e4m3fn" if _arrays.dtype_name(x.dtype) == "uint8" else ""
-    raw = _lowbit.weight_dequant(call.arg(x, "x", view_as), call.arg(s, "s"), block_size, _out_dtype(None, dtype),
+    raw = _lowbit.weight_dequant(call.arg(x, "x", view_as), call.arg(s, "s"), block_size, _out_dtype(call.op, None, dtype),
                                  call.ctx)
     call.done()
     return call.result(raw)

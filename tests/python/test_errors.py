@@ -91,3 +91,20 @@ def test_a_shape_whose_bytes_wrap_is_refused():
     with pytest.raises(ValueError, match=r"int8_vectorwise_quant: A shape \[2305843009213693952, 2\] .*float32"):
         F.int8_vectorwise_quant(_ClaimedShape((2**61, 2)))
 
+
+# ---------------------------------------------------- the argument at fault
+
+
+def test_an_out_of_the_wrong_size_is_named():
+    packed, state = F.quantize_4bit(np.ones(64, dtype=np.float32))
+    # Was: "input must have 50 elements" (sized from out, blaming the codes).
+    with pytest.raises(ValueError, match=r"dequantize_4bit: out must have 64 elements.*\[64\] \(got 100, shape \[100\]\)"):
+        F.dequantize_4bit(packed, state, out=np.empty(100, dtype=np.float32))
+    # Was: "dtype 'float64' is not a lowbit dtype".
+    with pytest.raises(TypeError, match=r"dequantize_4bit: out dtype must be one of float32, float16, bfloat16 "
+                                        r"\(got float64\)"):
+        F.dequantize_4bit(packed, state, out=np.empty(64))
+    q, bstate = F.quantize_blockwise(np.ones(64, dtype=np.float32), blocksize=64)
+    with pytest.raises(TypeError, match=r"dequantize_blockwise: out dtype .* \(got int32\)"):
+        F.dequantize_blockwise(q, bstate, out=np.empty(64, dtype=np.int32))
+
