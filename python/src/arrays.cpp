@@ -48,6 +48,7 @@ DLDataType dl_type_of(DType d) {
 
 template <class Array>
 bool row_major(const Array& a) {
+  if (a.size() == 0) return true;  // any strides: no element is out of place
   int64_t expected = 1;
   for (size_t i = a.ndim(); i-- > 0;) {
     if (a.shape(i) != 1 && a.stride(i) != expected) return false;

@@ -108,3 +108,18 @@ def test_an_out_of_the_wrong_size_is_named():
     with pytest.raises(TypeError, match=r"dequantize_blockwise: out dtype .* \(got int32\)"):
         F.dequantize_blockwise(q, bstate, out=np.empty(64, dtype=np.int32))
 
+
+@pytest.mark.parametrize("shape", [(0,), (0, 128), (4, 0), (2, 0, 128)])
+def test_empty_arrays_are_contiguous(shape):
+    # NumPy gives empty arrays zero strides: was "must be contiguous (got a strided view ...)".
+    x = np.empty(shape, dtype=np.float32)
+    packed, state = F.quantize_4bit(x)
+    assert packed.size == 0 and state.absmax.size == 0
+    q, bstate = F.quantize_blockwise(x)
+    assert q.shape == shape
+    assert F.dequantize_blockwise(q, bstate).shape == shape
+    if shape[-1] == 128:
+        y, s = F.act_quant(x)
+        assert y.shape == shape and s.shape == shape[:-1] + (1,)
+    out = np.empty(shape, dtype=np.float32)
+    assert F.dequantize_4bit(packed, state, out=out) is out
