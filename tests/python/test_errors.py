@@ -4,6 +4,7 @@ what was given: never a crash, a wrapped size or the binding's signature."""
 from __future__ import annotations
 
 import ctypes
+import re
 
 import numpy as np
 import pytest
@@ -123,3 +124,87 @@ def test_empty_arrays_are_contiguous(shape):
         assert y.shape == shape and s.shape == shape[:-1] + (1,)
     out = np.empty(shape, dtype=np.float32)
     assert F.dequantize_4bit(packed, state, out=out) is out
+
+
+# ---------------------------------------------- no binding signatures shown
+
+
+def _no_signature(excinfo):
+    text = str(excinfo.value)
+    assert "incompatible function arguments" not in text and "Invoked with" not in text, text
+
+
+def test_byte_order_and_dtypes_are_checked_before_the_binding():
+    with pytest.raises(TypeError, match=r"quantize_4bit: A must be in the machine's byte order "
+                                        r"\(got big-endian float32\)") as e:
+        F.quantize_4bit(np.ones(64, dtype=">f4"))
+    _no_signature(e)
+    with pytest.raises(TypeError, match=r"quantize_4bit: absmax must be in the machine's byte order") as e:
+        F.quantize_4bit(np.ones(64, dtype=np.float32), absmax=np.empty(1, dtype=">f4"))
+    _no_signature(e)
+    for bad in (np.array(["a"] * 64), np.ones(64, dtype=object), np.zeros(64, dtype="datetime64[s]"),
+                np.zeros(64, dtype=[("a", "f4")])):
+        with pytest.raises(TypeError, match=rf"quantize_blockwise: A dtype must be one of float32, .* "
+                                            rf"\(got {re.escape(str(bad.dtype))}\)") as e:
+            F.quantize_blockwise(bad)
+        _no_signature(e)
+
+
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda x: F.quantize_4bit(x, blocksize=2**63), ValueError,
+         r"quantize_4bit: blocksize must be a 64-bit integer, from .* \(got 9223372036854775808\)"),
+        (lambda x: F.quantize_4bit(x, blocksize="64"), TypeError, r"quantize_4bit: blocksize must be an integer \(got str"),
+        (lambda x: F.quantize_4bit(x, blocksize=64.0), TypeError, r"quantize_4bit: blocksize must be an integer"),
+        (lambda x: F.quantize_4bit(x, quant_type=None), TypeError, r"quantize_4bit: quant_type must be a string"),
+        (lambda x: F.quantize_4bit(x, compress_statistics="yes"), TypeError,
+         r"quantize_4bit: compress_statistics must be True or False \(got str"),
+        (lambda x: F.quantize_blockwise(x, blocksize=-2**64), ValueError, r"quantize_blockwise: blocksize must be a 64-bit"),
+        (lambda x: F.estimate_quantiles(x, num_quantiles=2**40), ValueError,
+         r"estimate_quantiles: num_quantiles must be a 32-bit integer"),
+        (lambda x: F.estimate_quantiles(x, offset="a"), TypeError, r"estimate_quantiles: offset must be a real number"),
+        (lambda x: F.int8_vectorwise_quant(x.reshape(4, 64), threshold="x"), TypeError,
+         r"int8_vectorwise_quant: threshold must be a real number \(got str 'x'\)"),
+        (lambda x: F.act_quant(x, block_size=2**64), ValueError, r"act_quant: block_size must be a 64-bit integer"),
+        (lambda x: F.weight_quant(x.reshape(2, 128), block_size=[128]), TypeError,
+         r"weight_quant: block_size must be an integer \(got list"),
+        (lambda x: F.create_quantile_map(x, total_bits=2**31), ValueError, r"create_quantile_map: total_bits must be a 32-bit"),
+        (lambda x: F.get_4bit_type(4), TypeError, r"get_4bit_type: typename must be a string \(got int 4\)"),
+        (lambda x: F.create_dynamic_map(total_bits=2**70), ValueError, r"create_dynamic_map: total_bits must be a 32-bit"),
+        (lambda x: F.quantize_4bit(x, stream=-1), ValueError, r"stream must be a cudaStream_t handle.*\(got -1\)"),
+        (lambda x: F.quantize_4bit(x, stream=2**64), ValueError, r"stream must be a cudaStream_t handle"),
+    ],
+)
+def test_scalars_are_checked_before_the_binding(call, error, message):
+    x = np.ones(256, dtype=np.float32)
+    with pytest.raises(error, match=message) as e:
+        call(x)
+    _no_signature(e)
+
+
+def test_state_fields_are_checked_before_the_binding():
+    packed, state = F.quantize_4bit(np.ones(64, dtype=np.float32))
+    state.blocksize = 2**63
+    with pytest.raises(ValueError, match=r"dequantize_4bit: quant_state.blocksize must be a 64-bit integer") as e:
+        F.dequantize_4bit(packed, state)
+    _no_signature(e)
+    state.blocksize = 64
+    state.shape = (8, "8")
+    with pytest.raises(TypeError, match=r"dequantize_4bit: quant_state.shape\[1\] must be an integer \(got str") as e:
+        F.dequantize_4bit(packed, state)
+    _no_signature(e)
+    state.shape = (8, 8)
+    with pytest.raises(TypeError, match=r"matmul_4bit: quant_state.blocksize must be an integer") as e:
+        state.blocksize = "64"
+        F.matmul_4bit(np.ones((1, 8), dtype=np.float32), packed, state)
+    _no_signature(e)
+
+
+def test_python_numbers_of_other_types_still_work():
+    x = np.linspace(-1, 1, 256, dtype=np.float32)
+    packed, state = F.quantize_4bit(x, blocksize=np.int64(64), compress_statistics=np.bool_(True))
+    np.testing.assert_allclose(F.dequantize_4bit(packed, state), x, atol=0.2)
+    q, _, _ = F.int8_vectorwise_quant(x.reshape(4, 64), threshold=np.float32(0.0))
+    assert q.shape == (4, 64)
+    assert F.estimate_quantiles(x, num_quantiles=np.int32(256)).shape == (256,)
