@@ -329,6 +329,7 @@ def dequantize_blockwise(
     if quant_state is None:
         if absmax is None:
             raise ValueError("dequantize_blockwise: quant_state or absmax is required (got neither)")
+        blocksize = _arrays.integer(blocksize, "dequantize_blockwise", "blocksize")
         quant_state = QuantState(absmax=absmax, code=code, blocksize=blocksize, dtype="float32")
     call = _arrays.Call("dequantize_blockwise", A, "A", stream)
     qs = quant_state
@@ -482,6 +483,7 @@ def dequantize_4bit(
     if quant_state is None:
         if absmax is None or out is None:
             raise ValueError("dequantize_4bit: without quant_state, absmax and out are both required")
+        blocksize = _arrays.integer(blocksize, "dequantize_4bit", "blocksize")
         quant_state = QuantState(
             absmax=absmax, shape=tuple(out.shape), dtype=out.dtype, blocksize=blocksize, quant_type=quant_type
         )

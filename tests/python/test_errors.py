@@ -208,3 +208,22 @@ def test_python_numbers_of_other_types_still_work():
     q, _, _ = F.int8_vectorwise_quant(x.reshape(4, 64), threshold=np.float32(0.0))
     assert q.shape == (4, 64)
     assert F.estimate_quantiles(x, num_quantiles=np.int32(256)).shape == (256,)
+
+
+def test_the_argument_the_caller_gave_is_named():
+    # Without a quant state, blocksize is the caller's argument, not a state field.
+    with pytest.raises(ValueError, match=r"dequantize_blockwise: blocksize must be a 64-bit integer") as e:
+        F.dequantize_blockwise(np.zeros(8, dtype=np.uint8), absmax=np.ones(1, dtype=np.float32), blocksize=2**63)
+    _no_signature(e)
+    with pytest.raises(TypeError, match=r"dequantize_4bit: blocksize must be an integer \(got str") as e:
+        F.dequantize_4bit(np.zeros(4, dtype=np.uint8), absmax=np.ones(1, dtype=np.float32),
+                          out=np.empty(8, dtype=np.float32), blocksize="64")
+    _no_signature(e)
+    _, state = F.quantize_4bit(np.ones(64, dtype=np.float32), compress_statistics=True)
+    with pytest.raises(TypeError, match=r"QuantState.as_dict: packed must be True or False \(got str") as e:
+        state.as_dict(packed="x")
+    _no_signature(e)
+    state.state2.blocksize = 2**64
+    with pytest.raises(ValueError, match=r"QuantState.as_dict: state2.blocksize must be a 64-bit integer") as e:
+        state.as_dict()
+    _no_signature(e)
