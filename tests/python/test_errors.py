@@ -227,3 +227,28 @@ def test_the_argument_the_caller_gave_is_named():
     with pytest.raises(ValueError, match=r"QuantState.as_dict: state2.blocksize must be a 64-bit integer") as e:
         state.as_dict()
     _no_signature(e)
+
+
+def test_matmul_config_fields_are_checked_by_name():
+    import lowbit
+
+    for kwargs, message in [
+        ({"with_bias": "yes"}, r"MatmulConfig: with_bias must be True or False \(got str 'yes'\)"),
+        ({"with_zeros": None}, r"MatmulConfig: with_zeros must be True or False \(got NoneType"),
+        ({"group_size": 2**63}, r"MatmulConfig: group_size must be a 64-bit integer \(got 9223372036854775808\)"),
+        ({"N": 2**64}, r"MatmulConfig: N must be a 64-bit integer"),
+        ({"layout": 1}, r"MatmulConfig: layout must be a str \(got int\)"),
+        ({"zeros_mode": None}, r"MatmulConfig: zeros_mode must be a str \(got NoneType\)"),
+    ]:
+        args = {"M": 1, "N": 16, "K": 64, **kwargs}
+        with pytest.raises(ValueError, match=message) as e:
+            lowbit.MatmulConfig(**args)
+        _no_signature(e)
+    c = lowbit.MatmulConfig(1, 16, 64, with_bias=np.bool_(True), group_size=np.int64(32), with_scaling=1)
+    assert (c.with_bias, c.group_size, c.with_scaling) == (True, 32, True)
+    with pytest.raises(ValueError, match=r"MatmulConfig: group_size must be a 64-bit integer") as e:
+        c.group_size = 2**64
+    _no_signature(e)
+    with pytest.raises(ValueError, match=r"MatmulConfig: with_zeros must be True or False") as e:
+        c.with_zeros = "no"
+    _no_signature(e)
