@@ -133,6 +133,8 @@ class QuantizedWeight:
 
     @config.setter
     def config(self, value: MatmulConfig) -> None:
+        if not isinstance(value, MatmulConfig):
+            raise TypeError(f"QuantizedWeight: config must be a lowbit.MatmulConfig (got {type(value).__name__})")
         self._impl.config = value
 
     weight = _tensor_field("weight")
@@ -257,7 +259,7 @@ class Matmul:
 
     def prepared_m(self, m: int) -> int:
         """The prepared M that serves m rows (the smallest config.M >= m, else the largest)."""
-        return int(self._impl.prepared_m(m))
+        return int(self._impl.prepared_m(_arrays.integer(m, "Matmul.prepared_m", "m")))
 
     def transform_weight(
         self,

@@ -252,3 +252,20 @@ def test_matmul_config_fields_are_checked_by_name():
     with pytest.raises(ValueError, match=r"MatmulConfig: with_zeros must be True or False") as e:
         c.with_zeros = "no"
     _no_signature(e)
+
+
+def test_matmul_scalars_are_checked_by_name():
+    import lowbit
+
+    mm = lowbit.Matmul(lowbit.MatmulConfig(1, 16, 64))
+    with pytest.raises(ValueError, match=r"Matmul.prepared_m: m must be a 64-bit integer") as e:
+        mm.prepared_m(2**64)
+    _no_signature(e)
+    with pytest.raises(TypeError, match=r"Matmul.prepared_m: m must be an integer \(got str") as e:
+        mm.prepared_m("4")
+    _no_signature(e)
+    w = lowbit.import_awq(np.zeros((64, 2), dtype=np.int32), np.zeros((1, 2), dtype=np.int32),
+                          np.ones((1, 16), dtype=np.float16), group_size=64)
+    with pytest.raises(TypeError, match=r"QuantizedWeight: config must be a lowbit.MatmulConfig \(got dict\)") as e:
+        w.config = {"N": 16}
+    _no_signature(e)
