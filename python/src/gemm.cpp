@@ -262,6 +262,7 @@ nb::object matmul_4bit_py(const std::string& op_name, const InArray& A, const In
   const Stream stream = ctx.stream;
   LOWBIT_REQUIRE(shape.size() == 2 && shape[0] >= 1 && shape[1] >= 1, ErrorCode::invalid_argument, op,
                  ": quant state shape must be a weight's [N, K] (got ", shape.size(), " dims)");
+  core::checked_numel(op, "quant_state", Shape(shape), a.dtype);
   const int64_t N = shape[0], K = shape[1];
   LOWBIT_REQUIRE(a.ndim >= 1 && a.size(-1) == K, ErrorCode::invalid_argument, op,
                  ": A's last dimension must equal the weight's K = ", K, " (got A ", core::shape_str(a), ")");

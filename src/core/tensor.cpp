@@ -22,7 +22,7 @@ void synchronize(Stream stream) {
 TensorRef TensorRef::contiguous(void* data, DType dtype, Shape shape, Device device) {
   LOWBIT_REQUIRE(shape.size() <= static_cast<size_t>(kMaxDims), ErrorCode::invalid_argument,
                  "TensorRef: at most ", kMaxDims, " dimensions are supported (got ", shape.size(), ")");
-  core::checked_numel("TensorRef", "shape", shape, dtype);
+  core::checked_numel("TensorRef", "tensor", shape, dtype);
   TensorRef t;
   t.data = data;
   t.dtype = dtype;

@@ -269,3 +269,19 @@ def test_matmul_scalars_are_checked_by_name():
     with pytest.raises(TypeError, match=r"QuantizedWeight: config must be a lowbit.MatmulConfig \(got dict\)") as e:
         w.config = {"N": 16}
     _no_signature(e)
+
+
+def test_a_state_shape_whose_count_wraps_is_refused():
+    # 128 values quantized, then a state shape claiming 2**69 + 128 (128 once wrapped).
+    packed, state = F.quantize_4bit(np.ones(128, dtype=np.float32))
+    state.shape = HUGE
+    for call, op in [
+        (lambda: F.dequantize_4bit(packed, state), "dequantize_4bit"),
+        (lambda: F.matmul_4bit(np.ones((1, 128), dtype=np.float32), packed, state), "matmul_4bit"),
+    ]:
+        with pytest.raises(ValueError, match=rf"{op}: quant_state shape {HUGE_STR} is too large"):
+            call()
+    import lowbit
+
+    with pytest.raises(ValueError, match=rf"import_bnb_4bit: quant state shape {HUGE_STR} is too large"):
+        lowbit.import_bnb_4bit(packed, state)

@@ -97,7 +97,9 @@ Tensor dequantize_4bit(const TensorRef& packed, const QuantState& state, std::op
   core::require_present(op, "packed", packed);
   LOWBIT_REQUIRE(state.absmax.defined(), ErrorCode::invalid_argument, op,
                  ": quant state must hold absmax (got an empty state)");
-  Tensor out = Tensor::empty(Shape(state.shape), out_dtype.value_or(state.dtype), packed.device, stream);
+  const DType dtype = out_dtype.value_or(state.dtype);
+  core::checked_numel(op, "quant state", Shape(state.shape), dtype);
+  Tensor out = Tensor::empty(Shape(state.shape), dtype, packed.device, stream);
   Dequantize4bitArgs args{packed, state.absmax, ops::nested_of(state), out, state.blocksize,
                           quant4_from_name(state.quant_type)};
   Tensor ws = ops::workspace_on(workspace_size(args), packed.device, stream);

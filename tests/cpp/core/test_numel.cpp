@@ -8,7 +8,9 @@
 
 #include "core/check.h"
 #include "harness/harness.h"
+#include "lowbit/ops/gemm.h"
 #include "lowbit/ops/quant.h"
+#include "lowbit/quant_state.h"
 
 namespace lowbit {
 namespace {
@@ -71,6 +73,26 @@ TEST(CheckedNumel, GuardsEveryWayIntoATensorRef) {
   expect_error([&] { quantize_4bit(t, 64, Quant4Type::nf4, false); }, ErrorCode::invalid_argument,
                {"quantize_4bit: input shape ", kHugeShape});
   expect_error([&] { weight_quant(t, 128); }, ErrorCode::invalid_argument, {"weight_quant: input shape ", kHugeShape});
+}
+
+TEST(CheckedNumel, GuardsQuantStateShapes) {
+  // A state's shape is a plain vector (from a checkpoint, a dict, a caller):
+  // 128 values quantized, then a shape claiming 2^69 + 128, which wraps to 128.
+  std::vector<float> x(128, 1.0f);
+  auto [packed, state] = quantize_4bit(TensorRef::contiguous(x.data(), DType::f32, {128}), 64, Quant4Type::nf4, false);
+  QuantStateDict dict = quant_state_as_dict(state);
+  state.shape = {kHugeRows, 128};
+  expect_error([&] { (void)state.numel(); }, ErrorCode::invalid_argument, {"QuantState: state shape ", kHugeShape});
+  expect_error([&] { dequantize_4bit(packed, state); }, ErrorCode::invalid_argument,
+               {"dequantize_4bit: quant state shape ", kHugeShape});
+  expect_error([&] { import_bnb_4bit(packed, state); }, ErrorCode::invalid_argument,
+               {"import_bnb_4bit: quant state shape ", kHugeShape});
+  std::vector<float> a(128, 1.0f);
+  expect_error([&] { matmul_4bit(TensorRef::contiguous(a.data(), DType::f32, {1, 128}), packed, state); },
+               ErrorCode::invalid_argument, {"matmul_4bit: quant state shape ", kHugeShape});
+  dict["shape"] = std::vector<int64_t>{kHugeRows, 128};
+  expect_error([&] { quant_state_from_dict(dict); }, ErrorCode::invalid_argument,
+               {"quant_state_from_dict: quant state shape ", kHugeShape});
 }
 
 }  // namespace
