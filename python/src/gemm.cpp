@@ -82,8 +82,8 @@ int64_t int_arg(const char* op, const char* field, nb::handle v) {
   const nb::int_ i(v);
   int overflow = 0;
   const long long value = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
-  LOWBIT_REQUIRE(overflow == 0, ErrorCode::invalid_argument, op, ": ", field,
-                 " must be a 64-bit integer (got ", nb::cast<std::string>(nb::str(i)), ")");
+  LOWBIT_REQUIRE(overflow == 0, ErrorCode::invalid_argument, op, ": ", field, " must be a 64-bit integer (got ",
+                 nb::cast<std::string>(nb::str(i)), ")");
   return value;
 }
 
@@ -114,8 +114,7 @@ std::vector<int64_t> m_arg(nb::handle v) {
   if (v.is_none()) return MatmulConfig{}.M;
   if (PyIndex_Check(v.ptr()) && !PyBool_Check(v.ptr())) return {int_arg(kConfig, "M", v)};
   LOWBIT_REQUIRE(PySequence_Check(v.ptr()) && !nb::isinstance<nb::str>(v), ErrorCode::invalid_argument, kConfig,
-                 ": M must be None, an int or a list of ints (got ",
-                 py_type_name(v), ")");
+                 ": M must be None, an int or a list of ints (got ", py_type_name(v), ")");
   std::vector<int64_t> out;
   for (nb::handle e : v) out.push_back(int_arg(kConfig, "M", e));
   return out;
@@ -392,7 +391,9 @@ void bind_gemm(nb::module_& m) {
           [](MatmulConfig& c, nb::handle v) { c.with_zeros = bool_arg(kConfig, "with_zeros", v); })
       .def_prop_rw(
           "zeros_mode", [](const MatmulConfig& c) { return std::string(zeros_mode_name(c.zeros_mode)); },
-          [](MatmulConfig& c, nb::handle v) { c.zeros_mode = zeros_mode_arg(kConfig, str_arg(kConfig, "zeros_mode", v)); })
+          [](MatmulConfig& c, nb::handle v) {
+            c.zeros_mode = zeros_mode_arg(kConfig, str_arg(kConfig, "zeros_mode", v));
+          })
       .def(
           "check", [](const MatmulConfig& c) { check(c); },
           "Raises ValueError/TypeError when the fields do not make a valid matmul (as Matmul(config) does).")

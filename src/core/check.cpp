@@ -20,8 +20,8 @@ int64_t checked_numel(const char* op, const char* name, Shape shape, DType dtype
   int64_t product = 1;  // of the non-zero extents
   bool empty = false, fits = true;
   for (size_t i = 0; i < shape.size(); ++i) {
-    LOWBIT_REQUIRE(shape[i] >= 0, ErrorCode::invalid_argument, op, ": ", name, " extent ", i,
-                   " must be >= 0 (got ", shape[i], ", shape ", shape_str(shape), ")");
+    LOWBIT_REQUIRE(shape[i] >= 0, ErrorCode::invalid_argument, op, ": ", name, " extent ", i, " must be >= 0 (got ",
+                   shape[i], ", shape ", shape_str(shape), ")");
     if (shape[i] == 0) {
       empty = true;
     } else if (fits && product <= limit / shape[i]) {

@@ -26,14 +26,14 @@ static void test_wrapping_count(void) {
   CHECK_FAILS(lowbit_quantize_4bit(&in, &out, &absmax, 64, LOWBIT_QUANT4_NF4, NULL), LOWBIT_INVALID_ARGUMENT,
               "quantize_4bit", "input", HUGE_SHAPE, "too large");
   /* Was a segfault: the kernel walked 2^62 rows. */
-  CHECK_FAILS(lowbit_weight_quant(&in, &qout, &scale, 128, NULL), LOWBIT_INVALID_ARGUMENT, "weight_quant",
-              "input", HUGE_SHAPE);
+  CHECK_FAILS(lowbit_weight_quant(&in, &qout, &scale, 128, NULL), LOWBIT_INVALID_ARGUMENT, "weight_quant", "input",
+              HUGE_SHAPE);
   /* The same shape on an output argument is named as that argument. */
   {
     int64_t small_shape[2] = {2, 128};
     DLTensor small = make_tensor(g_in, kDLFloat, 32, 2, small_shape);
-    CHECK_FAILS(lowbit_weight_quant(&small, &qout, &scale, 128, NULL), LOWBIT_INVALID_ARGUMENT, "weight_quant",
-                "out", HUGE_SHAPE);
+    CHECK_FAILS(lowbit_weight_quant(&small, &qout, &scale, 128, NULL), LOWBIT_INVALID_ARGUMENT, "weight_quant", "out",
+                HUGE_SHAPE);
   }
 }
 

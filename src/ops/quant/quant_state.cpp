@@ -46,7 +46,6 @@ bool is_field(std::string_view name) {
 
 bool is_quant4_type(std::string_view t) { return t == "nf4" || t == "fp4"; }
 
-
 // A view of `t` on `device`, copying only when it lives elsewhere.
 Tensor on_device(const Tensor& t, Device device) { return t.device() == device ? t : t.to(device); }
 

@@ -32,13 +32,20 @@ TEST(CheckedNumel, CountsOrdinaryShapes) {
 }
 
 TEST(CheckedNumel, RefusesACountThatWraps) {
-  expect_error([] { count({kHugeRows, 128}); }, ErrorCode::invalid_argument, {"op: arg shape ", kHugeShape, "too large"});
+  expect_error(
+      [] {
+        count({kHugeRows, 128});
+      },
+      ErrorCode::invalid_argument, {"op: arg shape ", kHugeShape, "too large"});
 }
 
 TEST(CheckedNumel, RefusesAByteSizeThatWraps) {
   // 2^62 elements fit in int64_t; their 2^64 bytes of float32 do not, their 2^62 bytes of uint8 do.
-  expect_error([] { count({int64_t{1} << 61, 2}); }, ErrorCode::invalid_argument,
-               {"op: arg shape [2305843009213693952, 2]", "float32"});
+  expect_error(
+      [] {
+        count({int64_t{1} << 61, 2});
+      },
+      ErrorCode::invalid_argument, {"op: arg shape [2305843009213693952, 2]", "float32"});
   EXPECT_EQ(count({int64_t{1} << 60, 4}, DType::u8), int64_t{1} << 62);
   const int64_t f32_limit = std::numeric_limits<int64_t>::max() / 32 * 8;
   EXPECT_EQ(count({f32_limit}), f32_limit);
@@ -88,8 +95,11 @@ TEST(CheckedNumel, GuardsQuantStateShapes) {
   expect_error([&] { import_bnb_4bit(packed, state); }, ErrorCode::invalid_argument,
                {"import_bnb_4bit: quant state shape ", kHugeShape});
   std::vector<float> a(128, 1.0f);
-  expect_error([&] { matmul_4bit(TensorRef::contiguous(a.data(), DType::f32, {1, 128}), packed, state); },
-               ErrorCode::invalid_argument, {"matmul_4bit: quant state shape ", kHugeShape});
+  expect_error(
+      [&] {
+        matmul_4bit(TensorRef::contiguous(a.data(), DType::f32, {1, 128}), packed, state);
+      },
+      ErrorCode::invalid_argument, {"matmul_4bit: quant state shape ", kHugeShape});
   dict["shape"] = std::vector<int64_t>{kHugeRows, 128};
   expect_error([&] { quant_state_from_dict(dict); }, ErrorCode::invalid_argument,
                {"quant_state_from_dict: quant state shape ", kHugeShape});
