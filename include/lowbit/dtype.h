@@ -63,7 +63,8 @@ constexpr bool dtype_is_packed(DType t) { return dtype_info(t).bits < 8; }
 
 // Bytes needed to store `numel` elements of `t` (packed kinds round up).
 constexpr size_t dtype_storage_bytes(DType t, int64_t numel) {
-  return static_cast<size_t>((numel * dtype_bits(t) + 7) / 8);
+  // In two parts, so that no intermediate exceeds the byte count.
+  return static_cast<size_t>(numel / 8 * dtype_bits(t) + (numel % 8 * dtype_bits(t) + 7) / 8);
 }
 
 // Parses a dtype name as printed by dtype_name ("float32", "bfloat16", ...);

@@ -29,8 +29,9 @@ struct TensorRef {
   std::array<int64_t, kMaxDims> strides{};
   Device device{};
 
-  // A contiguous row-major view. Throws lowbit::Error for ndim > kMaxDims or
-  // negative extents.
+  // A contiguous row-major view. Throws lowbit::Error for ndim > kMaxDims,
+  // negative extents, or a shape whose element count or byte size does not
+  // fit in 64 bits.
   static TensorRef contiguous(void* data, DType dtype, Shape shape, Device device = Device::cpu());
   static TensorRef contiguous(void* data, DType dtype, std::initializer_list<int64_t> shape,
                               Device device = Device::cpu()) {
@@ -38,7 +39,7 @@ struct TensorRef {
   }
 
   bool present() const { return ndim >= 0; }
-  int64_t numel() const;
+  int64_t numel() const;  // throws lowbit::Error where the count would not fit (see contiguous)
   size_t nbytes() const { return dtype_storage_bytes(dtype, numel()); }
   bool is_contiguous() const;
   int64_t size(int dim) const { return shape[static_cast<size_t>(dim < 0 ? dim + ndim : dim)]; }

@@ -17,6 +17,7 @@ for an op without inputs. NumPy is the one hard dependency.
 
 from __future__ import annotations
 
+import operator
 import sys
 from typing import Any, Optional, Tuple
 
@@ -425,6 +426,25 @@ def _on_stream(alloc: Any, context: Any) -> Any:
     return on_stream
 
 
+# What DLPack carries of NumPy's dtypes; other arrays would fail in the binding.
+_NUMPY_KINDS = {"b": 1, "i": 8, "u": 8, "f": 8, "c": 16}  # kind -> largest itemsize
+_LOWBIT_DTYPES = "float32, float16, bfloat16, float8_e4m3fn, float8_e5m2, int8, uint8, int32, int64"
+
+
+def _check_numpy(a: np.ndarray, op: str, name: str) -> None:
+    """A NumPy array the binding can import: native byte order, a number dtype."""
+    dt = a.dtype
+    if dt.kind not in _NUMPY_KINDS or dt.itemsize > _NUMPY_KINDS[dt.kind]:
+        raise TypeError(f"{op}: {name} dtype must be one of {_LOWBIT_DTYPES} (got {dt})")
+    if not dt.isnative:
+        native = dt.newbyteorder("=")
+        order = "big" if dt.byteorder == ">" else "little"
+        raise TypeError(
+            f"{op}: {name} must be in the machine's byte order (got {order}-endian {native.name}); "
+            f"convert it with .astype('{native.name}')"
+        )
+
+
 NUMPY = _NumPy()
 TORCH = _Torch()
 CUPY = _CuPy()
@@ -461,6 +481,66 @@ def framework_of(x: Any, op: str, name: str) -> Framework:
     raise TypeError(
         f"{op}: {name} must be an array with __dlpack__ (NumPy, PyTorch, CuPy, JAX) (got {type(x).__name__})"
     )
+
+
+# ------------------------------------------------------------------ scalars
+# Checked here, so that a bad scalar is reported by its op and name rather
+# than by the binding's signature (which nanobind prints on a failed conversion).
+
+_INT_RANGES = {32: (-(2**31), 2**31 - 1), 64: (-(2**63), 2**63 - 1)}
+
+
+def integer(value: Any, op: str, name: str, bits: int = 64) -> int:
+    """`value` as a Python int of a signed `bits`-bit range (any int-like: NumPy integers too)."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{op}: {name} must be an integer (got {value!r})")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{op}: {name} must be an integer (got {type(value).__name__} {value!r})") from None
+    lo, hi = _INT_RANGES[bits]
+    if not lo <= v <= hi:
+        raise ValueError(f"{op}: {name} must be a {bits}-bit integer, from {lo} to {hi} (got {v})")
+    return v
+
+
+def real(value: Any, op: str, name: str) -> float:
+    """`value` as a float (ints, NumPy scalars and 0-d arrays too)."""
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"{op}: {name} must be a real number (got {type(value).__name__} {value!r})")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}: {name} must be a real number (got {type(value).__name__} {value!r})") from None
+
+
+def flag(value: Any, op: str, name: str) -> bool:
+    """`value` as a bool: True, False, NumPy booleans, or the integers 0 and 1."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    try:
+        v = operator.index(value)
+    except TypeError:
+        v = None
+    if v in (0, 1):
+        return bool(v)
+    raise TypeError(f"{op}: {name} must be True or False (got {type(value).__name__} {value!r})")
+
+
+def text(value: Any, op: str, name: str) -> str:
+    """`value` as a str (no conversion of other types)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{op}: {name} must be a string (got {type(value).__name__} {value!r})")
+    return value
+
+
+def shape_of(value: Any, op: str, name: str) -> list:
+    """A shape (any sequence of integers) as a list of int64 values."""
+    try:
+        dims = list(value)
+    except TypeError:
+        raise TypeError(f"{op}: {name} must be a sequence of integers (got {type(value).__name__})") from None
+    return [integer(d, op, f"{name}[{i}]") for i, d in enumerate(dims)]
 
 
 # ----------------------------------------------------------- devices, streams
@@ -522,17 +602,21 @@ def stream_handle(stream: Any) -> Optional[int]:
     if stream is None:
         return None
     if isinstance(stream, int) and not isinstance(stream, bool):
-        return stream
-    if hasattr(stream, "__cuda_stream__"):
-        return int(stream.__cuda_stream__()[1])
-    if hasattr(stream, "cuda_stream"):
-        return int(stream.cuda_stream)
-    if hasattr(stream, "ptr"):
-        return int(stream.ptr)
-    raise TypeError(
-        f"lowbit: stream must be an int (cudaStream_t), a torch.cuda.Stream, a CuPy stream or have "
-        f"__cuda_stream__ (got {type(stream).__name__})"
-    )
+        handle = stream
+    elif hasattr(stream, "__cuda_stream__"):
+        handle = int(stream.__cuda_stream__()[1])
+    elif hasattr(stream, "cuda_stream"):
+        handle = int(stream.cuda_stream)
+    elif hasattr(stream, "ptr"):
+        handle = int(stream.ptr)
+    else:
+        raise TypeError(
+            f"lowbit: stream must be an int (cudaStream_t), a torch.cuda.Stream, a CuPy stream or have "
+            f"__cuda_stream__ (got {type(stream).__name__})"
+        )
+    if not 0 <= handle < 2**64:
+        raise ValueError(f"lowbit: stream must be a cudaStream_t handle, from 0 to 2**64 - 1 (got {handle})")
+    return handle
 
 
 # ---------------------------------------------------------------- one call
@@ -561,7 +645,10 @@ class Call:
 
     def arg(self, x: Any, name: str, view_as: str = "") -> Tuple[Any, str]:
         """An input array of any framework, as the C++ side takes it."""
-        obj, as_ = framework_of(x, self.op, name).prepare(x)
+        fw = framework_of(x, self.op, name)
+        obj, as_ = fw.prepare(x)
+        if fw is NUMPY:
+            _check_numpy(obj, self.op, name)
         return obj, view_as or as_
 
     def opt(self, x: Any, name: str, view_as: str = "") -> Optional[Tuple[Any, str]]:
@@ -571,7 +658,10 @@ class Call:
         """A buffer the op writes into (bitsandbytes' out=, absmax=), or None."""
         if x is None:
             return None
-        obj, as_ = framework_of(x, self.op, name).prepare_out(x, self.op, name)
+        fw = framework_of(x, self.op, name)
+        obj, as_ = fw.prepare_out(x, self.op, name)
+        if fw is NUMPY:
+            _check_numpy(obj, self.op, name)
         return obj, view_as or as_
 
     def scalar(self, value: Any, name: str) -> Tuple[Any, str]:

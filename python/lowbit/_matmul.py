@@ -133,6 +133,8 @@ class QuantizedWeight:
 
     @config.setter
     def config(self, value: MatmulConfig) -> None:
+        if not isinstance(value, MatmulConfig):
+            raise TypeError(f"QuantizedWeight: config must be a lowbit.MatmulConfig (got {type(value).__name__})")
         self._impl.config = value
 
     weight = _tensor_field("weight")
@@ -257,7 +259,7 @@ class Matmul:
 
     def prepared_m(self, m: int) -> int:
         """The prepared M that serves m rows (the smallest config.M >= m, else the largest)."""
-        return int(self._impl.prepared_m(m))
+        return int(self._impl.prepared_m(_arrays.integer(m, "Matmul.prepared_m", "m")))
 
     def transform_weight(
         self,
@@ -414,8 +416,8 @@ def import_gptq(
     _finish_reads(call)
     impl = _lowbit.import_gptq(
         call.arg(qweight, "qweight"), call.arg(qzeros, "qzeros"), call.arg(scales, "scales"),
-        call.opt(g_idx, "g_idx"), call.opt(bias, "bias"), int(bits), int(group_size), bool(zero_plus_one),
-        str(zeros_mode),
+        call.opt(g_idx, "g_idx"), call.opt(bias, "bias"), _arrays.integer(bits, call.op, "bits", 32), _arrays.integer(group_size, call.op, "group_size"),
+        _arrays.flag(zero_plus_one, call.op, "zero_plus_one"), _arrays.text(zeros_mode, call.op, "zeros_mode"),
     )
     return QuantizedWeight(impl, _arrays.framework_for(_arrays.CPU, call.fw))
 
@@ -431,7 +433,7 @@ def import_awq(
     _finish_reads(call)
     impl = _lowbit.import_awq(
         call.arg(qweight, "qweight"), call.arg(qzeros, "qzeros"), call.arg(scales, "scales"),
-        call.opt(bias, "bias"), int(group_size),
+        call.opt(bias, "bias"), _arrays.integer(group_size, call.op, "group_size"),
     )
     return QuantizedWeight(impl, _arrays.framework_for(_arrays.CPU, call.fw))
 
@@ -443,7 +445,7 @@ def import_bnb_4bit(packed: Array, quant_state: QuantState, bias: Optional[Array
     (double quantization undone as bitsandbytes does). It dequantizes to
     exactly ``dequantize_4bit``'s values. The blocksize must divide K; for
     other states use :func:`lowbit.functional.matmul_4bit`."""
-    from .functional import _nested_arg
+    from .functional import _blocksize, _nested_arg
 
     qs = quant_state
     if not hasattr(qs, "absmax"):
@@ -455,9 +457,9 @@ def import_bnb_4bit(packed: Array, quant_state: QuantState, bias: Optional[Array
     impl = _lowbit.import_bnb_4bit(
         call.arg(packed, "packed", "bytes"),
         call.arg(qs.absmax, "absmax"),
-        qs.quant_type or "",
-        int(qs.blocksize) if qs.blocksize is not None else 64,
-        [int(d) for d in qs.shape],
+        _arrays.text(qs.quant_type or "", call.op, "quant_state.quant_type"),
+        _blocksize(call, qs, 64),
+        _arrays.shape_of(qs.shape, call.op, "quant_state.shape"),
         _arrays.dtype_name(qs.dtype if qs.dtype is not None else "float32"),
         _nested_arg(call, qs),
         call.opt(bias, "bias"),

@@ -159,15 +159,16 @@ class QuantState:
         fw = _arrays.framework_of(self.absmax, "QuantState.as_dict", "absmax")
         device = fw.device(self.absmax)
         call = _arrays.Call("QuantState.as_dict", self.absmax, "absmax")
+        op = call.op
         nested = None
         if self.nested:
             s2 = self.state2
             nested = (
                 call.arg(s2.absmax, "state2.absmax"),
                 call.arg(s2.code, "state2.code"),
-                int(s2.blocksize),
+                _arrays.integer(s2.blocksize, op, "state2.blocksize"),
                 _arrays.dtype_name(s2.dtype if s2.dtype is not None else "float32"),
-                float(self.offset),
+                _arrays.real(self.offset, op, "offset"),
             )
         if self.code is None:
             raise ValueError("QuantState.as_dict: code is required (got None)")
@@ -176,12 +177,12 @@ class QuantState:
         r = _lowbit.quant_state_as_dict(
             call.arg(self.absmax, "absmax"),
             call.arg(self.code, "code"),
-            int(self.blocksize),
-            [int(d) for d in self.shape],
+            _arrays.integer(self.blocksize, op, "blocksize"),
+            _arrays.shape_of(self.shape, op, "shape"),
             _arrays.dtype_name(self.dtype if self.dtype is not None else "float32"),
-            self.quant_type or "",
+            _arrays.text(self.quant_type or "", op, "quant_type"),
             nested,
-            packed,
+            _arrays.flag(packed, op, "packed"),
         )
         out: Dict[str, Any] = {}
         for key, value in r.items():

@@ -18,7 +18,8 @@ as F`` for the ops below, plus DeepSeek-V3's FP8 ``act_quant``,
   installed, otherwise results hold the raw bits as uint16 (bfloat16) or uint8
   (fp8), and uint8 inputs are read as float8_e4m3fn codes where an op wants them.
 - Errors: ValueError for bad arguments, TypeError for unsupported dtypes or
-  array types, RuntimeError for device failures, each with lowbit's message.
+  array types, RuntimeError for device failures, each with lowbit's message
+  (scalars and NumPy byte order are checked before the binding is called).
 
 The semantics (rounding, NaN/Inf, layouts) are lowbit's C++ ops: docs/formats.md.
 """
@@ -76,7 +77,10 @@ def create_dynamic_map(signed: bool = True, max_exponent_bits: int = 7, total_bi
     Returns a float32 NumPy array of 256 values, sorted ascending, equal to
     bitsandbytes' values.
     """
-    return _f32(_lowbit.create_dynamic_map(signed, max_exponent_bits, total_bits))
+    op = "create_dynamic_map"
+    return _f32(_lowbit.create_dynamic_map(_arrays.flag(signed, op, "signed"),
+                                           _arrays.integer(max_exponent_bits, op, "max_exponent_bits", 32),
+                                           _arrays.integer(total_bits, op, "total_bits", 32)))
 
 
 def create_linear_map(signed: bool = True, total_bits: int = 8, add_zero: bool = True) -> np.ndarray:
@@ -85,7 +89,10 @@ def create_linear_map(signed: bool = True, total_bits: int = 8, add_zero: bool =
     With fewer than 8 bits the values are padded with zeros in the middle to
     256 entries (bitsandbytes' layout, not sorted then). Returns float32 NumPy.
     """
-    return _f32(_lowbit.create_linear_map(signed, total_bits, add_zero))
+    op = "create_linear_map"
+    return _f32(_lowbit.create_linear_map(_arrays.flag(signed, op, "signed"),
+                                          _arrays.integer(total_bits, op, "total_bits", 32),
+                                          _arrays.flag(add_zero, op, "add_zero")))
 
 
 def create_normal_map(offset: float = 0.9677083, use_extra_value: bool = True) -> np.ndarray:
@@ -96,7 +103,9 @@ def create_normal_map(offset: float = 0.9677083, use_extra_value: bool = True) -
     divided by the max. Needs no SciPy (lowbit has its own inverse normal CDF).
     Returns float32 NumPy.
     """
-    return _f32(_lowbit.create_normal_map(offset, use_extra_value))
+    op = "create_normal_map"
+    return _f32(_lowbit.create_normal_map(_arrays.real(offset, op, "offset"),
+                                          _arrays.flag(use_extra_value, op, "use_extra_value")))
 
 
 def create_fp8_map(
@@ -108,7 +117,11 @@ def create_fp8_map(
     max. ``exponent_bits + precision_bits`` must equal ``total_bits - signed``.
     Returns float32 NumPy.
     """
-    return _f32(_lowbit.create_fp8_map(signed, exponent_bits, precision_bits, total_bits))
+    op = "create_fp8_map"
+    return _f32(_lowbit.create_fp8_map(_arrays.flag(signed, op, "signed"),
+                                       _arrays.integer(exponent_bits, op, "exponent_bits", 32),
+                                       _arrays.integer(precision_bits, op, "precision_bits", 32),
+                                       _arrays.integer(total_bits, op, "total_bits", 32)))
 
 
 def create_quantile_map(A: Array, total_bits: int = 8, *, stream: Any = None) -> Array:
@@ -119,6 +132,7 @@ def create_quantile_map(A: Array, total_bits: int = 8, *, stream: Any = None) ->
     on A's device (bitsandbytes returns a CPU tensor).
     """
     call = _arrays.Call("create_quantile_map", A, "A", stream)
+    total_bits = _arrays.integer(total_bits, call.op, "total_bits", 32)
     out = call.result(_lowbit.quantile_map(call.arg(A, "A"), total_bits, call.ctx))
     call.done()
     return out
@@ -156,7 +170,8 @@ def estimate_quantiles(
     float32 [num_quantiles] in A's framework and device (``out`` when given).
     """
     call = _arrays.Call("estimate_quantiles", A, "A", stream)
-    raw = _lowbit.estimate_quantiles(call.arg(A, "A"), call.out(out, "out"), offset, num_quantiles, call.ctx)
+    raw = _lowbit.estimate_quantiles(call.arg(A, "A"), call.out(out, "out"), _arrays.real(offset, call.op, "offset"),
+                                     _arrays.integer(num_quantiles, call.op, "num_quantiles", 32), call.ctx)
     call.done()
     return out if out is not None else call.result(raw)
 
@@ -172,7 +187,9 @@ def get_4bit_type(typename: str, device: Any = None, blocksize: int = 64) -> Arr
     float32 NumPy array; ``"cuda[:N]"`` a PyTorch tensor there (CuPy without
     PyTorch); a torch.device a PyTorch tensor; an array its framework and device.
     """
-    values = _f32(_lowbit.get_4bit_type(typename, blocksize))
+    op = "get_4bit_type"
+    values = _f32(_lowbit.get_4bit_type(_arrays.text(typename, op, "typename"),
+                                        _arrays.integer(blocksize, op, "blocksize", 32)))
     dev, hint = _arrays.parse_device(device)
     return _arrays.framework_for(dev, hint).from_numpy(values, dev)
 
@@ -187,7 +204,14 @@ def _nested_arg(call: _arrays.Call, qs: QuantState) -> Optional[Tuple[Any, Any, 
     code2 = s2.code if s2.code is not None else create_dynamic_map()
     blocksize2 = s2.blocksize if s2.blocksize is not None else 256
     return (call.arg(code2, "state2.code"), call.arg(s2.absmax, "state2.absmax"), call.scalar(qs.offset, "offset"),
-            int(blocksize2))
+            _arrays.integer(blocksize2, call.op, "state2.blocksize"))
+
+
+def _blocksize(call: _arrays.Call, qs: QuantState, default: int) -> int:
+    """The state's blocksize (the default where it has none), checked."""
+    if qs.blocksize is None:
+        return _arrays.integer(default, call.op, "blocksize")
+    return _arrays.integer(qs.blocksize, call.op, "quant_state.blocksize")
 
 
 def _input_dtype(call: _arrays.Call, A: Array, r: dict) -> Any:
@@ -252,7 +276,7 @@ def quantize_blockwise(
     call = _arrays.Call("quantize_blockwise", A, "A", stream)
     r = _lowbit.quantize_blockwise(
         call.arg(A, "A"), call.opt(code, "code"), call.out(absmax, "absmax"), call.out(out, "out"),
-        blocksize, nested, call.ctx,
+        _arrays.integer(blocksize, call.op, "blocksize"), _arrays.flag(nested, call.op, "nested"), call.ctx,
     )
     q = out if out is not None else call.result(r["out"])
     state = _state(call, r, absmax, blocksize=blocksize, shape=r["shape"], dtype=_input_dtype(call, A, r))
@@ -260,9 +284,16 @@ def quantize_blockwise(
     return q, state
 
 
-def _out_dtype(out: Optional[Array], dtype: Any) -> str:
+_OUT_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def _out_dtype(op: str, out: Optional[Array], dtype: Any) -> str:
+    """The output dtype's name: out's when given (checked here, so the error names out), else dtype's."""
     if out is not None:
-        return _arrays.dtype_name(out.dtype)
+        name = _arrays.dtype_name(getattr(out, "dtype", None))
+        if name not in _OUT_DTYPES:
+            raise TypeError(f"{op}: out dtype must be one of {', '.join(_OUT_DTYPES)} (got {name})")
+        return name
     return _arrays.dtype_name(dtype if dtype is not None else "float32")
 
 
@@ -298,6 +329,7 @@ def dequantize_blockwise(
     if quant_state is None:
         if absmax is None:
             raise ValueError("dequantize_blockwise: quant_state or absmax is required (got neither)")
+        blocksize = _arrays.integer(blocksize, "dequantize_blockwise", "blocksize")
         quant_state = QuantState(absmax=absmax, code=code, blocksize=blocksize, dtype="float32")
     call = _arrays.Call("dequantize_blockwise", A, "A", stream)
     qs = quant_state
@@ -305,10 +337,10 @@ def dequantize_blockwise(
         call.arg(A, "A"),
         call.arg(qs.absmax, "absmax"),
         call.arg(qs.code if qs.code is not None else create_dynamic_map(), "code"),
-        int(qs.blocksize) if qs.blocksize is not None else blocksize,
+        _blocksize(call, qs, blocksize),
         _nested_arg(call, qs),
         call.out(out, "out"),
-        _out_dtype(out, qs.dtype),
+        _out_dtype(call.op, out, qs.dtype),
         call.ctx,
     )
     call.done()
@@ -379,8 +411,10 @@ def quantize_4bit(
     """
     call = _arrays.Call("quantize_4bit", A, "A", stream)
     r = _lowbit.quantize_4bit(
-        call.arg(A, "A"), call.out(absmax, "absmax"), call.out(out, "out", "bytes"), blocksize,
-        compress_statistics, quant_type, call.ctx,
+        call.arg(A, "A"), call.out(absmax, "absmax"), call.out(out, "out", "bytes"),
+        _arrays.integer(blocksize, call.op, "blocksize"),
+        _arrays.flag(compress_statistics, call.op, "compress_statistics"),
+        _arrays.text(quant_type, call.op, "quant_type"), call.ctx,
     )
     packed = out if out is not None else _storage_view(call, call.result(r["out"]), quant_storage)
     state = _state(call, r, absmax, blocksize=blocksize, shape=r["shape"], dtype=_input_dtype(call, A, r),
@@ -449,6 +483,7 @@ def dequantize_4bit(
     if quant_state is None:
         if absmax is None or out is None:
             raise ValueError("dequantize_4bit: without quant_state, absmax and out are both required")
+        blocksize = _arrays.integer(blocksize, "dequantize_4bit", "blocksize")
         quant_state = QuantState(
             absmax=absmax, shape=tuple(out.shape), dtype=out.dtype, blocksize=blocksize, quant_type=quant_type
         )
@@ -459,12 +494,12 @@ def dequantize_4bit(
     raw = _lowbit.dequantize_4bit(
         call.arg(A, "A", "bytes"),
         call.arg(qs.absmax, "absmax"),
-        qs.quant_type or quant_type,
-        int(qs.blocksize) if qs.blocksize is not None else blocksize,
+        _arrays.text(qs.quant_type or quant_type, call.op, "quant_type"),
+        _blocksize(call, qs, blocksize),
         _nested_arg(call, qs),
-        [int(d) for d in qs.shape],
+        _arrays.shape_of(qs.shape, call.op, "quant_state.shape"),
         call.out(out, "out"),
-        _out_dtype(out, qs.dtype),
+        _out_dtype(call.op, out, qs.dtype),
         call.ctx,
     )
     call.done()
@@ -516,9 +551,9 @@ def _matmul_4bit(op: str, A: Array, B: Array, quant_state: Optional[QuantState],
         call.arg(B, "B", "bytes"),
         call.arg(qs.absmax, "absmax"),
         _nested_arg(call, qs),
-        qs.quant_type or "",
-        int(qs.blocksize) if qs.blocksize is not None else 64,
-        [int(d) for d in qs.shape],
+        _arrays.text(qs.quant_type or "", call.op, "quant_state.quant_type"),
+        _blocksize(call, qs, 64),
+        _arrays.shape_of(qs.shape, call.op, "quant_state.shape"),
         call.opt(bias, "bias"),
         call.out(out, "out"),
         call.ctx,
@@ -605,7 +640,8 @@ def int8_vectorwise_quant(A: Array, threshold: float = 0.0, *, stream: Any = Non
     ascending, or None when threshold is 0), in A's framework and device.
     """
     call = _arrays.Call("int8_vectorwise_quant", A, "A", stream)
-    values, stats, cols = _lowbit.int8_vectorwise_quant(call.arg(A, "A"), threshold, call.ctx)
+    values, stats, cols = _lowbit.int8_vectorwise_quant(call.arg(A, "A"), _arrays.real(threshold, call.op, "threshold"),
+                                                        call.ctx)
     result = call.result(values), call.result(stats), call.result(cols)
     call.done()
     return result
@@ -618,7 +654,7 @@ def int8_vectorwise_dequant(A: Array, stats: Array, *, dtype: Any = None, stream
     (float32 by default, as bitsandbytes; float16/bfloat16 allowed).
     """
     call = _arrays.Call("int8_vectorwise_dequant", A, "A", stream)
-    raw = _lowbit.int8_vectorwise_dequant(call.arg(A, "A"), call.arg(stats, "stats"), _out_dtype(None, dtype),
+    raw = _lowbit.int8_vectorwise_dequant(call.arg(A, "A"), call.arg(stats, "stats"), _out_dtype(call.op, None, dtype),
                                           call.ctx)
     call.done()
     return call.result(raw)
@@ -652,7 +688,8 @@ def act_quant(x: Array, block_size: int = 128, scale_fmt: Optional[str] = None, 
     if scale_fmt not in (None, "ue8m0"):
         raise ValueError(f"act_quant: scale_fmt must be None or 'ue8m0' (got {scale_fmt!r})")
     call = _arrays.Call("act_quant", x, "x", stream)
-    y, s = _lowbit.act_quant(call.arg(x, "x"), block_size, scale_fmt == "ue8m0", call.ctx)
+    y, s = _lowbit.act_quant(call.arg(x, "x"), _arrays.integer(block_size, call.op, "block_size"), scale_fmt == "ue8m0",
+                             call.ctx)
     result = call.result(y), call.result(s)
     call.done()
     return result
@@ -670,7 +707,7 @@ def weight_quant(x: Array, block_size: int = 128, *, stream: Any = None) -> Tupl
     x's framework and device — ``s`` is the checkpoint's ``weight_scale_inv``.
     """
     call = _arrays.Call("weight_quant", x, "x", stream)
-    y, s = _lowbit.weight_quant(call.arg(x, "x"), block_size, call.ctx)
+    y, s = _lowbit.weight_quant(call.arg(x, "x"), _arrays.integer(block_size, call.op, "block_size"), call.ctx)
     result = call.result(y), call.result(s)
     call.done()
     return result
@@ -695,7 +732,7 @@ def weight_dequant(x: Array, s: Array, block_size: int = 128, *, dtype: Any = No
 
         dtype = torch.get_default_dtype()
     view_as = "float8_e4m3fn" if _arrays.dtype_name(x.dtype) == "uint8" else ""
-    raw = _lowbit.weight_dequant(call.arg(x, "x", view_as), call.arg(s, "s"), block_size, _out_dtype(None, dtype),
-                                 call.ctx)
+    raw = _lowbit.weight_dequant(call.arg(x, "x", view_as), call.arg(s, "s"),
+                                 _arrays.integer(block_size, call.op, "block_size"), _out_dtype(call.op, None, dtype), call.ctx)
     call.done()
     return call.result(raw)

@@ -4,6 +4,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <limits>
 #include <string_view>
 
 #include "capi/capi.h"
@@ -47,6 +48,7 @@ DLDataType dl_type_of(DType d) {
 
 template <class Array>
 bool row_major(const Array& a) {
+  if (a.size() == 0) return true;  // any strides: no element is out of place
   int64_t expected = 1;
   for (size_t i = a.ndim(); i-- > 0;) {
     if (a.shape(i) != 1 && a.stride(i) != expected) return false;
@@ -72,8 +74,15 @@ TensorRef convert(const char* op, const char* arg, const Array& a, const std::st
   } else if (as == "bytes") {
     // Packed 4-bit codes stored in another dtype (bitsandbytes' quant_storage):
     // the memory as flat uint8, whatever the element type.
+    // Counted here, not by nanobind's nbytes(), which wraps for a shape too large.
+    const Shape shape(t.shape, static_cast<size_t>(t.ndim));
+    const int64_t count = core::checked_numel(op, arg, shape, DType::u8);
+    const int64_t item = (t.dtype.bits * t.dtype.lanes + 7) / 8;
+    LOWBIT_REQUIRE(count <= std::numeric_limits<int64_t>::max() / std::max<int64_t>(item, 1),
+                   ErrorCode::invalid_argument, op, ": ", arg, " shape ", core::shape_str(shape), " of ", item,
+                   "-byte elements is too large: its size in bytes must fit in int64");
     LOWBIT_REQUIRE(row_major(a), ErrorCode::invalid_argument, op, ": ", arg, " must be contiguous");
-    int64_t nbytes = static_cast<int64_t>(a.nbytes());
+    int64_t nbytes = count * item;
     t.dtype = DLDataType{kDLUInt, 8, 1};
     t.ndim = 1;
     t.shape = &nbytes;

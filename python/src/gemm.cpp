@@ -74,10 +74,39 @@ ZerosMode zeros_mode_arg(const char* op, const std::string& name) {
   return z;
 }
 
+std::string py_type_name(nb::handle v) { return nb::cast<std::string>(nb::str(v.type().attr("__name__"))); }
+
 int64_t int_arg(const char* op, const char* field, nb::handle v) {
   LOWBIT_REQUIRE(PyIndex_Check(v.ptr()) && !PyBool_Check(v.ptr()), ErrorCode::invalid_argument, op, ": ", field,
-                 " must be an int (got ", nb::cast<std::string>(nb::str(v.type().attr("__name__"))), ")");
-  return nb::cast<int64_t>(nb::int_(v));
+                 " must be an int (got ", py_type_name(v), ")");
+  const nb::int_ i(v);
+  int overflow = 0;
+  const long long value = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+  LOWBIT_REQUIRE(overflow == 0, ErrorCode::invalid_argument, op, ": ", field, " must be a 64-bit integer (got ",
+                 nb::cast<std::string>(nb::str(i)), ")");
+  return value;
+}
+
+// True or False (NumPy booleans, 0 and 1 too), as lowbit/_arrays.py's flag();
+// checked here so that errors name the field.
+bool bool_arg(const char* op, const char* field, nb::handle v) {
+  const std::string type = py_type_name(v);
+  bool ok = PyBool_Check(v.ptr()) || type == "bool_" || type == "bool";
+  if (!ok && PyIndex_Check(v.ptr())) {
+    const nb::int_ i(v);
+    int overflow = 0;
+    const long long value = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+    ok = overflow == 0 && (value == 0 || value == 1);
+  }
+  LOWBIT_REQUIRE(ok, ErrorCode::invalid_argument, op, ": ", field, " must be True or False (got ", type, " ",
+                 nb::cast<std::string>(nb::repr(v)), ")");
+  return PyObject_IsTrue(v.ptr()) == 1;
+}
+
+std::string str_arg(const char* op, const char* field, nb::handle v) {
+  LOWBIT_REQUIRE(nb::isinstance<nb::str>(v), ErrorCode::invalid_argument, op, ": ", field, " must be a str (got ",
+                 py_type_name(v), ")");
+  return nb::cast<std::string>(v);
 }
 
 // None (the default list), an int, or a sequence of ints.
@@ -85,8 +114,7 @@ std::vector<int64_t> m_arg(nb::handle v) {
   if (v.is_none()) return MatmulConfig{}.M;
   if (PyIndex_Check(v.ptr()) && !PyBool_Check(v.ptr())) return {int_arg(kConfig, "M", v)};
   LOWBIT_REQUIRE(PySequence_Check(v.ptr()) && !nb::isinstance<nb::str>(v), ErrorCode::invalid_argument, kConfig,
-                 ": M must be None, an int or a list of ints (got ",
-                 nb::cast<std::string>(nb::str(v.type().attr("__name__"))), ")");
+                 ": M must be None, an int or a list of ints (got ", py_type_name(v), ")");
   std::vector<int64_t> out;
   for (nb::handle e : v) out.push_back(int_arg(kConfig, "M", e));
   return out;
@@ -233,6 +261,7 @@ nb::object matmul_4bit_py(const std::string& op_name, const InArray& A, const In
   const Stream stream = ctx.stream;
   LOWBIT_REQUIRE(shape.size() == 2 && shape[0] >= 1 && shape[1] >= 1, ErrorCode::invalid_argument, op,
                  ": quant state shape must be a weight's [N, K] (got ", shape.size(), " dims)");
+  core::checked_numel(op, "quant_state", Shape(shape), a.dtype);
   const int64_t N = shape[0], K = shape[1];
   LOWBIT_REQUIRE(a.ndim >= 1 && a.size(-1) == K, ErrorCode::invalid_argument, op,
                  ": A's last dimension must equal the weight's K = ", K, " (got A ", core::shape_str(a), ")");
@@ -299,8 +328,8 @@ void bind_gemm(nb::module_& m) {
       .def(
           "__init__",
           [](MatmulConfig* self, nb::handle M, nb::handle N, nb::handle K, nb::handle A_dtype, nb::handle W_dtype,
-             nb::handle accum_dtype, nb::handle out_dtype, const std::string& layout, bool with_bias,
-             int64_t group_size, bool with_scaling, bool with_zeros, const std::string& zeros_mode) {
+             nb::handle accum_dtype, nb::handle out_dtype, nb::handle layout, nb::handle with_bias,
+             nb::handle group_size, nb::handle with_scaling, nb::handle with_zeros, nb::handle zeros_mode) {
             MatmulConfig c;
             c.M = m_arg(M);
             c.N = required_dim("N", N);
@@ -311,18 +340,19 @@ void bind_gemm(nb::module_& m) {
                                           : weight_type_arg(kConfig, W_dtype);
             c.accum_dtype = dtype_field(kConfig, "accum_dtype", accum_dtype);
             c.out_dtype = dtype_field(kConfig, "out_dtype", out_dtype);
-            c.layout = layout;
-            c.with_bias = with_bias;
-            c.group_size = group_size;
-            c.with_scaling = with_scaling;
-            c.with_zeros = with_zeros;
-            c.zeros_mode = zeros_mode_arg(kConfig, zeros_mode);
+            c.layout = str_arg(kConfig, "layout", layout);
+            c.with_bias = bool_arg(kConfig, "with_bias", with_bias);
+            c.group_size = int_arg(kConfig, "group_size", group_size);
+            c.with_scaling = bool_arg(kConfig, "with_scaling", with_scaling);
+            c.with_zeros = bool_arg(kConfig, "with_zeros", with_zeros);
+            c.zeros_mode = zeros_mode_arg(kConfig, str_arg(kConfig, "zeros_mode", zeros_mode));
             new (self) MatmulConfig(std::move(c));
           },
           arg("M").none() = nb::none(), arg("N").none() = nb::none(), arg("K").none() = nb::none(), nb::kw_only(),
           arg("A_dtype") = "float16", arg("W_dtype").none() = nb::none(), arg("accum_dtype") = "float32",
-          arg("out_dtype") = "float16", arg("layout") = "nt", arg("with_bias") = false, arg("group_size") = -1,
-          arg("with_scaling") = false, arg("with_zeros") = false, arg("zeros_mode") = "original")
+          arg("out_dtype") = "float16", arg("layout").none() = "nt", arg("with_bias").none() = false,
+          arg("group_size").none() = -1, arg("with_scaling").none() = false, arg("with_zeros").none() = false,
+          arg("zeros_mode").none() = "original")
       .def_prop_rw(
           "M", [](const MatmulConfig& c) { return c.M; }, [](MatmulConfig& c, nb::handle v) { c.M = m_arg(v); },
           "The prepared batch sizes (a list; any M runs).")
@@ -344,14 +374,26 @@ void bind_gemm(nb::module_& m) {
       .def_prop_rw(
           "out_dtype", [](const MatmulConfig& c) { return std::string(dtype_name(c.out_dtype)); },
           [](MatmulConfig& c, nb::handle v) { c.out_dtype = dtype_field(kConfig, "out_dtype", v); })
-      .def_rw("layout", &MatmulConfig::layout)
-      .def_rw("with_bias", &MatmulConfig::with_bias)
-      .def_rw("group_size", &MatmulConfig::group_size)
-      .def_rw("with_scaling", &MatmulConfig::with_scaling)
-      .def_rw("with_zeros", &MatmulConfig::with_zeros)
+      .def_prop_rw(
+          "layout", [](const MatmulConfig& c) { return c.layout; },
+          [](MatmulConfig& c, nb::handle v) { c.layout = str_arg(kConfig, "layout", v); })
+      .def_prop_rw(
+          "with_bias", [](const MatmulConfig& c) { return c.with_bias; },
+          [](MatmulConfig& c, nb::handle v) { c.with_bias = bool_arg(kConfig, "with_bias", v); })
+      .def_prop_rw(
+          "group_size", [](const MatmulConfig& c) { return c.group_size; },
+          [](MatmulConfig& c, nb::handle v) { c.group_size = int_arg(kConfig, "group_size", v); })
+      .def_prop_rw(
+          "with_scaling", [](const MatmulConfig& c) { return c.with_scaling; },
+          [](MatmulConfig& c, nb::handle v) { c.with_scaling = bool_arg(kConfig, "with_scaling", v); })
+      .def_prop_rw(
+          "with_zeros", [](const MatmulConfig& c) { return c.with_zeros; },
+          [](MatmulConfig& c, nb::handle v) { c.with_zeros = bool_arg(kConfig, "with_zeros", v); })
       .def_prop_rw(
           "zeros_mode", [](const MatmulConfig& c) { return std::string(zeros_mode_name(c.zeros_mode)); },
-          [](MatmulConfig& c, const std::string& v) { c.zeros_mode = zeros_mode_arg(kConfig, v); })
+          [](MatmulConfig& c, nb::handle v) {
+            c.zeros_mode = zeros_mode_arg(kConfig, str_arg(kConfig, "zeros_mode", v));
+          })
       .def(
           "check", [](const MatmulConfig& c) { check(c); },
           "Raises ValueError/TypeError when the fields do not make a valid matmul (as Matmul(config) does).")

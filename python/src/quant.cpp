@@ -170,8 +170,18 @@ nb::object dequantize_4bit_py(const InArray& A, const InArray& absmax, const std
   args.type = quant4_type(op, quant_type);
   LOWBIT_REQUIRE(shape.size() <= static_cast<size_t>(kMaxDims), ErrorCode::invalid_argument, op,
                  ": shape must have at most ", kMaxDims, " dimensions (got ", shape.size(), ")");
+  const DType dtype = parse_dtype_arg(op, "dtype", out_dtype);
+  core::checked_numel(op, "quant_state", Shape(shape), dtype);
   Tensor out_t;
-  args.out = output(op, "out", out, out_t, Shape(shape), parse_dtype_arg(op, "dtype", out_dtype), device, stream);
+  args.out = output(op, "out", out, out_t, Shape(shape), dtype, device, stream);
+  // The state's shape decides the sizes: a caller's out of another size is the
+  // argument at fault (the op itself sizes everything from out).
+  if (out) {
+    const int64_t n = core::checked_numel(op, "quant_state", Shape(shape), args.out.dtype);
+    LOWBIT_REQUIRE(args.out.numel() == n, ErrorCode::invalid_argument, op, ": out must have ", n,
+                   " elements, the quant state's shape ", core::shape_str(Shape(shape)), " (got ", args.out.numel(),
+                   ", shape ", core::shape_str(args.out), ")");
+  }
   run_op(args, device, stream);
   return py_or_none(out_t, "out");
 }

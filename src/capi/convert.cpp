@@ -128,6 +128,8 @@ TensorRef to_ref(const char* op, const char* arg, const DLTensor* t, const DType
                  kMaxDims, " (got ", t->ndim, ")");
   LOWBIT_REQUIRE(t->ndim == 0 || t->shape != nullptr, ErrorCode::invalid_argument, op, ": ", arg,
                  " shape must not be NULL for ndim ", t->ndim);
+  const Shape shape(t->shape, static_cast<size_t>(t->ndim));
+  const int64_t numel = core::checked_numel(op, arg, shape, dtype);
   TensorRef ref;
   ref.dtype = dtype;
   ref.ndim = t->ndim;
@@ -135,15 +137,13 @@ TensorRef to_ref(const char* op, const char* arg, const DLTensor* t, const DType
   int64_t stride = 1;
   for (int i = t->ndim - 1; i >= 0; --i) {
     const auto u = static_cast<size_t>(i);
-    LOWBIT_REQUIRE(t->shape[i] >= 0, ErrorCode::invalid_argument, op, ": ", arg, " extent ", i, " must be >= 0 (got ",
-                   t->shape[i], ")");
     ref.shape[u] = t->shape[i];
     // DLPack: NULL strides mean compact row-major.
     ref.strides[u] = t->strides ? t->strides[i] : stride;
     stride *= t->shape[i] > 0 ? t->shape[i] : 1;
   }
-  LOWBIT_REQUIRE(t->data != nullptr || ref.numel() == 0, ErrorCode::invalid_argument, op, ": ", arg,
-                 " data must not be NULL for ", ref.numel(), " elements");
+  LOWBIT_REQUIRE(t->data != nullptr || numel == 0, ErrorCode::invalid_argument, op, ": ", arg,
+                 " data must not be NULL for ", numel, " elements");
   ref.data = t->data ? static_cast<char*>(t->data) + t->byte_offset : nullptr;
   return ref;
 }

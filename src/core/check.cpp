@@ -1,13 +1,39 @@
 #include "core/check.h"
 
+#include <limits>
+
 namespace lowbit::core {
 
 void fail(ErrorCode code, const std::string& message) { throw Error(code, message); }
 
-std::string shape_str(const TensorRef& t) {
+std::string shape_str(Shape shape) {
   std::string s = "[";
-  for (int i = 0; i < t.ndim; ++i) s += (i ? ", " : "") + std::to_string(t.shape[static_cast<size_t>(i)]);
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
+}
+
+std::string shape_str(const TensorRef& t) { return shape_str(t.sizes()); }
+
+int64_t checked_numel(const char* op, const char* name, Shape shape, DType dtype) {
+  // At most this many elements, so that their bytes (dtype_storage_bytes) fit in int64_t.
+  const int64_t limit = std::numeric_limits<int64_t>::max() / dtype_bits(dtype) * 8;
+  int64_t product = 1;  // of the non-zero extents
+  bool empty = false, fits = true;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    LOWBIT_REQUIRE(shape[i] >= 0, ErrorCode::invalid_argument, op, ": ", name, " extent ", i, " must be >= 0 (got ",
+                   shape[i], ", shape ", shape_str(shape), ")");
+    if (shape[i] == 0) {
+      empty = true;
+    } else if (fits && product <= limit / shape[i]) {
+      product *= shape[i];
+    } else {
+      fits = false;
+    }
+  }
+  LOWBIT_REQUIRE(fits, ErrorCode::invalid_argument, op, ": ", name, " shape ", shape_str(shape),
+                 " is too large: the product of its non-zero extents must be at most ", limit, " for ",
+                 dtype_name(dtype), " (its size in bytes must fit in int64)");
+  return empty ? 0 : product;
 }
 
 std::string dtypes_str(std::initializer_list<DType> dtypes) {
@@ -18,6 +44,9 @@ std::string dtypes_str(std::initializer_list<DType> dtypes) {
 
 void require_present(const char* op, const char* name, const TensorRef& t) {
   LOWBIT_REQUIRE(t.present(), ErrorCode::invalid_argument, op, ": ", name, " is required (got none)");
+  LOWBIT_REQUIRE(t.ndim <= kMaxDims, ErrorCode::invalid_argument, op, ": ", name, " must have at most ", kMaxDims,
+                 " dimensions (got ", t.ndim, ")");
+  checked_numel(op, name, t.sizes(), t.dtype);
   LOWBIT_REQUIRE(t.data != nullptr || t.numel() == 0, ErrorCode::invalid_argument, op, ": ", name,
                  " has a null data pointer for ", t.numel(), " elements");
 }

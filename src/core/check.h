@@ -54,7 +54,15 @@ std::string cat(T&&... parts) {
     if (!(cond)) ::lowbit::core::fail((code), ::lowbit::core::cat(__VA_ARGS__)); \
   } while (0)
 
+std::string shape_str(Shape shape);
 std::string shape_str(const TensorRef& t);
+
+// The element count of a tensor of `shape` and `dtype`, checked: every extent
+// >= 0, and the product of the extents (empty ones counted as 1, so that no
+// partial product a kernel forms can wrap either) and its size in bytes fit in
+// int64_t. Every conversion to a TensorRef and every op argument goes through
+// it; throws invalid_argument naming op, argument and shape.
+int64_t checked_numel(const char* op, const char* name, Shape shape, DType dtype);
 std::string dtypes_str(std::initializer_list<DType> dtypes);
 
 void require_present(const char* op, const char* name, const TensorRef& t);

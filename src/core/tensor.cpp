@@ -22,6 +22,7 @@ void synchronize(Stream stream) {
 TensorRef TensorRef::contiguous(void* data, DType dtype, Shape shape, Device device) {
   LOWBIT_REQUIRE(shape.size() <= static_cast<size_t>(kMaxDims), ErrorCode::invalid_argument,
                  "TensorRef: at most ", kMaxDims, " dimensions are supported (got ", shape.size(), ")");
+  core::checked_numel("TensorRef", "tensor", shape, dtype);
   TensorRef t;
   t.data = data;
   t.dtype = dtype;
@@ -30,8 +31,6 @@ TensorRef TensorRef::contiguous(void* data, DType dtype, Shape shape, Device dev
   int64_t stride = 1;
   for (int i = t.ndim - 1; i >= 0; --i) {
     const auto u = static_cast<size_t>(i);
-    LOWBIT_REQUIRE(shape[u] >= 0, ErrorCode::invalid_argument, "TensorRef: extent ", i,
-                   " must be non-negative (got ", shape[u], ")");
     t.shape[u] = shape[u];
     t.strides[u] = stride;
     stride *= std::max<int64_t>(shape[u], 1);
@@ -40,13 +39,15 @@ TensorRef TensorRef::contiguous(void* data, DType dtype, Shape shape, Device dev
 }
 
 int64_t TensorRef::numel() const {
+  // Checked here too: a TensorRef filled in field by field never went through contiguous().
   if (ndim < 0) return 0;
-  int64_t n = 1;
-  for (int i = 0; i < ndim; ++i) n *= shape[static_cast<size_t>(i)];
-  return n;
+  LOWBIT_REQUIRE(ndim <= kMaxDims, ErrorCode::invalid_argument, "TensorRef: at most ", kMaxDims,
+                 " dimensions are supported (got ", ndim, ")");
+  return core::checked_numel("TensorRef", "tensor", sizes(), dtype);
 }
 
 bool TensorRef::is_contiguous() const {
+  if (numel() == 0) return true;  // no element is out of place; exporters give empty arrays any strides
   int64_t expected = 1;
   for (int i = ndim - 1; i >= 0; --i) {
     const auto u = static_cast<size_t>(i);

@@ -20,6 +20,7 @@ Quant4Type quant4_type(const char* op, const QuantState& s) {
 std::pair<int64_t, int64_t> weight_shape(const char* op, const QuantState& s) {
   LOWBIT_REQUIRE(s.shape.size() == 2 && s.shape[0] >= 1 && s.shape[1] >= 1, ErrorCode::invalid_argument, op,
                  ": quant state shape must be a weight's [N, K] (got ", s.shape.size(), " dims)");
+  core::checked_numel(op, "quant state", Shape(s.shape), s.dtype);
   return {s.shape[0], s.shape[1]};
 }
 

@@ -42,7 +42,10 @@ void check(const Dequantize4bitArgs& a) {
   core::require_present(op, "input", a.input);
   core::require_dtype(op, "input", a.input, {DType::u8});
   core::require_contiguous(op, "input", a.input);
-  core::require_numel(op, "input", a.input, (n + 1) / 2);
+  // out's size decides here: say so, for the caller whose out is the wrong one.
+  LOWBIT_REQUIRE(a.input.numel() == (n + 1) / 2, ErrorCode::invalid_argument, op, ": input must have ", (n + 1) / 2,
+                 " elements, two codes a byte for out's ", n, " (got ", a.input.numel(), ", shape ",
+                 core::shape_str(a.input), ")");
   ops::check_absmax_arg(op, a.absmax, a.nested, ops::ceil_div(n, a.blocksize));
   core::require_same_device(op, {{"input", &a.input}, {"out", &a.out}, {"absmax", &a.absmax}});
 }
@@ -94,7 +97,9 @@ Tensor dequantize_4bit(const TensorRef& packed, const QuantState& state, std::op
   core::require_present(op, "packed", packed);
   LOWBIT_REQUIRE(state.absmax.defined(), ErrorCode::invalid_argument, op,
                  ": quant state must hold absmax (got an empty state)");
-  Tensor out = Tensor::empty(Shape(state.shape), out_dtype.value_or(state.dtype), packed.device, stream);
+  const DType dtype = out_dtype.value_or(state.dtype);
+  core::checked_numel(op, "quant state", Shape(state.shape), dtype);
+  Tensor out = Tensor::empty(Shape(state.shape), dtype, packed.device, stream);
   Dequantize4bitArgs args{packed, state.absmax, ops::nested_of(state), out, state.blocksize,
                           quant4_from_name(state.quant_type)};
   Tensor ws = ops::workspace_on(workspace_size(args), packed.device, stream);

@@ -47,10 +47,6 @@ bool is_field(std::string_view name) {
 
 bool is_quant4_type(std::string_view t) { return t == "nf4" || t == "fp4"; }
 
-int64_t shape_numel(const std::vector<int64_t>& shape) {
-  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
-}
-
 // A view of `t` on `device`, copying only when it lives elsewhere.
 Tensor on_device(const Tensor& t, Device device) { return t.device() == device ? t : t.to(device); }
 
@@ -340,7 +336,7 @@ Tensor tensor_field(const Fields& f, std::string_view name, DType dtype, std::st
 
 }  // namespace
 
-int64_t QuantState::numel() const { return shape_numel(shape); }
+int64_t QuantState::numel() const { return core::checked_numel("QuantState", "state", Shape(shape), dtype); }
 
 QuantStateDict quant_state_as_dict(const QuantState& s, bool packed) {
   LOWBIT_REQUIRE(is_quant4_type(s.quant_type), ErrorCode::invalid_argument, kAsDict,
@@ -398,7 +394,7 @@ QuantState quant_state_from_dict(const QuantStateDict& dict, Device device) {
   s.blocksize = blocksize_field(f, "blocksize");
   s.dtype = float_dtype(f, "dtype");
   s.shape = shape_field(f);
-  const int64_t nblocks = ceil_div(s.numel(), s.blocksize);
+  const int64_t nblocks = ceil_div(core::checked_numel(kFromDict, "quant state", Shape(s.shape), s.dtype), s.blocksize);
   const std::string blocks_why = cat(" (one per block of ", s.blocksize, " in shape ", json_ints(s.shape), ")");
 
   const bool nested = f.has("nested_absmax");
