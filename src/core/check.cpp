@@ -15,8 +15,10 @@ std::string shape_str(Shape shape) {
 std::string shape_str(const TensorRef& t) { return shape_str(t.sizes()); }
 
 int64_t checked_numel(const char* op, const char* name, Shape shape, DType dtype) {
-  // At most this many elements, so that their bytes (dtype_storage_bytes) fit in int64_t.
-  const int64_t limit = std::numeric_limits<int64_t>::max() / dtype_bits(dtype) * 8;
+  // At most this many elements, so that their bytes (dtype_storage_bytes) fit
+  // in int64_t; packed kinds take fewer bytes than elements.
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  const int64_t limit = dtype_bits(dtype) >= 8 ? max / dtype_bits(dtype) * 8 : max;
   int64_t product = 1;  // of the non-zero extents
   bool empty = false, fits = true;
   for (size_t i = 0; i < shape.size(); ++i) {

@@ -46,6 +46,19 @@ static void test_wrapping_bytes(void) {
               "[2305843009213693952, 2]", "float32");
 }
 
+static void test_wrapping_weight_size(void) {
+  /* N comes as a number: 2^57 x K = 128 is 2^64, 0 once wrapped, which the
+   * empty packed codes and absmax matched, and the kernel ran 2^57 rows. */
+  const int64_t n = (int64_t)1 << 57;
+  int64_t a_shape[2] = {1, 128}, out_shape[2] = {1, n}, none[1] = {0};
+  DLTensor a = make_tensor(g_in, kDLFloat, 32, 2, a_shape);
+  DLTensor out = make_tensor(g_in, kDLFloat, 16, 2, out_shape);
+  DLTensor packed = make_tensor(g_out, kDLUInt, 8, 1, none);
+  DLTensor absmax = make_tensor(g_absmax, kDLFloat, 32, 1, none);
+  CHECK_FAILS(lowbit_matmul_4bit(&a, &packed, &absmax, NULL, NULL, &out, n, 64, LOWBIT_QUANT4_NF4, NULL),
+              LOWBIT_INVALID_ARGUMENT, "matmul_4bit", "weight [N, K]", "[144115188075855872, 128]");
+}
+
 static void test_empty_still_fine(void) {
   int64_t in_shape[2] = {0, 128}, none[1] = {0};
   DLTensor in = make_tensor(g_in, kDLFloat, 32, 2, in_shape);
@@ -57,6 +70,7 @@ static void test_empty_still_fine(void) {
 int main(void) {
   test_wrapping_count();
   test_wrapping_bytes();
+  test_wrapping_weight_size();
   test_empty_still_fine();
   printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;

@@ -147,6 +147,9 @@ void check(const Matmul4bitArgs& a) {
                  ": A must have a positive last dimension K (got ", core::shape_str(a.A), ")");
   const int64_t K = a.A.size(-1);
   ops::gemm::check_rows_io(op, a.A, a.out, K, a.N);
+  // N comes apart from any tensor: N * K (the sizes below) must not wrap.
+  const int64_t weight_shape[] = {a.N, K};
+  core::checked_numel(op, "weight [N, K]", Shape(weight_shape), DType::u4);
   core::require_blocksize(op, "blocksize", a.blocksize);
   LOWBIT_REQUIRE(a.type == Quant4Type::nf4 || a.type == Quant4Type::fp4, ErrorCode::invalid_argument, op,
                  ": type must be nf4 or fp4 (got value ", static_cast<int>(a.type), ")");

@@ -51,6 +51,11 @@ TEST(CheckedNumel, RefusesAByteSizeThatWraps) {
   EXPECT_EQ(count({f32_limit}), f32_limit);
   EXPECT_EQ(dtype_storage_bytes(DType::f32, f32_limit), static_cast<size_t>(f32_limit) * 4);
   expect_error([&] { count({f32_limit + 1}); }, ErrorCode::invalid_argument, {"at most"});
+  // Packed kinds: the count itself is the bound (their bytes are fewer).
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(count({15, 64}, DType::u4), 960);
+  EXPECT_EQ(count({max}, DType::u4), max);
+  EXPECT_EQ(dtype_storage_bytes(DType::u4, max), static_cast<size_t>(max / 2 + 1));
 }
 
 TEST(CheckedNumel, EmptyShapesStillBoundTheirOtherExtents) {
