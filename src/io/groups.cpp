@@ -90,7 +90,9 @@ std::vector<Orphan> orphan_keys(const Checkpoint& c, const CheckpointView& v) {
   };
   const CheckpointSource src(c);
   std::vector<Orphan> out;
-  const auto add = [&](const std::string& key, std::string problem) { out.push_back({key, std::move(problem)}); };
+  const auto add = [&](const std::string& key, std::string problem, Format format = Format::plain) {
+    out.push_back({key, std::move(problem), format});
+  };
   for (const std::string& key : c.names()) {
     if (v.key_owner.count(key)) continue;
     const TensorInfo& t = *c.find(key);
@@ -112,16 +114,19 @@ std::vector<Orphan> orphan_keys(const Checkpoint& c, const CheckpointView& v) {
     } else if (ends_with(key, ".weight") && t.dtype == "I8" && holds(Format::int8)) {
       const std::string m = module_of(key);
       add(key, cat("'", key, "' is I8 ", shape_text(t.shape), " as int8 codes are, but '", m, ".SCB' (F32 [",
-                   t.shape.empty() ? std::string("N") : cat(t.shape[0]), "], one absmax per row) is missing"));
+                   t.shape.empty() ? std::string("N") : cat(t.shape[0]), "], one absmax per row) is missing"),
+          Format::int8);
     } else if (ends_with(key, ".weight") && t.dtype == "F8_E4M3" && holds(Format::fp8_block)) {
       const int64_t b = v.config.params.blocksize > 0 ? v.config.params.blocksize : 128;
       const std::string scale =
           t.shape.size() == 2 ? cat("F32 [", (t.shape[0] + b - 1) / b, ", ", (t.shape[1] + b - 1) / b, "]") : "F32";
       add(key, cat("'", key, "' is F8_E4M3 ", shape_text(t.shape), " as fp8-block codes are, but '", key,
-                   "_scale_inv' (", scale, ", one scale per ", b, "x", b, " block) is missing"));
+                   "_scale_inv' (", scale, ", one scale per ", b, "x", b, " block) is missing"),
+          Format::fp8_block);
     } else if (ends_with(key, ".weight") && t.dtype == "U8" && holds(Format::nf4)) {
       add(key, cat("'", key, "' is U8 ", shape_text(t.shape), " as packed 4-bit codes are, but '", key,
-                   ".absmax', '", key, ".quant_map' and its quant_state are missing"));
+                   ".absmax', '", key, ".quant_map' and its quant_state are missing"),
+          v.config.format == Format::fp4 ? Format::fp4 : Format::nf4);
     }
   }
   return out;

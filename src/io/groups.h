@@ -58,6 +58,7 @@ CheckpointView view_checkpoint(const Checkpoint& c);
 struct Orphan {
   std::string key;
   std::string problem;
+  Format format = Format::plain;  // of codes without companions; plain for a companion
 };
 std::vector<Orphan> orphan_keys(const Checkpoint& c, const CheckpointView& v);
 

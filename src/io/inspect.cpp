@@ -76,8 +76,11 @@ CheckpointSummary inspect_checkpoint(const std::filesystem::path& path) {
     }
     s.weights.push_back(std::move(w));
   }
-  std::map<std::string, std::string> orphans;
-  for (Orphan& o : orphan_keys(ck, view)) orphans[o.key] = cat(src.where(o.key), ": ", o.problem);
+  std::map<std::string, Orphan> orphans;
+  for (Orphan& o : orphan_keys(ck, view)) {
+    o.problem = cat(src.where(o.key), ": ", o.problem);
+    orphans[o.key] = std::move(o);
+  }
   for (const std::string& name : ck.names()) {
     if (view.key_owner.count(name)) continue;
     const TensorInfo& t = *ck.find(name);
@@ -89,7 +92,9 @@ CheckpointSummary inspect_checkpoint(const std::filesystem::path& path) {
     w.bytes = t.nbytes();
     w.bits_per_weight = safetensors_dtype_bits(t.dtype);
     if (const auto it = orphans.find(name); it != orphans.end()) {
-      w.problem = it->second;
+      // Codes without their companions are listed in their format, as failing.
+      w.format = it->second.format;
+      w.problem = it->second.problem;
       ++s.problems;
     }
     s.weights.push_back(std::move(w));

@@ -217,6 +217,11 @@ TEST(CheckpointFailures, MissingCompanionsAreNamed) {
   EXPECT_EQ(s.problems, 2u);  // the codes and weight_format
   contains(problem_of(s, m + ".weight"), {"model.safetensors", "I8 [64, 128]", m + ".SCB' (F32 [64]", "missing"});
   contains(problem_of(s, m + ".weight_format"), {m + ".SCB", "missing"});
+  // The codes are listed as int8 (failing), the checkpoint as int8, not plain.
+  EXPECT_EQ(std::find_if(s.weights.begin(), s.weights.end(), [&](const auto& x) { return x.name == m + ".weight"; })
+                ->format,
+            io::Format::int8);
+  EXPECT_TRUE(s.detected.starts_with("int8")) << s.detected;
   test::expect_error([&] { io::dequantize_checkpoint(dir / "i8", dir / "d", {}); }, ErrorCode::format_error,
                      {"model.safetensors", m + ".weight", m + ".SCB", "is missing"});
 
