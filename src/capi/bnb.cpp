@@ -10,7 +10,7 @@ namespace {
 
 Matmul4bitArgs matmul_4bit_args(const char* op, const DLTensor* A, const DLTensor* packed, const DLTensor* absmax,
                                 const lowbit_nested_absmax* nested, const DLTensor* bias, DLTensor* out, int64_t N,
-                                int64_t blocksize, lowbit_quant4_type type) {
+                                int64_t blocksize, const lowbit_quant4_type& type) {
   Matmul4bitArgs a;
   a.A = to_ref(op, "A", A);
   a.packed = to_ref(op, "packed", packed);
@@ -20,9 +20,7 @@ Matmul4bitArgs matmul_4bit_args(const char* op, const DLTensor* A, const DLTenso
   a.out = to_ref(op, "out", out);
   a.N = N;
   a.blocksize = blocksize;
-  LOWBIT_REQUIRE(type == LOWBIT_QUANT4_NF4 || type == LOWBIT_QUANT4_FP4, ErrorCode::invalid_argument, op,
-                 ": type must be LOWBIT_QUANT4_NF4 (0) or LOWBIT_QUANT4_FP4 (1) (got ", static_cast<int>(type), ")");
-  a.type = type == LOWBIT_QUANT4_NF4 ? Quant4Type::nf4 : Quant4Type::fp4;
+  a.type = quant4_type(op, type);
   return a;
 }
 

@@ -3,6 +3,7 @@
 // every exception into a lowbit_status.
 #pragma once
 
+#include <cstring>
 #include <exception>
 #include <initializer_list>
 #include <new>
@@ -19,6 +20,21 @@ namespace lowbit::capi {
 void set_last_error(std::initializer_list<const char*> parts) noexcept;
 void clear_last_error() noexcept;
 const char* last_error() noexcept;
+
+// The int a C caller passed for an enum argument, read from its bytes: C
+// allows any int there, and loading an out-of-range value as the C++ enum
+// type is undefined behaviour.
+template <class E>
+int c_enum_value(const E& e) noexcept {
+  static_assert(sizeof(E) == sizeof(int), "C enums of the ABI are int-sized");
+  int v = 0;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+// LOWBIT_QUANT4_NF4 / _FP4 as Quant4Type; invalid_argument naming `op` otherwise
+// (by reference: the value is read from its bytes, see c_enum_value).
+Quant4Type quant4_type(const char* op, const lowbit_quant4_type& t);
 
 // A view of `t` for argument `arg` of `op`. NULL gives an absent TensorRef:
 // the op's own check reports a required argument left out. `uint8_as`, when

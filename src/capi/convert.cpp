@@ -164,4 +164,12 @@ NestedAbsmax to_nested(const char* op, const lowbit_nested_absmax* n) {
   return r;
 }
 
+Quant4Type quant4_type(const char* op, const lowbit_quant4_type& t) {
+  const int v = c_enum_value(t);
+  if (v == LOWBIT_QUANT4_NF4) return Quant4Type::nf4;
+  if (v == LOWBIT_QUANT4_FP4) return Quant4Type::fp4;
+  core::fail(ErrorCode::invalid_argument,
+             core::cat(op, ": type must be LOWBIT_QUANT4_NF4 (0) or LOWBIT_QUANT4_FP4 (1) (got ", v, ")"));
+}
+
 }  // namespace lowbit::capi

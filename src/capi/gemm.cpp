@@ -53,8 +53,8 @@ void require_on(const char* op, const char* arg, const TensorRef& t, Device devi
 
 }  // namespace
 
-ZerosMode to_zeros_mode(const char* op, const char* arg, lowbit_zeros_mode m) {
-  const int v = static_cast<int>(m);
+ZerosMode to_zeros_mode(const char* op, const char* arg, const lowbit_zeros_mode& m) {
+  const int v = c_enum_value(m);
   LOWBIT_REQUIRE(v >= LOWBIT_ZEROS_ORIGINAL && v <= LOWBIT_ZEROS_QUANTIZED, ErrorCode::invalid_argument, op, ": ", arg,
                  " must be LOWBIT_ZEROS_ORIGINAL (0), LOWBIT_ZEROS_RESCALE (1) or LOWBIT_ZEROS_QUANTIZED (2) (got ", v,
                  ")");
@@ -72,7 +72,7 @@ MatmulConfig to_config(const char* op, const lowbit_matmul_config& c) {
   m.N = c.N;
   m.K = c.K;
   m.A_dtype = to_dtype(op, "config->A_dtype", c.A_dtype);
-  const int w = static_cast<int>(c.W_dtype);
+  const int w = c_enum_value(c.W_dtype);
   LOWBIT_REQUIRE(w >= 0 && w < kNumWeightTypes, ErrorCode::unsupported_dtype, op,
                  ": config->W_dtype must be a lowbit_weight_type (0 to ", kNumWeightTypes - 1, ") (got ", w, ")");
   m.W_dtype = static_cast<WeightType>(w);
@@ -135,7 +135,7 @@ void lowbit_matmul_config_init(lowbit_matmul_config* config) {
 }
 
 const char* lowbit_weight_type_name(lowbit_weight_type type) {
-  const int v = static_cast<int>(type);
+  const int v = capi::c_enum_value(type);
   if (v < 0 || v >= kNumWeightTypes) return "unknown";
   // The names are string literals: data() is NUL-terminated.
   return weight_type_name(static_cast<WeightType>(v)).data();

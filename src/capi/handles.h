@@ -21,7 +21,7 @@ namespace lowbit::capi {
 // lowbit_matmul_config -> MatmulConfig, every field checked by name.
 MatmulConfig to_config(const char* op, const lowbit_matmul_config& c);
 // A lowbit_zeros_mode as ZerosMode, its range checked.
-ZerosMode to_zeros_mode(const char* op, const char* arg, lowbit_zeros_mode m);
+ZerosMode to_zeros_mode(const char* op, const char* arg, const lowbit_zeros_mode& m);
 // The reverse, for the importers' formats (M NULL: the default list).
 lowbit_matmul_config to_c_config(const MatmulConfig& c);
 

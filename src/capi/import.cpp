@@ -76,12 +76,11 @@ lowbit_status lowbit_import_bnb_4bit(const DLTensor* packed, const DLTensor* abs
   constexpr const char* op = "import_bnb_4bit";
   return guarded(op, [&] {
     require_not_null(op, "out", out);
-    LOWBIT_REQUIRE(type == LOWBIT_QUANT4_NF4 || type == LOWBIT_QUANT4_FP4, ErrorCode::invalid_argument, op,
-                   ": type must be LOWBIT_QUANT4_NF4 (0) or LOWBIT_QUANT4_FP4 (1) (got ", static_cast<int>(type), ")");
+    const Quant4Type qtype = capi::quant4_type(op, type);
     LOWBIT_REQUIRE(N >= 1 && K >= 1, ErrorCode::invalid_argument, op, ": N and K must be positive (got N = ", N,
                    ", K = ", K, ")");
     QuantState s;
-    s.quant_type = type == LOWBIT_QUANT4_NF4 ? "nf4" : "fp4";
+    s.quant_type = qtype == Quant4Type::nf4 ? "nf4" : "fp4";
     s.shape = {N, K};
     s.blocksize = blocksize;
     s.dtype = capi::to_dtype(op, "dtype", dtype);

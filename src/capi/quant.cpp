@@ -12,14 +12,6 @@ namespace {
 // Frameworks without fp8 in their DLPack export hand fp8 data over as uint8.
 constexpr DType kFp8FromUint8 = DType::f8_e4m3;
 
-Quant4Type quant4_type(const char* op, lowbit_quant4_type t) {
-  if (t == LOWBIT_QUANT4_NF4) return Quant4Type::nf4;
-  if (t == LOWBIT_QUANT4_FP4) return Quant4Type::fp4;
-  throw Error(ErrorCode::invalid_argument, std::string(op) +
-                                               ": type must be LOWBIT_QUANT4_NF4 (0) or LOWBIT_QUANT4_FP4 (1) (got " +
-                                               std::to_string(static_cast<int>(t)) + ")");
-}
-
 // check, then run with scratch allocated on `device` when the op needs any.
 template <class Args>
 void run_op(const Args& args, Device device, void* stream) {

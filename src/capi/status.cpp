@@ -51,7 +51,7 @@ extern "C" {
 const char* lowbit_last_error(void) { return lowbit::capi::last_error(); }
 
 const char* lowbit_status_name(lowbit_status status) {
-  const int v = static_cast<int>(status);
+  const int v = lowbit::capi::c_enum_value(status);
   if (v < LOWBIT_OK || v > LOWBIT_INTERNAL) return "unknown";
   return lowbit::error_code_name(static_cast<lowbit::ErrorCode>(v));
 }
