@@ -52,7 +52,8 @@ DequantizeReport dequantize_checkpoint(const std::filesystem::path& in, const st
   const CheckpointView view = view_checkpoint(ck);
   const CheckpointSource src(ck);
   // Codes whose companions are missing would be copied as if they were weights.
-  for (const Orphan& orphan : orphan_keys(ck, view)) group_error(src, orphan.key, orphan.problem);
+  const std::vector<Orphan> orphans = orphan_keys(ck, view);
+  if (!orphans.empty()) group_error(src, orphans.front().key, orphans.front().problem);
   LOWBIT_REQUIRE(!view.groups.empty(), ErrorCode::invalid_argument, kOp, ": ", in.string(),
                  " holds no quantized weights (nothing to dequantize)");
   const std::string config_text = ck.config_text();
