@@ -123,6 +123,64 @@ TEST(CheckpointFailures, ForceReplacesOnlyARegularFileOrAFolder) {
   for (const auto& e : dir.listing()) EXPECT_EQ(e.rfind("in", 0), 0u) << "left behind: " << e;
 }
 
+// Cuts `file` after its header, as another process might while it is read.
+void truncate_after_header(const fs::path& file) {
+  const std::string head = test::read_bytes(file).substr(0, 8);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(head[static_cast<size_t>(i)]);
+  fs::resize_file(file, 8 + n);
+}
+
+// Reads of the mapping past the new end would raise SIGBUS (or EFAULT in a
+// write from it): the commands read with pread, so a file shortened
+// meanwhile is an error naming it, whichever tensor comes next.
+TEST(CheckpointFailures, AnInputShortenedWhileReadIsAnErrorNamingIt) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in");
+  io::quantize_checkpoint(dir / "in", dir / "q", nf4());
+  for (const char* in : {"in", "in/model.safetensors", "q"}) {
+    const fs::path model = fs::is_directory(dir / in) ? dir / in / "model.safetensors" : dir / in;
+    const fs::path out = dir / (fs::is_directory(dir / in) ? "out" : "out.safetensors");
+    const std::string bytes = test::read_bytes(model);
+    for (int when = 1; when < 1000; ++when) {
+      SCOPED_TRACE(testing::Message() << in << ", shortened before step " << when);
+      int calls = 0;
+      const auto shorten = [&] {
+        if (++calls == when) truncate_after_header(model);
+        return false;
+      };
+      bool failed = false;
+      try {
+        if (std::string(in) == "q") {
+          io::DequantizeOptions o;
+          o.cancelled = shorten;
+          io::dequantize_checkpoint(dir / in, out, o);
+        } else {
+          io::QuantizeOptions o;
+          o.cancelled = shorten;
+          io::quantize_checkpoint(dir / in, out, o);
+        }
+      } catch (const Error& e) {
+        failed = true;
+        EXPECT_GE(calls, when) << "failed before the file was cut: " << e.what();
+        EXPECT_EQ(e.code(), ErrorCode::io_error) << e.what();
+        EXPECT_NE(std::string(e.what()).find(model.string() + ": the file ends at byte"), std::string::npos)
+            << e.what();
+        EXPECT_NE(std::string(e.what()).find("shortened by another process"), std::string::npos) << e.what();
+      }
+      test::write_bytes(model, bytes);
+      if (!failed) {
+        fs::remove_all(out);
+        break;  // cut after the last read (or not at all): every step was tried
+      }
+      for (const auto& e : dir.listing()) {
+        EXPECT_TRUE(e.rfind("in", 0) == 0 || e.rfind("q", 0) == 0) << "left behind: " << e;
+      }
+      if (calls < when) break;  // a failure unrelated to the cut: reported above
+    }
+  }
+}
+
 TEST(CheckpointFailures, BadOptionsAreInvalidArguments) {
   ScratchDir dir;
   test::write_tiny_checkpoint(dir / "in");
