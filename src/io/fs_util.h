@@ -8,6 +8,10 @@
 
 namespace lowbit::io::detail {
 
+// The type of what `path` names (not_found when nothing is there), or an
+// io_error naming it: a symbolic link loop, a folder that cannot be read.
+std::filesystem::file_status status_of(const std::filesystem::path& path);
+
 std::string read_text(const std::filesystem::path& path);
 // read_text of a JSON file, refused (format_error naming it) when larger or
 // nested deeper than core/json_limits.h allows.
