@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>  // renameat2
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -180,8 +181,10 @@ OutputTarget::OutputTarget(const char* op, const fs::path& in, const fs::path& o
   fs::create_directories(destination_.parent_path(), ec);
   LOWBIT_REQUIRE(!ec, ErrorCode::io_error, op, ": cannot create the folder ", destination_.parent_path().string(), " (",
                  ec.message(), ")");
+  // A file's staging name is where its writer's finished temporary file is
+  // renamed to, so that commit() alone decides whether an output is replaced.
+  staging_ = destination_.parent_path() / cat(".", destination_.filename().string(), ".tmp-", unique_suffix());
   if (folder_) {
-    staging_ = destination_.parent_path() / cat(".", destination_.filename().string(), ".tmp-", unique_suffix());
     fs::create_directory(staging_, ec);
     LOWBIT_REQUIRE(!ec, ErrorCode::io_error, op, ": cannot create the staging folder ", staging_.string(), " (",
                    ec.message(), ")");
@@ -189,22 +192,36 @@ OutputTarget::OutputTarget(const char* op, const fs::path& in, const fs::path& o
 }
 
 OutputTarget::~OutputTarget() {
-  if (folder_ && !committed_ && !staging_.empty()) {
+  if (!committed_ && !staging_.empty()) {
     std::error_code ec;
     fs::remove_all(staging_, ec);
   }
 }
 
-fs::path OutputTarget::file(const std::string& name) const { return folder_ ? staging_ / name : destination_; }
+fs::path OutputTarget::file(const std::string& name) const { return folder_ ? staging_ / name : staging_; }
 
 void OutputTarget::commit() {
-  if (!folder_) {
-    committed_ = true;
-    return;
-  }
   std::error_code ec;
+  if (!overwrite_) {
+    // One atomic step: of two runs to one new output, the second to finish
+    // fails here instead of replacing the first one's result.
+    if (::renameat2(AT_FDCWD, staging_.c_str(), AT_FDCWD, destination_.c_str(), RENAME_NOREPLACE) == 0) {
+      committed_ = true;
+      return;
+    }
+    const int err = errno;
+    LOWBIT_REQUIRE(err != EEXIST && err != ENOTEMPTY, ErrorCode::io_error, op_, ": the output ", destination_.string(),
+                   " appeared while writing (another run?); the result is left out (--force replaces it)");
+    LOWBIT_REQUIRE(err == EINVAL || err == ENOSYS, ErrorCode::io_error, op_, ": cannot rename ", staging_.string(),
+                   " to ", destination_.string(), " (", std::strerror(err), ")");
+    // This file system cannot refuse to replace: check, then rename.
+  }
   fs::path old;
-  if (fs::exists(destination_, ec)) {
+  if (!folder_) {
+    require_replaceable(op_, destination_);
+    LOWBIT_REQUIRE(overwrite_ || !fs::exists(destination_, ec), ErrorCode::io_error, op_, ": the output ",
+                   destination_.string(), " appeared while writing; the result is left out (--force replaces it)");
+  } else if (fs::exists(destination_, ec)) {
     require_replaceable(op_, destination_);
     LOWBIT_REQUIRE(overwrite_, ErrorCode::io_error, op_, ": the output ", destination_.string(),
                    " appeared while writing; the result is left out (--force replaces it)");

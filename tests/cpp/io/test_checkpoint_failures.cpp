@@ -181,6 +181,33 @@ TEST(CheckpointFailures, AnInputShortenedWhileReadIsAnErrorNamingIt) {
   }
 }
 
+// Of two runs to one new output, the one that finishes second fails
+// (without --force) instead of replacing the first one's result.
+TEST(CheckpointFailures, AnOutputThatAppearsWhileWritingIsNotReplaced) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in");
+  for (const char* out : {"out.safetensors", "out"}) {
+    SCOPED_TRACE(out);
+    const bool folder = std::string(out) == "out";
+    const fs::path other = folder ? dir / out / "model.safetensors" : dir / out;
+    io::QuantizeOptions o;
+    int calls = 0;
+    o.cancelled = [&] {
+      if (++calls == 2) {
+        fs::create_directories(other.parent_path());
+        test::write_bytes(other, "the other run's output");
+      }
+      return false;
+    };
+    test::expect_error(
+        [&] { io::quantize_checkpoint(folder ? dir / "in" : dir / "in" / "model.safetensors", dir / out, o); },
+        ErrorCode::io_error, {out, "appeared while writing", "--force"});
+    EXPECT_EQ(test::read_bytes(other), "the other run's output");
+    for (const auto& e : dir.listing()) EXPECT_EQ(e.find(".tmp-"), std::string::npos) << "left behind: " << e;
+    fs::remove_all(dir / out);
+  }
+}
+
 TEST(CheckpointFailures, BadOptionsAreInvalidArguments) {
   ScratchDir dir;
   test::write_tiny_checkpoint(dir / "in");
