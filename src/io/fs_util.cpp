@@ -1,12 +1,14 @@
 #include "io/fs_util.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>  // renameat2
 #include <cstring>
 #include <fstream>
@@ -66,6 +68,37 @@ void require_replaceable(const char* op, const fs::path& path) {
   if (!fs::exists(st) || fs::is_regular_file(st) || fs::is_directory(st)) return;
   core::fail(ErrorCode::io_error, cat(op, ": the output ", path.string(), " exists and is ", type_name(st.type()),
                                       "; lowbit replaces only a regular file or a folder (even with --force)"));
+}
+
+// Hidden files and folders that a killed run (SIGKILL, a crash) left beside
+// `destination`: their names carry the writing process's id, and one whose
+// process is gone can never be finished. Only lowbit's own name patterns
+// are touched: .<name>.tmp-<pid>-<n>, .<name>.old-<pid>-<n> and the
+// writer's ..<name>.tmp-<pid>-<n>.tmp-<pid>-<n>.
+void remove_dead_leftovers(const fs::path& destination) {
+  const std::string name = destination.filename().string();
+  std::error_code ec;
+  fs::directory_iterator it(destination.parent_path(), ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string entry = it->path().filename().string();
+    for (const std::string_view dots : {"..", "."}) {
+      std::string_view rest(entry);
+      if (!rest.starts_with(dots)) continue;
+      rest.remove_prefix(dots.size());
+      if (!rest.starts_with(name)) continue;
+      rest.remove_prefix(name.size());
+      if (!rest.starts_with(".tmp-") && !rest.starts_with(".old-")) continue;
+      rest.remove_prefix(5);
+      long pid = 0;
+      const auto [next, err] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
+      if (err != std::errc() || next == rest.data() + rest.size() || *next != '-' || pid <= 0) continue;
+      // ESRCH only: a process of another user (EPERM) is alive.
+      if (pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) break;
+      std::error_code rm;
+      fs::remove_all(it->path(), rm);
+      break;
+    }
+  }
 }
 
 std::string unique_suffix() {
@@ -181,6 +214,7 @@ OutputTarget::OutputTarget(const char* op, const fs::path& in, const fs::path& o
   fs::create_directories(destination_.parent_path(), ec);
   LOWBIT_REQUIRE(!ec, ErrorCode::io_error, op, ": cannot create the folder ", destination_.parent_path().string(), " (",
                  ec.message(), ")");
+  remove_dead_leftovers(destination_);
   // A file's staging name is where its writer's finished temporary file is
   // renamed to, so that commit() alone decides whether an output is replaced.
   staging_ = destination_.parent_path() / cat(".", destination_.filename().string(), ".tmp-", unique_suffix());

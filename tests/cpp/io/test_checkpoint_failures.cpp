@@ -3,6 +3,8 @@
 // staging folder, no temporary file).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -206,6 +208,33 @@ TEST(CheckpointFailures, AnOutputThatAppearsWhileWritingIsNotReplaced) {
     for (const auto& e : dir.listing()) EXPECT_EQ(e.find(".tmp-"), std::string::npos) << "left behind: " << e;
     fs::remove_all(dir / out);
   }
+}
+
+// A run killed with SIGKILL leaves its staging folder or temporary file;
+// the next run to the same output removes those whose process is gone.
+TEST(CheckpointFailures, LeftoversOfDeadRunsBesideTheOutputAreRemoved) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in");
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  const std::string dead = std::to_string(child);
+  const std::vector<std::string> gone = {".out.tmp-" + dead + "-0/", ".out.old-" + dead + "-3/",
+                                         ".out.safetensors.tmp-" + dead + "-1",
+                                         "..out.safetensors.tmp-" + dead + "-2.tmp-" + dead + "-77"};
+  const std::vector<std::string> kept = {".out.tmp-1-0/",  // pid 1 is alive
+                                         ".other.tmp-" + dead + "-0", "out.tmp-" + dead + "-0",
+                                         ".out.safetensors.tmp-" + dead};
+  for (const auto& e : gone) test::write_bytes(dir / (e.ends_with("/") ? e + "x" : e), "left");
+  for (const auto& e : kept) {
+    if (e.ends_with("/")) fs::create_directories(dir / e);
+    test::write_bytes(dir / (e.ends_with("/") ? e + "x" : e), "keep");
+  }
+  io::quantize_checkpoint(dir / "in", dir / "out", nf4());
+  io::quantize_checkpoint(dir / "in" / "model.safetensors", dir / "out.safetensors", nf4());
+  for (const auto& e : gone) EXPECT_FALSE(fs::exists(dir / e.substr(0, e.find('/')))) << e;
+  for (const auto& e : kept) EXPECT_TRUE(fs::exists(dir / e.substr(0, e.find('/')))) << e;
 }
 
 TEST(CheckpointFailures, BadOptionsAreInvalidArguments) {
