@@ -79,8 +79,13 @@ class SafetensorsFile {
   // no DType for; format_error when the data is not aligned for its type
   // (possible in files written by other tools: use load()).
   TensorRef view(std::string_view name) const;
-  // An owning copy on `device` (works whatever the alignment).
+  // An owning copy on `device` (works whatever the alignment), read from
+  // the file (not the mapping): a file shortened by another process since
+  // open() is an io_error naming it, where the mapping behind bytes() and
+  // view() would raise SIGBUS.
   Tensor load(std::string_view name, Device device = Device::cpu()) const;
+  // A copy of the tensor's bytes, read like load() (any dtype).
+  std::vector<uint8_t> read(std::string_view name) const;
   // Done with `name` for now: its pages may leave memory (they are read
   // again from the file if touched). Streaming passes call this per tensor.
   void release(std::string_view name) const;

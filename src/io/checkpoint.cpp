@@ -50,22 +50,25 @@ std::vector<std::string> shards_of_index(const std::filesystem::path& index, con
 Checkpoint Checkpoint::open(const std::filesystem::path& path) {
   Checkpoint c;
   c.path_ = path;
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  LOWBIT_REQUIRE(!ec && std::filesystem::exists(status), ErrorCode::io_error, path.string(),
-                 ": no such file or folder");
+  const auto status = detail::status_of(path);
+  LOWBIT_REQUIRE(std::filesystem::exists(status), ErrorCode::io_error, path.string(), ": no such file or folder");
   std::map<std::string, std::string> weight_map;
   if (std::filesystem::is_directory(status)) {
     c.folder_ = true;
     std::vector<std::string> indexes, files;
-    for (const auto& e : std::filesystem::directory_iterator(path)) {
-      const std::string name = e.path().filename().string();
-      if (!e.is_regular_file() || name.starts_with(".")) continue;  // also skips lowbit's own temporaries
+    std::error_code ec;
+    std::filesystem::directory_iterator it(path, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.starts_with(".")) continue;  // also skips lowbit's own temporaries
+      if (!has_suffix(name, kIndexSuffix) && !has_suffix(name, ".safetensors")) continue;
+      if (!std::filesystem::is_regular_file(detail::status_of(it->path()))) continue;
       if (has_suffix(name, kIndexSuffix))
         indexes.push_back(name);
       else if (has_suffix(name, ".safetensors"))
         files.push_back(name);
     }
+    LOWBIT_REQUIRE(!ec, ErrorCode::io_error, path.string(), ": cannot list the folder (", ec.message(), ")");
     std::sort(indexes.begin(), indexes.end());
     std::sort(files.begin(), files.end());
     LOWBIT_REQUIRE(indexes.size() <= 1, ErrorCode::format_error, path.string(), ": more than one index (", indexes[0],
@@ -128,7 +131,7 @@ std::vector<std::string> Checkpoint::names() const {
 std::string Checkpoint::config_text() const {
   if (!folder_) return {};
   const std::filesystem::path config = path_ / "config.json";
-  return std::filesystem::is_regular_file(config) ? detail::read_json_text(config) : std::string();
+  return std::filesystem::is_regular_file(detail::status_of(config)) ? detail::read_json_text(config) : std::string();
 }
 
 }  // namespace lowbit::io

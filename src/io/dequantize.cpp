@@ -117,7 +117,7 @@ DequantizeReport dequantize_checkpoint(const std::filesystem::path& in, const st
         report.bytes_out += restored.nbytes();
         ++report.weights;
       } else {
-        w.write(p.info->name, f.bytes(p.info->name));
+        w.write(p.info->name, f.read(p.info->name));  // read, not mapped: see SafetensorsFile::load
         report.bytes_out += p.info->nbytes();
       }
       ++report.tensors;

@@ -1,12 +1,15 @@
 #include "io/fs_util.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
+#include <cstdio>  // renameat2
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -61,11 +64,41 @@ const char* type_name(fs::file_type t) {
 // Only what lowbit could have written may be replaced: --force onto
 // /dev/null or a FIFO must not swap the node for a regular file.
 void require_replaceable(const char* op, const fs::path& path) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st) || fs::is_regular_file(st) || fs::is_directory(st)) return;
+  const fs::file_status st = status_of(path);
+  if (!fs::exists(st) || fs::is_regular_file(st) || fs::is_directory(st)) return;
   core::fail(ErrorCode::io_error, cat(op, ": the output ", path.string(), " exists and is ", type_name(st.type()),
                                       "; lowbit replaces only a regular file or a folder (even with --force)"));
+}
+
+// Hidden files and folders that a killed run (SIGKILL, a crash) left beside
+// `destination`: their names carry the writing process's id, and one whose
+// process is gone can never be finished. Only lowbit's own name patterns
+// are touched: .<name>.tmp-<pid>-<n>, .<name>.old-<pid>-<n> and the
+// writer's ..<name>.tmp-<pid>-<n>.tmp-<pid>-<n>.
+void remove_dead_leftovers(const fs::path& destination) {
+  const std::string name = destination.filename().string();
+  std::error_code ec;
+  fs::directory_iterator it(destination.parent_path(), ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string entry = it->path().filename().string();
+    for (const std::string_view dots : {"..", "."}) {
+      std::string_view rest(entry);
+      if (!rest.starts_with(dots)) continue;
+      rest.remove_prefix(dots.size());
+      if (!rest.starts_with(name)) continue;
+      rest.remove_prefix(name.size());
+      if (!rest.starts_with(".tmp-") && !rest.starts_with(".old-")) continue;
+      rest.remove_prefix(5);
+      long pid = 0;
+      const auto [next, err] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
+      if (err != std::errc() || next == rest.data() + rest.size() || *next != '-' || pid <= 0) continue;
+      // ESRCH only: a process of another user (EPERM) is alive.
+      if (pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) break;
+      std::error_code rm;
+      fs::remove_all(it->path(), rm);
+      break;
+    }
+  }
 }
 
 std::string unique_suffix() {
@@ -73,13 +106,28 @@ std::string unique_suffix() {
   return cat(::getpid(), "-", counter.fetch_add(1));
 }
 
+// Why a path could not be looked at, in words (an errno text alone says
+// "Too many levels of symbolic links" without saying it is a loop).
+std::string why(const std::error_code& ec) {
+  if (ec == std::errc::too_many_symbolic_link_levels) return cat(ec.message(), ": a symbolic link loop");
+  return ec.message();
+}
+
 }  // namespace
+
+fs::file_status status_of(const fs::path& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory) {
+    core::fail(ErrorCode::io_error, cat(path.string(), ": cannot be read (", why(ec), ")"));
+  }
+  return st;
+}
 
 std::string read_text(const fs::path& path) {
   // O_NONBLOCK and the type check first: a FIFO would block the open.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  LOWBIT_REQUIRE(fd >= 0, ErrorCode::io_error, path.string(), ": cannot open for reading (", std::strerror(errno),
-                 ")");
+  LOWBIT_REQUIRE(fd >= 0, ErrorCode::io_error, path.string(), ": cannot open for reading (", std::strerror(errno), ")");
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -106,9 +154,8 @@ void check_json_bounds(std::string_view text, const std::string& label) {
   LOWBIT_REQUIRE(text.size() <= core::kMaxJsonBytes, ErrorCode::format_error, label, ": ", text.size(),
                  " bytes of JSON, more than the ", core::kMaxJsonBytes, " lowbit reads");
   const size_t depth = core::json_depth(text);
-  LOWBIT_REQUIRE(depth <= core::kMaxJsonDepth, ErrorCode::format_error, label,
-                 ": JSON nested more than ", core::kMaxJsonDepth,
-                 " levels deep (real configs nest a few levels; not read)");
+  LOWBIT_REQUIRE(depth <= core::kMaxJsonDepth, ErrorCode::format_error, label, ": JSON nested more than ",
+                 core::kMaxJsonDepth, " levels deep (real configs nest a few levels; not read)");
 }
 
 std::string read_json_text(const fs::path& path) {
@@ -146,7 +193,7 @@ void write_text(const fs::path& path, const std::string& text) {
 OutputTarget::OutputTarget(const char* op, const fs::path& in, const fs::path& out, bool in_is_folder, bool overwrite)
     : op_(op), folder_(in_is_folder), overwrite_(overwrite), destination_(out) {
   LOWBIT_REQUIRE(!out.empty(), ErrorCode::invalid_argument, op, ": the output path is empty");
-  if (!folder_ && fs::is_directory(out)) destination_ = out / in.filename();
+  if (!folder_ && fs::is_directory(status_of(out))) destination_ = out / in.filename();
   destination_ = normalized(destination_);
   const fs::path src = normalized(in);
   LOWBIT_REQUIRE(destination_ != src, ErrorCode::invalid_argument, op, ": the output ", destination_.string(),
@@ -157,7 +204,7 @@ OutputTarget::OutputTarget(const char* op, const fs::path& in, const fs::path& o
     LOWBIT_REQUIRE(!is_within(src, destination_), ErrorCode::invalid_argument, op, ": the output ",
                    destination_.string(), " holds the input; replacing it would delete the input");
   } else {
-    LOWBIT_REQUIRE(!fs::is_directory(destination_), ErrorCode::invalid_argument, op, ": the output ",
+    LOWBIT_REQUIRE(!fs::is_directory(status_of(destination_)), ErrorCode::invalid_argument, op, ": the output ",
                    destination_.string(), " is a folder");
   }
   require_replaceable(op, destination_);
@@ -167,8 +214,11 @@ OutputTarget::OutputTarget(const char* op, const fs::path& in, const fs::path& o
   fs::create_directories(destination_.parent_path(), ec);
   LOWBIT_REQUIRE(!ec, ErrorCode::io_error, op, ": cannot create the folder ", destination_.parent_path().string(), " (",
                  ec.message(), ")");
+  remove_dead_leftovers(destination_);
+  // A file's staging name is where its writer's finished temporary file is
+  // renamed to, so that commit() alone decides whether an output is replaced.
+  staging_ = destination_.parent_path() / cat(".", destination_.filename().string(), ".tmp-", unique_suffix());
   if (folder_) {
-    staging_ = destination_.parent_path() / cat(".", destination_.filename().string(), ".tmp-", unique_suffix());
     fs::create_directory(staging_, ec);
     LOWBIT_REQUIRE(!ec, ErrorCode::io_error, op, ": cannot create the staging folder ", staging_.string(), " (",
                    ec.message(), ")");
@@ -176,22 +226,36 @@ OutputTarget::OutputTarget(const char* op, const fs::path& in, const fs::path& o
 }
 
 OutputTarget::~OutputTarget() {
-  if (folder_ && !committed_ && !staging_.empty()) {
+  if (!committed_ && !staging_.empty()) {
     std::error_code ec;
     fs::remove_all(staging_, ec);
   }
 }
 
-fs::path OutputTarget::file(const std::string& name) const { return folder_ ? staging_ / name : destination_; }
+fs::path OutputTarget::file(const std::string& name) const { return folder_ ? staging_ / name : staging_; }
 
 void OutputTarget::commit() {
-  if (!folder_) {
-    committed_ = true;
-    return;
-  }
   std::error_code ec;
+  if (!overwrite_) {
+    // One atomic step: of two runs to one new output, the second to finish
+    // fails here instead of replacing the first one's result.
+    if (::renameat2(AT_FDCWD, staging_.c_str(), AT_FDCWD, destination_.c_str(), RENAME_NOREPLACE) == 0) {
+      committed_ = true;
+      return;
+    }
+    const int err = errno;
+    LOWBIT_REQUIRE(err != EEXIST && err != ENOTEMPTY, ErrorCode::io_error, op_, ": the output ", destination_.string(),
+                   " appeared while writing (another run?); the result is left out (--force replaces it)");
+    LOWBIT_REQUIRE(err == EINVAL || err == ENOSYS, ErrorCode::io_error, op_, ": cannot rename ", staging_.string(),
+                   " to ", destination_.string(), " (", std::strerror(err), ")");
+    // This file system cannot refuse to replace: check, then rename.
+  }
   fs::path old;
-  if (fs::exists(destination_, ec)) {
+  if (!folder_) {
+    require_replaceable(op_, destination_);
+    LOWBIT_REQUIRE(overwrite_ || !fs::exists(destination_, ec), ErrorCode::io_error, op_, ": the output ",
+                   destination_.string(), " appeared while writing; the result is left out (--force replaces it)");
+  } else if (fs::exists(destination_, ec)) {
     require_replaceable(op_, destination_);
     LOWBIT_REQUIRE(overwrite_, ErrorCode::io_error, op_, ": the output ", destination_.string(),
                    " appeared while writing; the result is left out (--force replaces it)");
@@ -211,25 +275,39 @@ void OutputTarget::commit() {
 
 CopiedFiles copy_side_files(const fs::path& in, const fs::path& out) {
   CopiedFiles r;
+  std::error_code ec;
+  // Folders on the way down (resolved): a link to one of them is a loop.
+  std::vector<fs::path> open_folders{fs::canonical(in, ec)};
+  LOWBIT_REQUIRE(!ec, ErrorCode::io_error, in.string(), ": cannot be read (", why(ec), ")");
   const auto options = fs::directory_options::follow_directory_symlink;
-  for (auto it = fs::recursive_directory_iterator(in, options); it != fs::recursive_directory_iterator(); ++it) {
+  fs::recursive_directory_iterator it(in, options, ec), end;
+  LOWBIT_REQUIRE(!ec, ErrorCode::io_error, in.string(), ": cannot list (", why(ec), ")");
+  for (; it != end; it.increment(ec)) {
+    LOWBIT_REQUIRE(!ec, ErrorCode::io_error, in.string(), ": cannot list (", why(ec), ")");
+    open_folders.resize(static_cast<size_t>(it.depth()) + 1);
     const fs::path rel = it->path().lexically_relative(in);
     const std::string name = it->path().filename().string();
-    if (name.starts_with(".") && (it->is_directory() || name.find(".tmp-") != std::string::npos)) {
-      if (it->is_directory()) it.disable_recursion_pending();  // .git, .cache, staging folders
+    const fs::file_status st = status_of(it->path());
+    if (name.starts_with(".") && (fs::is_directory(st) || name.find(".tmp-") != std::string::npos)) {
+      if (fs::is_directory(st)) it.disable_recursion_pending();  // .git, .cache, staging folders
       continue;
     }
-    if (it->is_directory()) {
+    if (fs::is_directory(st)) {
+      const fs::path real = fs::canonical(it->path(), ec);
+      LOWBIT_REQUIRE(!ec, ErrorCode::io_error, it->path().string(), ": cannot be read (", why(ec), ")");
+      const auto loop = std::find(open_folders.begin(), open_folders.end(), real);
+      LOWBIT_REQUIRE(loop == open_folders.end(), ErrorCode::io_error, it->path().string(), ": leads back to ",
+                     loop->string(), " (a symbolic link loop; copying would never end)");
+      open_folders.push_back(real);
       fs::create_directories(out / rel);
       continue;
     }
-    if (!it->is_regular_file()) continue;
+    if (!fs::is_regular_file(st)) continue;
     if (rel == "config.json" || name.ends_with(".safetensors.index.json")) continue;
     if (is_other_weights(it->path())) {
       if (!name.ends_with(".safetensors") || rel.has_parent_path()) r.skipped.push_back(rel.string());
       continue;
     }
-    std::error_code ec;
     fs::create_directories((out / rel).parent_path(), ec);
     fs::copy_file(it->path(), out / rel, fs::copy_options::overwrite_existing, ec);
     LOWBIT_REQUIRE(!ec, ErrorCode::io_error, it->path().string(), ": cannot copy to ", (out / rel).string(), " (",

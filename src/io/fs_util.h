@@ -8,6 +8,10 @@
 
 namespace lowbit::io::detail {
 
+// The type of what `path` names (not_found when nothing is there), or an
+// io_error naming it: a symbolic link loop, a folder that cannot be read.
+std::filesystem::file_status status_of(const std::filesystem::path& path);
+
 std::string read_text(const std::filesystem::path& path);
 // read_text of a JSON file, refused (format_error naming it) when larger or
 // nested deeper than core/json_limits.h allows.
@@ -18,10 +22,11 @@ void check_json_bounds(std::string_view text, const std::string& label);
 // Writes `text` to `path` through a temporary file and a rename.
 void write_text(const std::filesystem::path& path, const std::string& text);
 
-// Where a command writes. For a folder, a hidden staging folder beside the
+// Where a command writes: a hidden staging folder (or file) beside the
 // destination that commit() renames into place; destroyed uncommitted (an
-// error, an interruption) it is removed with everything in it. For a file,
-// the destination path itself (SafetensorsWriter is atomic already).
+// error, an interruption) it is removed with everything in it. Without
+// `overwrite` the rename refuses, in one atomic step, a destination that
+// appeared meanwhile (another run to the same output).
 class OutputTarget {
  public:
   // Refuses an output that exists (unless `overwrite`), that is the input,

@@ -19,7 +19,7 @@ namespace {
 }
 }  // namespace
 
-MappedFile::MappedFile(const std::filesystem::path& path) {
+MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
   // before the file type could be checked; reads of regular files ignore it.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -35,6 +35,8 @@ MappedFile::MappedFile(const std::filesystem::path& path) {
     core::fail(ErrorCode::io_error, core::cat(path.string(), ": not a regular file"));
   }
   size_ = static_cast<uint64_t>(st.st_size);
+  // Reads block again (O_NONBLOCK was only for the open).
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   if (size_ > 0) {
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
@@ -44,8 +46,25 @@ MappedFile::MappedFile(const std::filesystem::path& path) {
     }
     data_ = static_cast<const uint8_t*>(p);
   }
-  // The mapping keeps the file's pages reachable; the descriptor is not needed.
-  ::close(fd);
+  fd_ = fd;
+}
+
+void MappedFile::read(uint64_t offset, std::span<uint8_t> out) const {
+  uint64_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) io_fail(path_, core::cat("cannot read ", out.size(), " bytes at offset ", offset).c_str(), errno);
+    if (n == 0) {
+      struct stat st {};
+      const int64_t now = ::fstat(fd_, &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
+      core::fail(ErrorCode::io_error,
+                 core::cat(path_.string(), ": the file ends at byte ", offset + done, " but bytes [", offset, ", ",
+                           offset + out.size(), ") were to be read; it was ", size_, " bytes when opened and is ",
+                           now, " now (shortened by another process while being read?)"));
+    }
+    done += static_cast<uint64_t>(n);
+  }
 }
 
 void MappedFile::release(uint64_t offset, uint64_t size) const {
@@ -59,6 +78,7 @@ void MappedFile::release(uint64_t offset, uint64_t size) const {
 
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 }  // namespace lowbit::io::detail

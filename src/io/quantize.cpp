@@ -88,10 +88,9 @@ std::string compute_dtype(const std::vector<FilePlan>& plans) {
   return std::string(dtype_name(*dtype_from_safetensors(st)));
 }
 
-// A view of a tensor's bytes when they are aligned, else an aligned copy.
+// A copy of a tensor read from the file, not a view of the mapping: a file
+// shortened by another process meanwhile is then an error naming it, not SIGBUS.
 TensorRef input_view(const SafetensorsFile& f, const TensorInfo& t, Tensor* keep) {
-  const size_t align = std::max<size_t>(1, static_cast<size_t>(safetensors_dtype_bits(t.dtype) / 8));
-  if (reinterpret_cast<uintptr_t>(f.bytes(t.name).data()) % align == 0) return f.view(t.name);
   *keep = f.load(t.name);
   return keep->ref();
 }
@@ -216,7 +215,7 @@ QuantizeReport quantize_checkpoint(const std::filesystem::path& in, const std::f
       if (it.choice.quantize) {
         report.bytes_out += quantizer.run(*p.file, t, w);
       } else {
-        w.write(t.name, p.file->bytes(t.name));
+        w.write(t.name, p.file->read(t.name));
         TensorReport r = Quantizer::base_report(t);
         r.kept_because = it.choice.reason;
         r.bytes_out = t.nbytes();

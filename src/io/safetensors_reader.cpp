@@ -18,8 +18,22 @@ struct SafetensorsFile::Impl {
   std::map<std::string, size_t, std::less<>> by_name;
 
   explicit Impl(const std::filesystem::path& p) : path(p), map(p) {
-    header = parse_safetensors_header(map.bytes(), map.size(), path.string());
+    header = parse_safetensors_header(header_bytes(), map.size(), path.string());
     for (size_t i = 0; i < header.tensors.size(); ++i) by_name.emplace(header.tensors[i].name, i);
+  }
+
+  // The length field and the header it gives (as much of it as the file
+  // holds), read from the file: the parser reports what is missing.
+  std::vector<uint8_t> header_bytes() const {
+    std::vector<uint8_t> b(std::min<uint64_t>(map.size(), 8));
+    map.read(0, b);
+    if (b.size() < 8) return b;
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | b[static_cast<size_t>(i)];
+    if (n > kMaxHeaderBytes) return b;
+    b.resize(std::min<uint64_t>(map.size(), 8 + n));
+    map.read(8, std::span<uint8_t>(b).subspan(8));
+    return b;
   }
 };
 
@@ -55,6 +69,13 @@ void SafetensorsFile::release(std::string_view name) const {
   impl_->map.release(impl_->header.data_offset + t.begin, t.nbytes());
 }
 
+std::vector<uint8_t> SafetensorsFile::read(std::string_view name) const {
+  const TensorInfo& t = info(name);
+  std::vector<uint8_t> data(t.nbytes());
+  impl_->map.read(impl_->header.data_offset + t.begin, data);
+  return data;
+}
+
 namespace {
 
 DType lowbit_dtype(const std::filesystem::path& path, const TensorInfo& t) {
@@ -86,9 +107,8 @@ TensorRef SafetensorsFile::view(std::string_view name) const {
 Tensor SafetensorsFile::load(std::string_view name, Device device) const {
   const TensorInfo& t = info(name);
   const DType d = lowbit_dtype(impl_->path, t);
-  const auto data = bytes(name);
   Tensor host = Tensor::empty(Shape(t.shape.data(), t.shape.size()), d);
-  if (!data.empty()) std::memcpy(host.data(), data.data(), data.size());
+  impl_->map.read(impl_->header.data_offset + t.begin, {static_cast<uint8_t*>(host.data()), t.nbytes()});
   return device.is_cpu() ? host : host.to(device);
 }
 

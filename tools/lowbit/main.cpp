@@ -2,6 +2,8 @@
 // input, unsupported format, device failure), 2 bad command line.
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <string>
 
 #include "commands.h"
 #include "lowbit/error.h"
@@ -20,6 +22,11 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   } catch (const lowbit::Error& e) {
     std::fprintf(stderr, "lowbit: error (%s): %s\n", lowbit::error_code_name(e.code()), e.what());
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A safety net: the commands turn these into io_errors themselves.
+    const std::string path = e.path1().empty() ? std::string() : e.path1().string() + ": ";
+    std::fprintf(stderr, "lowbit: error (io_error): %s%s\n", path.c_str(), e.code().message().c_str());
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "lowbit: error: %s\n", e.what());

@@ -3,6 +3,8 @@
 // staging folder, no temporary file).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -123,6 +125,118 @@ TEST(CheckpointFailures, ForceReplacesOnlyARegularFileOrAFolder) {
     fs::remove(dir / out);
   }
   for (const auto& e : dir.listing()) EXPECT_EQ(e.rfind("in", 0), 0u) << "left behind: " << e;
+}
+
+// Cuts `file` after its header, as another process might while it is read.
+void truncate_after_header(const fs::path& file) {
+  const std::string head = test::read_bytes(file).substr(0, 8);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(head[static_cast<size_t>(i)]);
+  fs::resize_file(file, 8 + n);
+}
+
+// Reads of the mapping past the new end would raise SIGBUS (or EFAULT in a
+// write from it): the commands read with pread, so a file shortened
+// meanwhile is an error naming it, whichever tensor comes next.
+TEST(CheckpointFailures, AnInputShortenedWhileReadIsAnErrorNamingIt) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in");
+  io::quantize_checkpoint(dir / "in", dir / "q", nf4());
+  for (const char* in : {"in", "in/model.safetensors", "q"}) {
+    const fs::path model = fs::is_directory(dir / in) ? dir / in / "model.safetensors" : dir / in;
+    const fs::path out = dir / (fs::is_directory(dir / in) ? "out" : "out.safetensors");
+    const std::string bytes = test::read_bytes(model);
+    for (int when = 1; when < 1000; ++when) {
+      SCOPED_TRACE(testing::Message() << in << ", shortened before step " << when);
+      int calls = 0;
+      const auto shorten = [&] {
+        if (++calls == when) truncate_after_header(model);
+        return false;
+      };
+      bool failed = false;
+      try {
+        if (std::string(in) == "q") {
+          io::DequantizeOptions o;
+          o.cancelled = shorten;
+          io::dequantize_checkpoint(dir / in, out, o);
+        } else {
+          io::QuantizeOptions o;
+          o.cancelled = shorten;
+          io::quantize_checkpoint(dir / in, out, o);
+        }
+      } catch (const Error& e) {
+        failed = true;
+        EXPECT_GE(calls, when) << "failed before the file was cut: " << e.what();
+        EXPECT_EQ(e.code(), ErrorCode::io_error) << e.what();
+        EXPECT_NE(std::string(e.what()).find(model.string() + ": the file ends at byte"), std::string::npos)
+            << e.what();
+        EXPECT_NE(std::string(e.what()).find("shortened by another process"), std::string::npos) << e.what();
+      }
+      test::write_bytes(model, bytes);
+      if (!failed) {
+        fs::remove_all(out);
+        break;  // cut after the last read (or not at all): every step was tried
+      }
+      for (const auto& e : dir.listing()) {
+        EXPECT_TRUE(e.rfind("in", 0) == 0 || e.rfind("q", 0) == 0) << "left behind: " << e;
+      }
+      if (calls < when) break;  // a failure unrelated to the cut: reported above
+    }
+  }
+}
+
+// Of two runs to one new output, the one that finishes second fails
+// (without --force) instead of replacing the first one's result.
+TEST(CheckpointFailures, AnOutputThatAppearsWhileWritingIsNotReplaced) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in");
+  for (const char* out : {"out.safetensors", "out"}) {
+    SCOPED_TRACE(out);
+    const bool folder = std::string(out) == "out";
+    const fs::path other = folder ? dir / out / "model.safetensors" : dir / out;
+    io::QuantizeOptions o;
+    int calls = 0;
+    o.cancelled = [&] {
+      if (++calls == 2) {
+        fs::create_directories(other.parent_path());
+        test::write_bytes(other, "the other run's output");
+      }
+      return false;
+    };
+    test::expect_error(
+        [&] { io::quantize_checkpoint(folder ? dir / "in" : dir / "in" / "model.safetensors", dir / out, o); },
+        ErrorCode::io_error, {out, "appeared while writing", "--force"});
+    EXPECT_EQ(test::read_bytes(other), "the other run's output");
+    for (const auto& e : dir.listing()) EXPECT_EQ(e.find(".tmp-"), std::string::npos) << "left behind: " << e;
+    fs::remove_all(dir / out);
+  }
+}
+
+// A run killed with SIGKILL leaves its staging folder or temporary file;
+// the next run to the same output removes those whose process is gone.
+TEST(CheckpointFailures, LeftoversOfDeadRunsBesideTheOutputAreRemoved) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in");
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  const std::string dead = std::to_string(child);
+  const std::vector<std::string> gone = {".out.tmp-" + dead + "-0/", ".out.old-" + dead + "-3/",
+                                         ".out.safetensors.tmp-" + dead + "-1",
+                                         "..out.safetensors.tmp-" + dead + "-2.tmp-" + dead + "-77"};
+  const std::vector<std::string> kept = {".out.tmp-1-0/",  // pid 1 is alive
+                                         ".other.tmp-" + dead + "-0", "out.tmp-" + dead + "-0",
+                                         ".out.safetensors.tmp-" + dead};
+  for (const auto& e : gone) test::write_bytes(dir / (e.ends_with("/") ? e + "x" : e), "left");
+  for (const auto& e : kept) {
+    if (e.ends_with("/")) fs::create_directories(dir / e);
+    test::write_bytes(dir / (e.ends_with("/") ? e + "x" : e), "keep");
+  }
+  io::quantize_checkpoint(dir / "in", dir / "out", nf4());
+  io::quantize_checkpoint(dir / "in" / "model.safetensors", dir / "out.safetensors", nf4());
+  for (const auto& e : gone) EXPECT_FALSE(fs::exists(dir / e.substr(0, e.find('/')))) << e;
+  for (const auto& e : kept) EXPECT_TRUE(fs::exists(dir / e.substr(0, e.find('/')))) << e;
 }
 
 TEST(CheckpointFailures, BadOptionsAreInvalidArguments) {

@@ -32,8 +32,7 @@ CliRun lowbit_cli(const std::string& args, const ScratchDir& dir, const std::str
   return {};
 #else
   const fs::path log = dir / "cli.log";
-  const std::string cmd =
-      prefix + "'" + LOWBIT_CLI_PATH + "' " + args + " > '" + log.string() + "' 2>&1";
+  const std::string cmd = prefix + "'" + LOWBIT_CLI_PATH + "' " + args + " > '" + log.string() + "' 2>&1";
   const int rc = std::system(cmd.c_str());
   CliRun r;
   r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
@@ -158,11 +157,54 @@ TEST_F(Cli, AFifoIsRefusedWithoutWaiting) {
   CliRun r = lowbit_cli("inspect " + p("pipe.safetensors"), dir_, "timeout 20 ");
   EXPECT_EQ(r.status, 1) << r.output;  // 124: timed out in open()
   EXPECT_NE(r.output.find("pipe.safetensors: not a regular file"), std::string::npos) << r.output;
-  r = lowbit_cli("quantize " + p("pipe.safetensors") + " " + p("q.safetensors") + " --format nf4", dir_,
-                 "timeout 20 ");
+  r = lowbit_cli("quantize " + p("pipe.safetensors") + " " + p("q.safetensors") + " --format nf4", dir_, "timeout 20 ");
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("pipe.safetensors: not a regular file"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir_ / "q.safetensors"));
+}
+
+// A link loop anywhere the commands look is an io_error naming it, never
+// std::filesystem's raw message (nor a copy that recurses 40 levels deep).
+TEST_F(Cli, SymbolicLinkLoopsAreNamed) {
+  const auto in = dir_ / "in";
+  struct Case {
+    const char* link;    // created in `in`
+    const char* target;  // what it points at
+    const char* args;    // the command, {in} and {out} replaced
+    const char* message;
+  };
+  const Case cases[] = {
+      {"self", "self", "quantize {in} {out} --format nf4",
+       "in/self: cannot be read (Too many levels of symbolic links: "
+       "a symbolic link loop)"},
+      {"sub", ".", "quantize {in} {out} --format nf4", "in/sub: leads back to "},
+      {"x.safetensors", "x.safetensors", "inspect {in}", "in/x.safetensors: cannot be read ("},
+      {"config.json", "config.json", "inspect {in}", "in/config.json: cannot be read ("},
+      {"config.json", "config.json", "quantize {in} {out} --format nf4", "in/config.json: cannot be read ("},
+  };
+  const std::string config = test::read_bytes(in / "config.json");
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.link);
+    fs::remove(in / c.link);
+    fs::create_symlink(c.target, in / c.link);
+    std::string args = c.args;
+    args.replace(args.find("{in}"), 4, p("in"));
+    if (args.find("{out}") != std::string::npos) args.replace(args.find("{out}"), 5, p("q"));
+    const CliRun r = lowbit_cli(args, dir_);
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("filesystem error"), std::string::npos) << r.output;
+    fs::remove(in / c.link);
+    if (std::string(c.link) == "config.json") test::write_bytes(in / "config.json", config);
+  }
+  // An output that is a link loop is not replaced by a file.
+  fs::create_symlink("loop", dir_ / "loop");
+  const CliRun r =
+      lowbit_cli("quantize --force " + p("in/model.safetensors") + " " + p("loop") + " --format nf4", dir_);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("loop: cannot be read (Too many levels of symbolic links"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::is_symlink(dir_ / "loop"));
+  for (const auto& e : dir_.listing()) EXPECT_TRUE(e.rfind("in", 0) == 0 || e == "loop") << "left behind: " << e;
 }
 
 TEST_F(Cli, InspectFailsAChecklessCheckpoint) {
