@@ -88,6 +88,7 @@ static void check_forward_cpu(const lowbit_matmul* mm, const lowbit_packed_weigh
   worst = compare(p, out, 0.0);
   CHECK(worst <= 1.0, "%s: M %lld N %lld K %lld: error at %g of the bound", what, (long long)p->M, (long long)p->N,
         (long long)p->K, worst);
+  free(out);
 }
 
 #ifdef LOWBIT_WITH_CUDA
