@@ -3,43 +3,9 @@
  * lanes, devices), bad input reported by status and message, and the
  * library-level calls. Prints "N passed, M failed"; exits non-zero on any
  * failure. No libm: the program links lowbit and nothing else. */
-#include <lowbit/c/lowbit.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-static int g_passed, g_failed;
-
-#define CHECK(cond, ...)                                               \
-  do {                                                                 \
-    if (cond) {                                                        \
-      ++g_passed;                                                      \
-    } else {                                                           \
-      ++g_failed;                                                      \
-      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-      fprintf(stderr, __VA_ARGS__);                                    \
-      fprintf(stderr, " (last error: \"%s\")\n", lowbit_last_error()); \
-    }                                                                  \
-  } while (0)
-
-#define CHECK_OK(call) CHECK((call) == LOWBIT_OK, "%s", #call)
+#include "harness.h"
 
 /* ------------------------------------------------------------- helpers */
-
-static double absd(double v) { return v < 0 ? -v : v; }
-
-static DLTensor make_tensor(void* data, uint8_t code, uint8_t bits, int ndim, int64_t* shape) {
-  DLTensor t;
-  memset(&t, 0, sizeof t);
-  t.data = data;
-  t.device.device_type = kDLCPU;
-  t.ndim = ndim;
-  t.dtype.code = code;
-  t.dtype.bits = bits;
-  t.dtype.lanes = 1;
-  t.shape = shape;
-  return t;
-}
 
 /* Deterministic values in [-scale, scale) (an LCG: no libc rand state). */
 static void fill(float* x, int n, unsigned seed, float scale) {
@@ -71,7 +37,6 @@ static double max_block_error(const float* x, const float* y, int n, int block) 
   return worst;
 }
 
-static int contains(const char* text, const char* part) { return strstr(text, part) != NULL; }
 
 /* bfloat16 bits -> float: the upper half of a float32. */
 static float bf16_to_float(uint16_t b) {
