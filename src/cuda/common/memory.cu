@@ -51,17 +51,23 @@ cudaMemPool_t pool_of(int index) {
                  e == cudaSuccess ? "the allocator returned no memory" : cudaGetErrorString(e)));
 }
 
-// Deleters run from Tensor destructors: they never throw.
+// Runs `give_back` with device `index` current, then restores the caller's;
+// deleters run from Tensor destructors, so nothing here throws.
+template <class F>
+void on_device(int index, F&& give_back) noexcept {
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess) current = -1;
+  if (current != index) (void)cudaSetDevice(index);
+  give_back();
+  if (current >= 0 && current != index) (void)cudaSetDevice(current);
+  (void)cudaGetLastError();
+}
+
 struct PoolFree {
   int index;
   cudaStream_t stream;
   void operator()(void* p) const noexcept {
-    int current = -1;
-    if (cudaGetDevice(&current) != cudaSuccess) current = -1;
-    if (current != index) (void)cudaSetDevice(index);
-    (void)cudaFreeAsync(p, stream);
-    if (current >= 0 && current != index) (void)cudaSetDevice(current);
-    (void)cudaGetLastError();
+    on_device(index, [&] { (void)cudaFreeAsync(p, stream); });
   }
 };
 
@@ -71,11 +77,7 @@ struct UserFree {
   int index;
   void* stream;
   void operator()(void* p) const noexcept {
-    int current = -1;
-    if (cudaGetDevice(&current) != cudaSuccess) current = -1;
-    if (current != index) (void)cudaSetDevice(index);
-    allocator.deallocate(allocator.ctx, p, bytes, index, stream);
-    if (current >= 0 && current != index) (void)cudaSetDevice(current);
+    on_device(index, [&] { allocator.deallocate(allocator.ctx, p, bytes, index, stream); });
   }
 };
 
