@@ -4,9 +4,14 @@
 // first kernel marks the outlier columns (outlier_mask zeroed, then set by
 // every thread that sees |x| >= threshold: equal values, so the races are
 // benign). Then one warp per row reduces the row's absmax over non-outlier
-// entries and encodes the row. Not a bandwidth target: scalar, coalesced
-// accesses along rows.
+// entries and encodes the row. Rows of whole 16-byte vectors (the common
+// case) take one block each with 16-byte loads: the block reduces the
+// absmax, then reads the row again (from L1/L2: it was just read) to encode
+// it, storing 16 / sizeof(T) codes per access. Other rows take a warp each
+// with scalar accesses.
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 #include "core/float_convert.h"
 #include "core/quant_math.h"
@@ -60,6 +65,73 @@ __global__ void __launch_bounds__(kThreads) int8_quant_rows(const T* in, int64_t
   }
 }
 
+constexpr int kVecThreads = 128;
+
+// kV codes, one per element of a 16-byte vector, as the bytes of one store.
+template <int kV>
+struct CodeVec;
+template <>
+struct CodeVec<8> {
+  using type = uint2;
+};
+template <>
+struct CodeVec<4> {
+  using type = uint32_t;
+};
+
+template <class T>
+__global__ void __launch_bounds__(kVecThreads) int8_quant_rows_vec(const T* in, int64_t rows, int64_t k,
+                                                                    float threshold, const uint8_t* mask, int8_t* out,
+                                                                    float* row_stats) {
+  constexpr int kV = 16 / static_cast<int>(sizeof(T));
+  using Codes = typename CodeVec<kV>::type;
+  __shared__ float partial[kVecThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t vectors = k / kV;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const uint4* x = reinterpret_cast<const uint4*>(in + row * k);
+    float m = 0.0f;
+    for (int64_t v = threadIdx.x; v < vectors; v += kVecThreads) {
+      const uint4 w = __ldg(x + v);
+      const T* e = reinterpret_cast<const T*>(&w);
+#pragma unroll
+      for (int j = 0; j < kV; ++j) {
+        const float f = core::to_f32(e[j]);
+        if (!core::int8_is_outlier(f, threshold)) m = core::absmax_update(m, f);
+      }
+    }
+    m = warp_absmax(m);
+    if (lane == 0) partial[warp] = m;
+    __syncthreads();
+    m = partial[0];
+#pragma unroll
+    for (int w = 1; w < kVecThreads / 32; ++w) m = core::absmax_update(m, partial[w]);
+    if (threadIdx.x == 0) row_stats[row] = m;
+    const float factor = core::int8_row_factor(m);
+    Codes* q = reinterpret_cast<Codes*>(out + row * k);
+    for (int64_t v = threadIdx.x; v < vectors; v += kVecThreads) {
+      const uint4 w = __ldg(x + v);
+      const T* e = reinterpret_cast<const T*>(&w);
+      Codes c;
+      auto* b = reinterpret_cast<int8_t*>(&c);
+#pragma unroll
+      for (int j = 0; j < kV; ++j) {
+        b[j] = (mask != nullptr && mask[v * kV + j] != 0) ? int8_t{0} : core::int8_encode(core::to_f32(e[j]), factor);
+      }
+      q[v] = c;
+    }
+    __syncthreads();  // partial is rewritten by the next row
+  }
+}
+
+// Whether rows of `k` elements are whole 16-byte vectors at aligned addresses.
+template <class T>
+bool vector_rows(const T* in, int64_t k, const int8_t* out) {
+  constexpr int64_t kV = 16 / static_cast<int64_t>(sizeof(T));
+  const auto addr = [](const void* p) { return reinterpret_cast<uintptr_t>(p); };
+  return k % kV == 0 && addr(in) % 16 == 0 && addr(out) % static_cast<uintptr_t>(kV) == 0;
+}
+
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     int8_dequant_rows(const int8_t* in, int64_t rows, int64_t k, const float* row_stats, T* out) {
@@ -97,9 +169,17 @@ void int8_vectorwise_quant(const Int8VectorwiseQuantArgs& a, void* /*workspace*/
       kernel<<<grid, kThreads, 0, s>>>(in, a.input.numel(), k, a.threshold, mask);
       check_launch(op, "mark_outlier_columns");
     }
+    int8_t* out = a.out.ptr<int8_t>();
+    if (vector_rows(in, k, out)) {
+      auto* kernel = &int8_quant_rows_vec<T>;
+      const int grid = persistent_grid(kernel, kVecThreads, 0, rows, op);
+      kernel<<<grid, kVecThreads, 0, s>>>(in, rows, k, a.threshold, mask, out, a.row_stats.ptr<float>());
+      check_launch(op, "int8_quant_rows_vec");
+      return;
+    }
     auto* kernel = &int8_quant_rows<T>;
     const int grid = persistent_grid(kernel, kThreads, 0, ceil_div(rows, kWarps), op);
-    kernel<<<grid, kThreads, 0, s>>>(in, rows, k, a.threshold, mask, a.out.ptr<int8_t>(), a.row_stats.ptr<float>());
+    kernel<<<grid, kThreads, 0, s>>>(in, rows, k, a.threshold, mask, out, a.row_stats.ptr<float>());
     check_launch(op, "int8_quant_rows");
   });
 }
