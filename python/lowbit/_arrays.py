@@ -160,9 +160,10 @@ class _NumPy(Framework):
     def prepare(self, x: Any) -> Tuple[Any, str]:
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
-        name = x.dtype.name
-        if name in _EXTENDED:  # ml_dtypes arrays: NumPy's DLPack cannot export them
-            return x.view(np.uint16 if name == _BF16 else np.uint8), name
+        if x.dtype.kind == "V":  # ml_dtypes arrays (kind V): NumPy's DLPack cannot export them
+            name = x.dtype.name
+            if name in _EXTENDED:
+                return x.view(np.uint16 if name == _BF16 else np.uint8), name
         return x, ""
 
     def prepare_out(self, x: Any, op: str, name: str) -> Tuple[Any, str]:
@@ -204,8 +205,13 @@ class _Torch(Framework):
         raise TypeError(f"lowbit: torch tensors on '{d.type}' are not supported (only cpu and cuda)")
 
     def prepare(self, x: Any) -> Tuple[Any, str]:
-        import torch
-
+        torch = sys.modules["torch"]
+        fp8 = _TORCH_FP8 or _torch_fp8()
+        # torch's own exporter: Tensor.__dlpack__ would order the legacy
+        # default stream after the current one, a wait no op needs (the work
+        # is enqueued on the current stream) and one a CUDA graph cannot capture.
+        if not x.requires_grad and x.is_contiguous() and not x.is_conj() and not x.is_neg() and x.dtype not in fp8:
+            return torch._C._to_dlpack(x), ""  # the common case, checked in one line: it is on every call's path
         if x.requires_grad:
             x = x.detach()
         if x.is_conj():
@@ -215,12 +221,9 @@ class _Torch(Framework):
         if not x.is_contiguous():
             x = x.contiguous()
         name = ""
-        if x.dtype in _TORCH_FP8 or (not _TORCH_FP8 and x.dtype in _torch_fp8()):  # torch's DLPack export of fp8 varies by version: send the bytes
+        if x.dtype in fp8:  # torch's DLPack export of fp8 varies by version: send the bytes
             name = dtype_name(x.dtype)
             x = x.view(torch.uint8)
-        # torch's own exporter: Tensor.__dlpack__ would order the legacy
-        # default stream after the current one, a wait no op needs (the work
-        # is enqueued on the current stream) and one a CUDA graph cannot capture.
         return torch._C._to_dlpack(x), name
 
     def prepare_out(self, x: Any, op: str, name: str) -> Tuple[Any, str]:
@@ -229,8 +232,7 @@ class _Torch(Framework):
         return self.prepare(x)
 
     def wrap(self, raw: Any, dtype: str) -> Any:
-        import torch
-
+        torch = sys.modules["torch"]
         array, _, kind, index = raw
         if isinstance(array, torch.Tensor):
             return array
@@ -243,13 +245,12 @@ class _Torch(Framework):
         return t
 
     def current_stream(self, x: Any, device: Device) -> int:
-        import torch
-
-        return int(torch._C._cuda_getCurrentRawStream(device[1]))
+        return int(sys.modules["torch"]._C._cuda_getCurrentRawStream(device[1]))
 
     def allocator(self, device: Device, stream: int, current: bool) -> Any:
         if current or stream == self.current_stream(None, device):
-            return _torch_alloc
+            form = _TORCH_EMPTY.get(device[1])
+            return form if form is not None else _torch_empty_form(device[1])
         return _on_stream(_torch_alloc, lambda: _torch_stream(stream, device[1]))
 
     def dtype(self, name: str) -> Any:
@@ -385,8 +386,7 @@ def _torch_fp8() -> tuple:
 
 def _torch_alloc(shape: Tuple[int, ...], dtype: str, index: int, stream: int) -> Tuple[Any, int]:
     """A torch.empty result for a call running on the current stream."""
-    import torch
-
+    torch = sys.modules["torch"]
     dt = _TORCH_DTYPES.get(dtype)
     if dt is None:
         dt = _TORCH_DTYPES[dtype] = getattr(torch, dtype)
@@ -395,6 +395,19 @@ def _torch_alloc(shape: Tuple[int, ...], dtype: str, index: int, stream: int) ->
         dev = _TORCH_DEVICES[index] = torch.device("cuda", index)
     t = torch.empty(shape, dtype=dt, device=dev)
     return t, t.data_ptr()
+
+
+# Per device index: the fast allocator form the binding calls itself
+# (python/src/arrays.h, CallContext): torch.empty(*sizes, dtype=, device=).
+_TORCH_EMPTY: dict = {}
+_LOWBIT_DTYPE_NAMES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8", "uint8", "int32", "int64")
+
+
+def _torch_empty_form(index: int) -> tuple:
+    torch = sys.modules["torch"]
+    dtypes = {name: getattr(torch, name) for name in _LOWBIT_DTYPE_NAMES}
+    form = _TORCH_EMPTY[index] = (torch.empty, dtypes, torch.device("cuda", index), index)
+    return form
 
 
 def _torch_stream(stream: int, index: int) -> Any:

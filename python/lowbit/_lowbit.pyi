@@ -8,7 +8,10 @@ array for host memory or a DLPack capsule for CUDA memory, lowbit dtype name,
 DLPack device type, device index). An op's ``stream`` is a ``CallStream``: the
 cudaStream_t as an int, or (stream, alloc) with alloc(shape, dtype name,
 device index, stream) -> (array, data pointer) allocating the call's CUDA
-results and scratch with the caller's framework.
+results and scratch with the caller's framework, or alloc = (factory,
+{dtype name: dtype}, device, device index) that the binding calls as
+factory(*sizes, dtype=, device=) (torch.empty on the current stream). A code
+map argument of None is the shared dynamic map (``shared_code``).
 """
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -16,7 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 InArray = Tuple[Any, str]
 OutArray = Tuple[Any, str]
 Exported = Tuple[Any, str, int, int]
-NestedIn = Tuple[InArray, InArray, InArray, int]
+NestedIn = Tuple[Optional[InArray], InArray, InArray, int]
 CallStream = Union[int, Tuple[int, Any]]
 
 __version__: str
@@ -38,7 +41,7 @@ def quantize_blockwise(
 def dequantize_blockwise(
     A: InArray,
     absmax: InArray,
-    code: InArray,
+    code: Optional[InArray],
     blocksize: int,
     nested: Optional[NestedIn],
     out: Optional[OutArray],
@@ -76,6 +79,7 @@ def int8_vectorwise_quant(
     A: InArray, threshold: float, stream: CallStream = 0
 ) -> Tuple[Exported, Exported, Optional[Exported]]: ...
 def int8_vectorwise_dequant(A: InArray, stats: InArray, dtype: str, stream: CallStream = 0) -> Exported: ...
+def shared_code(name: str, device_type: str, device_index: int) -> Exported: ...
 def create_dynamic_map(signed: bool, max_exponent_bits: int, total_bits: int) -> List[float]: ...
 def create_linear_map(signed: bool, total_bits: int, add_zero: bool) -> List[float]: ...
 def create_normal_map(offset: float, use_extra_value: bool) -> List[float]: ...

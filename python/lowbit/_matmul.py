@@ -240,6 +240,7 @@ class Matmul:
             raise TypeError(f"Matmul: config must be a lowbit.MatmulConfig (got {type(config).__name__})")
         self._device, self._hint = _device_of(device)
         self._impl = _lowbit.Matmul(config, self._device[0], self._device[1])
+        self._a_dtype = _arrays.dtype_name(config.A_dtype)  # forward's, kept: config is a copy per access
 
     @property
     def config(self) -> MatmulConfig:
@@ -344,8 +345,8 @@ class Matmul:
         -------
         [..., N] of ``config.out_dtype`` in A's framework and on its device.
         """
-        given = [name for name, x in (("scale", scale), ("zeros", zeros), ("bias", bias)) if x is not None]
-        if given:
+        if scale is not None or zeros is not None or bias is not None:
+            given = [name for name, x in (("scale", scale), ("zeros", zeros), ("bias", bias)) if x is not None]
             raise ValueError(
                 f"Matmul.forward: {', '.join(given)} must be None — scale, zeros and bias travel in the "
                 f"PackedWeight: pass them to transform_weight instead"
@@ -356,8 +357,7 @@ class Matmul:
                 f"(got {type(W).__name__})"
             )
         call = _arrays.Call("matmul", A, "A", stream)
-        a_dtype = self._impl.config.A_dtype
-        raw = self._impl.forward(call.arg(A, "A", _bits_view(A, a_dtype)), W._impl, call.out(output, "output"),
+        raw = self._impl.forward(call.arg(A, "A", _bits_view(A, self._a_dtype)), W._impl, call.out(output, "output"),
                                  call.ctx)
         call.done()
         return output if output is not None else call.result(raw)

@@ -201,9 +201,8 @@ def _nested_arg(call: _arrays.Call, qs: QuantState) -> Optional[Tuple[Any, Any, 
     if not qs.nested:
         return None
     s2 = qs.state2
-    code2 = s2.code if s2.code is not None else create_dynamic_map()
     blocksize2 = s2.blocksize if s2.blocksize is not None else 256
-    return (call.arg(code2, "state2.code"), call.arg(s2.absmax, "state2.absmax"), call.scalar(qs.offset, "offset"),
+    return (_code_arg(call, s2.code, "state2.code"), call.arg(s2.absmax, "state2.absmax"), call.scalar(qs.offset, "offset"),
             _arrays.integer(blocksize2, call.op, "state2.blocksize"))
 
 
@@ -220,19 +219,43 @@ def _input_dtype(call: _arrays.Call, A: Array, r: dict) -> Any:
     return dtype if dtype is not None else call.fw.dtype(r["dtype"])
 
 
-def _state(call: _arrays.Call, r: dict, absmax: Optional[Array], **fields: Any) -> QuantState:
+# One array per (framework, device, map) that every state made there refers
+# to, as bitsandbytes keeps its code maps: no allocation or copy per call.
+_SHARED_CODES: dict = {}
+_CACHED_FRAMEWORKS = (_arrays.NUMPY, _arrays.TORCH, _arrays.CUPY, _arrays.JAX)
+
+
+def _shared_code(call: _arrays.Call, name: str) -> Array:
+    """The code map `name` ("dynamic", "nf4", "fp4") on the call's device, in its framework."""
+    key = (call.fw, call.device, name)
+    code = _SHARED_CODES.get(key)
+    if code is None:
+        code = call.result(_lowbit.shared_code(name, call.device[0], call.device[1]))
+        if call.fw in _CACHED_FRAMEWORKS:
+            _SHARED_CODES[key] = code
+    return code
+
+
+def _code_arg(call: _arrays.Call, code: Optional[Array], name: str) -> Optional[Tuple[Any, str]]:
+    """A code map argument: None for the shared dynamic map (the C++ side has it), else the array."""
+    if code is None or code is _SHARED_CODES.get((call.fw, call.device, "dynamic")):
+        return None
+    return call.arg(code, name)
+
+
+def _state(call: _arrays.Call, r: dict, absmax: Optional[Array], code: Array, **fields: Any) -> QuantState:
     """The QuantState of a quantize call from the C++ result dict."""
     state_absmax = call.result(r["absmax"]) if r["absmax"] is not None else absmax
     if "offset" not in r:
-        return QuantState(absmax=state_absmax, code=call.result(r["code"]), **fields)
+        return QuantState(absmax=state_absmax, code=code, **fields)
     state2 = QuantState(
         absmax=call.result(r["absmax2"]),
-        code=call.result(r["code2"]),
+        code=_shared_code(call, "dynamic"),
         blocksize=r["blocksize2"],
         dtype=call.fw.dtype("float32"),
     )
     return QuantState(
-        absmax=state_absmax, code=call.result(r["code"]), offset=call.result(r["offset"]), state2=state2, **fields
+        absmax=state_absmax, code=code, offset=call.result(r["offset"]), state2=state2, **fields
     )
 
 
@@ -256,8 +279,9 @@ def quantize_blockwise(
     A : array
         float32/float16/bfloat16, any shape.
     code : array, optional
-        float32 [256] map sorted ascending (default: ``create_dynamic_map()``);
-        moved to A's device if needed.
+        float32 [256] map sorted ascending (default: the dynamic map, one
+        array per device shared by every state); the state refers to it when
+        it is on A's device, else to a copy there.
     absmax : array, optional
         float32 [ceil(n / blocksize)] buffer for the block maxima.
     out : array, optional
@@ -275,11 +299,17 @@ def quantize_blockwise(
     """
     call = _arrays.Call("quantize_blockwise", A, "A", stream)
     r = _lowbit.quantize_blockwise(
-        call.arg(A, "A"), call.opt(code, "code"), call.out(absmax, "absmax"), call.out(out, "out"),
+        call.arg(A, "A"), _code_arg(call, code, "code"), call.out(absmax, "absmax"), call.out(out, "out"),
         _arrays.integer(blocksize, call.op, "blocksize"), _arrays.flag(nested, call.op, "nested"), call.ctx,
     )
     q = out if out is not None else call.result(r["out"])
-    state = _state(call, r, absmax, blocksize=blocksize, shape=r["shape"], dtype=_input_dtype(call, A, r))
+    if code is None:
+        code = _shared_code(call, "dynamic")
+    elif r["code"] is not None:
+        code = call.result(r["code"])
+    elif _arrays.framework_of(code, call.op, "code") is not call.fw:  # the state's arrays are A's framework's
+        code = call.result(_lowbit.to_device(call.arg(code, "code"), call.device[0], call.device[1], call.stream))
+    state = _state(call, r, absmax, code, blocksize=blocksize, shape=r["shape"], dtype=_input_dtype(call, A, r))
     call.done()
     return q, state
 
@@ -336,7 +366,7 @@ def dequantize_blockwise(
     raw = _lowbit.dequantize_blockwise(
         call.arg(A, "A"),
         call.arg(qs.absmax, "absmax"),
-        call.arg(qs.code if qs.code is not None else create_dynamic_map(), "code"),
+        _code_arg(call, qs.code, "code"),
         _blocksize(call, qs, blocksize),
         _nested_arg(call, qs),
         call.out(out, "out"),
@@ -417,8 +447,8 @@ def quantize_4bit(
         _arrays.text(quant_type, call.op, "quant_type"), call.ctx,
     )
     packed = out if out is not None else _storage_view(call, call.result(r["out"]), quant_storage)
-    state = _state(call, r, absmax, blocksize=blocksize, shape=r["shape"], dtype=_input_dtype(call, A, r),
-                   quant_type=quant_type)
+    state = _state(call, r, absmax, _shared_code(call, quant_type), blocksize=blocksize, shape=r["shape"],
+                   dtype=_input_dtype(call, A, r), quant_type=quant_type)
     call.done()
     return packed, state
 

@@ -4,11 +4,16 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <array>
+#include <string>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <string_view>
 
 #include "capi/capi.h"
 #include "core/check.h"
+#include "lowbit/code_maps.h"
 
 namespace lowbit::python {
 namespace {
@@ -140,11 +145,46 @@ struct PyOwner {
   }
 };
 
+// The fast form of alloc (see CallContext): factory(*sizes, dtype=, device=)
+// called here, then its data_ptr() (no Python frame between; sizes as ints,
+// which PyTorch parses faster than a tuple).
+std::shared_ptr<void> factory_allocate(nb::handle alloc, const TensorRef& spec) {
+  const nb::tuple form = nb::borrow<nb::tuple>(alloc);
+  LOWBIT_REQUIRE(nb::cast<int>(form[3]) == spec.device.index, ErrorCode::internal,
+                 "lowbit: a call's allocator got a request for device ", spec.device.index);
+  const std::string name(dtype_name(spec.dtype));
+  PyObject* dtype = PyDict_GetItemString(form[1].ptr(), name.c_str());  // borrowed
+  LOWBIT_REQUIRE(dtype != nullptr, ErrorCode::internal, "lowbit: no framework dtype for ", name);
+  static PyObject* const kwnames = Py_BuildValue("(ss)", "dtype", "device");  // kept for the process
+  static PyObject* const data_ptr = PyUnicode_InternFromString("data_ptr");
+  std::vector<nb::object> sizes;
+  std::array<PyObject*, kMaxDims + 3> args{};  // args[0]: room for PY_VECTORCALL_ARGUMENTS_OFFSET
+  size_t n = 0;
+  if (spec.ndim == 0) {
+    sizes.push_back(nb::steal(PyTuple_New(0)));
+  } else {
+    for (int i = 0; i < spec.ndim; ++i) sizes.push_back(nb::int_(spec.shape[static_cast<size_t>(i)]));
+  }
+  for (const nb::object& d : sizes) args[++n] = d.ptr();
+  args[n + 1] = dtype;
+  args[n + 2] = form[2].ptr();
+  const nb::object t = nb::steal(
+      PyObject_Vectorcall(form[0].ptr(), args.data() + 1, n | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames));
+  if (!t.is_valid()) throw nb::python_error();
+  PyObject* self[2] = {nullptr, t.ptr()};
+  const nb::object ptr =
+      nb::steal(PyObject_VectorcallMethod(data_ptr, self + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
+  if (!ptr.is_valid()) throw nb::python_error();
+  void* data = reinterpret_cast<void*>(nb::cast<uintptr_t>(ptr));
+  return std::shared_ptr<void>(data, PyOwner{t.inc_ref().ptr(), spec});
+}
+
 // core::AllocateFn over the call's Python alloc function. A framework error
 // (its out-of-memory error too) propagates to the caller unchanged.
 std::shared_ptr<void> framework_allocate(void* ctx, const TensorRef& spec, size_t /*bytes*/, Stream stream) {
   nb::gil_scoped_acquire gil;
   nb::handle alloc(static_cast<PyObject*>(ctx));
+  if (PyTuple_Check(alloc.ptr())) return factory_allocate(alloc, spec);
   nb::tuple shape = nb::steal<nb::tuple>(PyTuple_New(spec.ndim));
   for (int i = 0; i < spec.ndim; ++i) {
     PyTuple_SET_ITEM(shape.ptr(), i, PyLong_FromLongLong(spec.shape[static_cast<size_t>(i)]));
@@ -232,11 +272,35 @@ TensorRef place(const TensorRef& t, Device device, Stream stream, std::vector<Te
   return keep.back().ref();
 }
 
+const Tensor& shared_code(const std::string& name, Device device) {
+  static std::mutex mutex;
+  // Never destroyed: at exit the CUDA runtime may be gone before statics are.
+  static auto* cache = new std::map<std::tuple<std::string, int, int>, Tensor>();
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(name, static_cast<int>(device.type), device.index);
+  auto it = cache->find(key);
+  if (it != cache->end()) return it->second;
+  std::vector<float> values;
+  if (name == "dynamic") {
+    values = create_dynamic_map();
+  } else {
+    const std::array<float, 16> table = get_4bit_type(name);
+    values.assign(table.begin(), table.end());
+  }
+  Tensor t = Tensor::constant(values.data(), {static_cast<int64_t>(values.size())}, DType::f32, device);
+  return cache->emplace(key, std::move(t)).first->second;
+}
+
+TensorRef code_arg(const char* op, const char* arg, const std::optional<InArray>& code, Device device, Stream stream,
+                   std::vector<Tensor>& keep) {
+  return code ? place(to_ref(op, arg, *code), device, stream, keep) : shared_code("dynamic", device).ref();
+}
+
 NestedAbsmax nested_arg(const char* op, const std::optional<NestedIn>& nested, Device device, Stream stream,
                         std::vector<Tensor>& keep) {
   if (!nested) return {};
   const auto& [code, absmax, offset, blocksize] = *nested;
-  return NestedAbsmax{place(to_ref(op, "state2.code", code), device, stream, keep), to_ref(op, "state2.absmax", absmax),
+  return NestedAbsmax{code_arg(op, "state2.code", code, device, stream, keep), to_ref(op, "state2.absmax", absmax),
                       place(to_ref(op, "offset", offset), device, stream, keep), blocksize};
 }
 

@@ -53,10 +53,13 @@ inline Stream to_stream(uintptr_t handle) { return Stream{reinterpret_cast<void*
 
 // What lowbit/_arrays.py passes as an op's `stream`: an int (the stream), or
 // (stream, alloc) for frameworks that own their GPU memory (PyTorch, CuPy),
-// where alloc(shape, dtype name, device index, stream) -> (array, data
-// pointer) allocates with the framework, so that its memory statistics,
+// where alloc allocates with the framework, so that its memory statistics,
 // out-of-memory handling and CUDA-graph pools see lowbit's results and
-// scratch like its own ops'.
+// scratch like its own ops'. alloc is either a callable
+// alloc(shape, dtype name, device index, stream) -> (array, data pointer),
+// or the fast form (factory, {dtype name: dtype}, device, device index) for
+// factory(*sizes, dtype=, device=) on the framework's current stream, whose
+// result has data_ptr() (torch.empty).
 struct CallContext {
   Stream stream;
   nb::object alloc;  // none: lowbit's own stream-ordered allocator
@@ -79,9 +82,20 @@ Device to_device(const std::string& type, int index);
 // auxiliary tensors such as code maps, as bitsandbytes moves `code`).
 TensorRef place(const TensorRef& t, Device device, Stream stream, std::vector<Tensor>& keep);
 
-// (code, absmax, offset, blocksize) of a double-quantized absmax, as
-// lowbit/functional.py's _nested_arg passes it.
-using NestedIn = std::tuple<InArray, InArray, InArray, int64_t>;
+// The shared copy of a code map on `device`: "dynamic" (bitsandbytes'
+// default 8-bit map) or a get_4bit_type name ("nf4", "fp4", ...), uploaded
+// once and referenced by every state made there, as bitsandbytes caches its
+// maps per device: a call costs no allocation and no copy for its code.
+const Tensor& shared_code(const std::string& name, Device device);
+
+// A code map argument on `device`: the shared dynamic map for None, else the
+// array where it is or a copy kept alive in `keep` (place).
+TensorRef code_arg(const char* op, const char* arg, const std::optional<InArray>& code, Device device, Stream stream,
+                   std::vector<Tensor>& keep);
+
+// (code or None for the dynamic map, absmax, offset, blocksize) of a
+// double-quantized absmax, as lowbit/functional.py's _nested_arg passes it.
+using NestedIn = std::tuple<std::optional<InArray>, InArray, InArray, int64_t>;
 // The NestedAbsmax view of it (absent for None); the code map and offset are
 // moved to `device` when elsewhere, kept alive in `keep`.
 NestedAbsmax nested_arg(const char* op, const std::optional<NestedIn>& nested, Device device, Stream stream,

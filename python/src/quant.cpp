@@ -23,18 +23,6 @@ using core::cat;
 
 using core::ceil_div;
 
-// A host vector as an f32 tensor on `device`.
-Tensor f32_tensor(const float* values, int64_t n, Device device, Stream stream) {
-  const TensorRef host = TensorRef::contiguous(const_cast<float*>(values), DType::f32, {n});
-  return without_gil([&] { return Tensor::copy_of(host, device, stream); });
-}
-
-// bitsandbytes' default code: the signed dynamic map, a fresh copy per state.
-Tensor dynamic_code(Device device, Stream stream) {
-  static const std::vector<float> map = create_dynamic_map();
-  return f32_tensor(map.data(), static_cast<int64_t>(map.size()), device, stream);
-}
-
 // The caller's output buffer, or a new tensor (kept in `owned`).
 TensorRef output(const char* op, const char* arg, const std::optional<OutArray>& given, Tensor& owned, Shape shape,
                  DType dtype, Device device, Stream stream) {
@@ -62,7 +50,6 @@ void compress_absmax(const TensorRef& absmax, int64_t blocksize2, Device device,
   r["absmax"] = to_py(qabsmax, "absmax");
   r["offset"] = to_py(offset.reshaped(Shape{}), "offset");
   r["absmax2"] = to_py(state2.absmax, "absmax2");
-  r["code2"] = to_py(without_gil([&] { return Tensor::copy_of(state2.code, device, stream); }), "code2");
   r["blocksize2"] = blocksize2;
 }
 
@@ -78,10 +65,11 @@ nb::dict quantize_blockwise_py(const InArray& A, const std::optional<InArray>& c
   const CallScope scope(ctx);
   const Stream stream = ctx.stream;
   core::require_blocksize(op, "blocksize", blocksize);
-  // The state keeps its own copy of the map on A's device (bitsandbytes: code.to(A.device)).
-  const TensorRef code_ref = to_ref(op, "code", code);
-  const Tensor code_t =
-      code ? without_gil([&] { return Tensor::copy_of(code_ref, device, stream); }) : dynamic_code(device, stream);
+  // The map on A's device: the shared dynamic map for None, the caller's
+  // array when it is there already (the state refers to it), else a copy
+  // (bitsandbytes: code.to(A.device)).
+  std::vector<Tensor> keep;
+  const TensorRef code_t = code_arg(op, "code", code, device, stream, keep);
   Tensor out_t, absmax_t;
   const TensorRef out_ref = output(op, "out", out, out_t, input.sizes(), DType::u8, device, stream);
   const TensorRef absmax_ref =
@@ -92,13 +80,14 @@ nb::dict quantize_blockwise_py(const InArray& A, const std::optional<InArray>& c
   r["shape"] = nb::tuple(nb::cast(std::vector<int64_t>(input.sizes().begin(), input.sizes().end())));
   r["dtype"] = std::string(dtype_name(input.dtype));
   r["out"] = py_or_none(out_t, "out");
-  r["code"] = to_py(code_t, "code");
+  r["code"] = keep.empty() ? nb::none() : nb::object(to_py(keep.back(), "code"));
   r["absmax"] = py_or_none(absmax_t, "absmax");
   if (nested && absmax_ref.numel() > 0) compress_absmax(absmax_ref, blocksize, device, stream, r);
   return r;
 }
 
-nb::object dequantize_blockwise_py(const InArray& A, const InArray& absmax, const InArray& code, int64_t blocksize,
+nb::object dequantize_blockwise_py(const InArray& A, const InArray& absmax, const std::optional<InArray>& code,
+                                   int64_t blocksize,
                                    const std::optional<NestedIn>& nested, const std::optional<OutArray>& out,
                                    const std::string& out_dtype, nb::handle stream_arg) {
   const char* op = "dequantize_blockwise";
@@ -110,7 +99,7 @@ nb::object dequantize_blockwise_py(const InArray& A, const InArray& absmax, cons
   std::vector<Tensor> keep;
   DequantizeBlockwiseArgs args;
   args.input = input;
-  args.code = place(to_ref(op, "code", code), device, stream, keep);
+  args.code = code_arg(op, "code", code, device, stream, keep);
   args.absmax = to_ref(op, "absmax", absmax);
   args.nested = nested_arg(op, nested, device, stream, keep);
   args.blocksize = blocksize;
@@ -143,9 +132,6 @@ nb::dict quantize_4bit_py(const InArray& A, const std::optional<OutArray>& absma
   r["shape"] = nb::tuple(nb::cast(std::vector<int64_t>(input.sizes().begin(), input.sizes().end())));
   r["dtype"] = std::string(dtype_name(input.dtype));
   r["out"] = py_or_none(out_t, "out");
-  // bitsandbytes: code = get_4bit_type(quant_type, device=A.device).
-  const std::array<float, 16> table = get_4bit_type(quant_type);
-  r["code"] = to_py(f32_tensor(table.data(), 16, device, stream), "code");
   r["absmax"] = py_or_none(absmax_t, "absmax");
   if (compress_statistics && absmax_ref.numel() > 0) compress_absmax(absmax_ref, 256, device, stream, r);
   return r;
@@ -285,14 +271,20 @@ void bind_quant(nb::module_& m) {
   using nb::arg;
   m.def("quantize_blockwise", &quantize_blockwise_py, arg("A"), arg("code").none(), arg("absmax").none(),
         arg("out").none(), arg("blocksize"), arg("nested"), arg("stream") = 0,
-        "8-bit blockwise quantization. Returns a dict: shape and dtype (of A), out, code, absmax (None for buffers "
-        "the caller gave) and, when nested, offset, absmax2, code2, blocksize2.");
-  m.def("dequantize_blockwise", &dequantize_blockwise_py, arg("A"), arg("absmax"), arg("code"), arg("blocksize"),
+        "8-bit blockwise quantization. Returns a dict: shape and dtype (of A), out, absmax (None for buffers "
+        "the caller gave), code (a copy on A's device of a code given elsewhere, else None: the state refers to the "
+        "given code, or the shared dynamic map for None) and, when nested, offset, absmax2, blocksize2 (the nested "
+        "code is the dynamic map).");
+  m.def("dequantize_blockwise", &dequantize_blockwise_py, arg("A"), arg("absmax"), arg("code").none(), arg("blocksize"),
         arg("nested").none(), arg("out").none(), arg("dtype"), arg("stream") = 0,
         "8-bit blockwise dequantization; returns the output (None when out was given).");
   m.def("quantize_4bit", &quantize_4bit_py, arg("A"), arg("absmax").none(), arg("out").none(), arg("blocksize"),
         arg("compress_statistics"), arg("quant_type"), arg("stream") = 0,
-        "NF4/FP4 quantization; returns a dict like quantize_blockwise (nested blocksize 256).");
+        "NF4/FP4 quantization; returns a dict like quantize_blockwise without code (nested blocksize 256).");
+  m.def("shared_code", [](const std::string& name, const std::string& type, int index) {
+        return to_py(shared_code(name, to_device(type, index)), "code");
+      }, arg("name"), arg("device_type"), arg("device_index"),
+        "The code map 'dynamic' or a 4-bit table ('nf4', 'fp4', ...) on a device, one copy shared by every call.");
   m.def("dequantize_4bit", &dequantize_4bit_py, arg("A"), arg("absmax"), arg("quant_type"), arg("blocksize"),
         arg("nested").none(), arg("shape"), arg("out").none(), arg("dtype"), arg("stream") = 0,
         "NF4/FP4 dequantization; returns the output (None when out was given).");

@@ -76,13 +76,34 @@ def test_custom_code_and_out_dtype(rng):
     q, state = F.quantize_blockwise(x, code=code, blocksize=128)
     want_q, absmax = ref.quantize_blockwise(x, code, 128)
     np.testing.assert_array_equal(q, want_q)
-    assert state.code is not code  # the state keeps its own copy
+    assert state.code is code  # on A's device already: the state refers to it, as bitsandbytes' does
     np.testing.assert_array_equal(state.code, code)
     state.dtype = np.float16
     y = F.dequantize_blockwise(q, state)
     assert y.dtype == np.float16
     np.testing.assert_array_equal(y.astype(np.float32), ref.to_dtype(ref.dequantize_blockwise(q, code, absmax, 128),
                                                                       "float16"))
+
+
+def test_states_share_the_default_code_maps(backend, rng):
+    """Every state made on a device refers to one copy of each code map (no
+    allocation or copy per call); a code elsewhere is copied to A's device."""
+    x = backend.array(_data(rng, (1000,), "float32"))
+    _, s1 = F.quantize_blockwise(x, blocksize=256)
+    _, s2 = F.quantize_blockwise(x, blocksize=256, nested=True)
+    assert s1.code is s2.code and s2.state2.code is s1.code
+    np.testing.assert_array_equal(backend.numpy(s1.code), F.create_dynamic_map())
+    for quant_type in ("nf4", "fp4"):
+        _, a = F.quantize_4bit(x, quant_type=quant_type, compress_statistics=True)
+        _, b = F.quantize_4bit(x, quant_type=quant_type)
+        assert a.code is b.code and a.state2.code is s1.code
+        np.testing.assert_array_equal(backend.numpy(a.code), F.get_4bit_type(quant_type))
+    host_code = F.create_linear_map(signed=True)
+    q, s3 = F.quantize_blockwise(x, code=host_code, blocksize=256)
+    if backend.device != "cpu":
+        assert s3.code is not host_code
+        assert backend.numpy(F.dequantize_blockwise(q, s3)).shape == (1000,)
+    np.testing.assert_array_equal(backend.numpy(s3.code), host_code)
 
 
 def test_out_and_absmax_buffers_are_written_in_place(backend, rng):

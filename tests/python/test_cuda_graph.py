@@ -120,9 +120,10 @@ def test_results_come_from_torchs_allocator(torch):
     packed, state = F.quantize_4bit(x, quant_type="nf4")
     y, s = F.act_quant(x)
     grown = torch.cuda.memory_allocated() - before
-    results = packed.nbytes + state.absmax.nbytes + state.code.nbytes + y.nbytes + s.nbytes
+    results = packed.nbytes + state.absmax.nbytes + y.nbytes + s.nbytes
     # Each result is a torch tensor owning its storage (not a DLPack import
     # of foreign memory), counted by memory_allocated; scratch was returned.
+    # (The 4-bit table is one array per device that every state shares: no result.)
     assert results <= grown <= results + 4 * 512 * 5, (grown, results)
     assert all(isinstance(t, torch.Tensor) and t.is_cuda for t in (packed, state.absmax, state.code, y, s))
     del packed, state, y, s

@@ -141,10 +141,29 @@ void copy(void* dst, Device dst_device, const void* src, Device src_device, size
   if (dst_device.is_cpu()) check(cudaStreamSynchronize(s), "copy", "cudaStreamSynchronize");
 }
 
+namespace {
+
+// This thread's stream-capture mode set to relaxed while alive: work on a
+// stream no capture records (a constant's upload and its wait) may then run
+// while another stream is being captured in global mode.
+class RelaxedCapture {
+ public:
+  RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+  ~RelaxedCapture() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
+}  // namespace
+
 // On a stream of its own, so a CUDA graph being captured on another stream
 // neither records the upload nor is disturbed by the wait.
 std::shared_ptr<void> constant(const void* src, size_t bytes, int index) {
   DeviceGuard guard(index, "cuda");
+  const RelaxedCapture relaxed;
   static std::mutex mutex;
   static std::array<cudaStream_t, kMaxDevices> streams{};
   std::lock_guard<std::mutex> lock(mutex);
