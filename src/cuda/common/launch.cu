@@ -1,5 +1,6 @@
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <utility>
 
 #include "cuda/common/launch.h"
@@ -30,10 +31,10 @@ bool device_is_sm90(const char* op) {
 
 int blocks_per_sm(const void* kernel, int threads, size_t smem, const char* op) {
   static std::mutex mutex;
-  static std::map<std::pair<const void*, int>, int> cache;
+  static std::map<std::tuple<const void*, int, int, size_t>, int> cache;
   int device = 0;
   check(cudaGetDevice(&device), op, "cudaGetDevice");
-  const auto key = std::make_pair(kernel, device * 4096 + threads);
+  const auto key = std::make_tuple(kernel, device, threads, smem);
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = cache.find(key);

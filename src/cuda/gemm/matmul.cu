@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "core/check.h"
 #include "core/weight_format.h"
@@ -185,18 +186,25 @@ void split_k(Plan& plan, int64_t blocks_n, int m_tile, int threads, int64_t min_
   plan.grid = dim3(static_cast<unsigned>(blocks_n), static_cast<unsigned>(blocks_m), static_cast<unsigned>(p.splits));
 }
 
-Plan make_rows_plan(const MatmulArgs& a, int config) {
+// The rows layout's fields of Params: its scales and zeros.
+void fill_rows(Params& p, const MatmulArgs& a) {
   const PackedWeightRef& w = a.weight;
   const WeightFormat& f = w.format;
-  Plan plan;
-  Params& p = plan.p;
-  fill_common(p, a);
   p.row_bytes = w.qweight.size(1);
   p.scale = f.with_scaling ? w.scale.ptr<const float>() : nullptr;
   const bool qzeros = f.with_zeros && f.zeros_mode == ZerosMode::quantized;
   p.zeros = f.with_zeros && !qzeros ? w.zeros.ptr<const float>() : nullptr;
   p.qzeros = qzeros ? w.zeros.ptr<const uint8_t>() : nullptr;
   p.qzeros_bytes = core::packed_zeros_words(f.N, p.bits) * 4;
+}
+
+Plan make_rows_plan(const MatmulArgs& a, int config) {
+  const PackedWeightRef& w = a.weight;
+  const WeightFormat& f = w.format;
+  Plan plan;
+  Params& p = plan.p;
+  fill_common(p, a);
+  fill_rows(p, a);
 
   const int index = config >= 0 ? config % kNumRowsConfigs : rows_heuristic(a.prepared_m > 0 ? a.prepared_m : p.M);
   const RowsConfig c = kRowsConfigs[index];
@@ -257,12 +265,10 @@ bool stream_splits(Plan& plan, int64_t blocks_n) {
 // Whether the wgmma kernel serves the format here: Hopper, 4- or 8-bit codes.
 bool wgmma_serves(int bits) { return (bits == 4 || bits == 8) && device_is_sm90(op); }
 
-Plan make_tiles_plan(const MatmulArgs& a, int config) {
+// The tiles layout's fields of Params: its tile geometry, scales and zero codes.
+void fill_tiles(Params& p, const MatmulArgs& a) {
   const PackedWeightRef& w = a.weight;
   const WeightFormat& f = w.format;
-  Plan plan;
-  Params& p = plan.p;
-  fill_common(p, a);
   p.xor_word = 0;  // intN codes are stored in offset binary (core::tile_code)
   p.k_tiles = core::tiles_k_tiles(f.K, p.bits);
   p.np = core::tiles_padded_rows(f.N);
@@ -273,6 +279,15 @@ Plan make_tiles_plan(const MatmulArgs& a, int config) {
                                                  : ScaleKind::bf16;
   }
   if (f.with_zeros) p.zcodes = w.zeros.ptr<const uint8_t>();
+}
+
+Plan make_tiles_plan(const MatmulArgs& a, int config) {
+  const PackedWeightRef& w = a.weight;
+  const WeightFormat& f = w.format;
+  Plan plan;
+  Params& p = plan.p;
+  fill_common(p, a);
+  fill_tiles(p, a);
 
   const bool table = core::weight_type_info(f.type).kind == core::WeightKind::table;
   const bool bf16 = a.A.dtype == DType::bf16;
@@ -333,6 +348,75 @@ Plan make_plan(const MatmulArgs& a) {
              core::cat(op, ": no cuda kernels for weight layout ", weight_layout_name(f.layout)));
 }
 
+// What a plan's choices (kernel, grid, splits, workspace) depend on: the
+// device, the format, the dtypes, M, the config, and of the addresses only
+// whether A can be read in place (16-byte aligned, no permutation).
+struct PlanKey {
+  int device = 0;
+  WeightLayout layout{};
+  WeightType type{};
+  int64_t N = 0, K = 0, group_size = 0;
+  bool scaling = false, zeros = false;
+  ZerosMode zeros_mode{};
+  DType a_dtype{}, scale_dtype{};
+  int64_t M = 0, prepared_m = 0;
+  int config = 0;
+  bool perm = false, a_aligned = false;
+  bool operator==(const PlanKey&) const = default;
+};
+
+PlanKey key_of(const MatmulArgs& a, int device) {
+  const WeightFormat& f = a.weight.format;
+  PlanKey k;
+  k.device = device;
+  k.layout = f.layout;
+  k.type = f.type;
+  k.N = f.N;
+  k.K = f.K;
+  k.group_size = f.group_size;
+  k.scaling = f.with_scaling;
+  k.zeros = f.with_zeros;
+  k.zeros_mode = f.zeros_mode;
+  k.a_dtype = a.A.dtype;
+  k.scale_dtype = f.with_scaling ? a.weight.scale.dtype : DType::f32;
+  k.M = a.A.numel() / a.A.size(-1);
+  k.prepared_m = a.prepared_m;
+  k.config = a.config;
+  k.perm = a.weight.perm.present();
+  k.a_aligned = aligned16(a.A.data);
+  return k;
+}
+
+// Plans kept per host thread before the cache starts over.
+constexpr size_t kMaxPlans = 256;
+
+// The plan for `a`: its choices made once per host thread and key (a call
+// sizes its workspace, checks it and runs, each asking), the addresses and
+// geometry of Params filled from `a` on every call.
+Plan plan_for(const MatmulArgs& a) {
+  thread_local std::vector<std::pair<PlanKey, Plan>> plans;
+  int device = 0;
+  check(cudaGetDevice(&device), op, "cudaGetDevice");
+  const PlanKey key = key_of(a, device);
+  for (const auto& [k, cached] : plans) {
+    if (!(k == key)) continue;
+    Plan plan = cached;
+    Params& p = plan.p;
+    const int64_t k_split = p.k_split;
+    const int splits = p.splits;
+    p = Params{};
+    fill_common(p, a);
+    a.weight.format.layout == WeightLayout::rows ? fill_rows(p, a) : fill_tiles(p, a);
+    p.k_split = k_split;
+    p.splits = splits;
+    return plan;
+  }
+  Plan plan = make_plan(a);
+  if (plans.size() >= kMaxPlans) plans.clear();
+  plans.emplace_back(key, plan);
+  return plan;
+}
+
 std::mutex prepared_mutex;
 std::set<std::pair<const void*, int>> prepared;
 
@@ -355,13 +439,13 @@ int matmul_num_configs() { return gemm::num_configs(); }
 size_t matmul_workspace(const MatmulArgs& a) {
   if (a.A.numel() == 0) return 0;
   DeviceGuard guard(a.A.device.index, gemm::op);
-  return gemm::make_plan(a).bytes();
+  return gemm::plan_for(a).bytes();
 }
 
 void matmul(const MatmulArgs& a, void* workspace, Stream stream) {
   if (a.A.numel() == 0) return;  // no rows: nothing to write
   DeviceGuard guard(a.A.device.index, gemm::op);
-  gemm::Plan plan = gemm::make_plan(a);
+  gemm::Plan plan = gemm::plan_for(a);
   gemm::Params& p = plan.p;
   LOWBIT_REQUIRE(plan.bytes() == 0 || workspace != nullptr, ErrorCode::invalid_argument, gemm::op, ": a workspace of ",
                  plan.bytes(), " bytes is required (workspace_size); got none");
