@@ -29,8 +29,10 @@ Timing modes (column 'mode'): 'gpu' = median of CUDA-event times around one
 call, each after an untimed read-only L2 flush (scripts/bench_gemm.py's Timer;
 fewer repetitions for slow calls); 'loop' = wall time per call of a loop of
 calls cycling through enough input copies to exceed twice the L2 cache,
-synchronized once at the end (median of 3 loops); 'host' = as above, every
-call timed once per round in 10 interleaved rounds, its fastest loop kept. 'lb/peer'
+synchronized once at the end; 'host' = as 'loop' on 256 values. lowbit, the
+peer and the references of one row are timed in interleaved rounds (5 for
+'gpu' and 'loop', 10 for 'host': the median of the rounds for 'gpu', the
+fastest round otherwise), so a slow period of the machine falls on all alike. 'lb/peer'
 is lowbit's time over the peer's; 'x faster' its inverse (above 1: lowbit is
 faster).
 
@@ -78,37 +80,52 @@ class Clock:
         props = torch.cuda.get_device_properties(0)
         self.l2 = int(getattr(props, "L2_cache_size", 0) or 50 << 20)
 
-    def gpu_us(self, fn: Callable[[], Any]) -> float:
-        """Median µs per call: CUDA events around one call after an L2 flush."""
+    def gpu_us_many(self, fns: Dict[str, Optional[Callable[[], Any]]], rounds: int = 5) -> Dict[str, Optional[float]]:
+        """gpu_us of each callable (None stays None), the callables timed in
+        interleaved rounds: the median over the rounds of each round's
+        median, so a slow period of the machine (clocks, the host) falls on
+        every contender alike."""
         torch = self.torch
-        fn()
+        live = {k: f for k, f in fns.items() if f is not None}
+        once = 0.0
+        for f in live.values():
+            f()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            f()
+            torch.cuda.synchronize()
+            once = max(once, time.perf_counter() - t0)
+        self.timer.reps = max(3, min(self.reps, int(self.budget / rounds / max(once * len(live), 1e-6))))
+        self.timer.warmup = 1
+        per: Dict[str, List[float]] = {k: [] for k in live}
+        for _ in range(rounds):
+            for k, f in live.items():
+                per[k].append(1e3 * self.timer.ms(f))
+        return {k: (statistics.median(per[k]) if k in per else None) for k in fns}
+
+    def loop_us_many(self, fns: Dict[str, Optional[List[Callable[[], Any]]]], calls: int = 200,
+                     rounds: int = 5) -> Dict[str, Optional[float]]:
+        """loop_us of each list of callables (None stays None) in interleaved
+        rounds, the fastest round of each kept (noise only adds time)."""
+        torch = self.torch
+        live = {k: f for k, f in fns.items() if f is not None}
+        for fs in live.values():
+            for f in fs[:8]:
+                f()
         torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        once = time.perf_counter() - t0
-        self.timer.reps = max(3, min(self.reps, int(self.budget / max(once, 1e-6))))
-        self.timer.warmup = 1 if once > 0.05 else 3
-        return 1e3 * self.timer.ms(fn)
+        best: Dict[str, float] = {}
+        for _ in range(rounds):
+            for k, fs in live.items():
+                t0 = time.perf_counter()
+                for i in range(calls):
+                    fs[i % len(fs)]()
+                torch.cuda.synchronize()
+                best[k] = min(best.get(k, math.inf), (time.perf_counter() - t0) / calls * 1e6)
+        return {k: best.get(k) for k in fns}
 
     def copies(self, nbytes: int) -> int:
         """Input copies whose total exceeds twice the L2 cache (at most 64)."""
         return max(1, min(64, math.ceil(2 * self.l2 / max(nbytes, 1)) + 1))
-
-    def loop_us(self, fns: List[Callable[[], Any]], calls: int = 200) -> float:
-        """Wall µs per call of a loop cycling through fns, one sync at the end."""
-        torch = self.torch
-        runs = []
-        for f in fns[:8]:
-            f()
-        torch.cuda.synchronize()
-        for _ in range(3):
-            t0 = time.perf_counter()
-            for i in range(calls):
-                fns[i % len(fns)]()
-            torch.cuda.synchronize()
-            runs.append((time.perf_counter() - t0) / calls * 1e6)
-        return statistics.median(runs)
 
     def host_loop_us(self, fn: Callable[[], Any], calls: int) -> float:
         """Host µs per call of one loop of calls with no synchronization inside
@@ -214,8 +231,8 @@ def section_quant(torch, clock: Clock, rows: Rows, LF, BF, peer_name: str, copy:
     x = torch.randn(n, dtype=torch.float16, device="cuda", generator=gen)
     for name, nbytes, lb, pr in quant_ops(torch, LF, BF):
         def big():
-            lu = clock.gpu_us(lb(x))
-            pu = clock.gpu_us(pr(x)) if pr else None
+            t = clock.gpu_us_many({"lb": lb(x), "pr": pr(x) if pr else None})
+            lu, pu = t["lb"], t["pr"]
             rows.add(name, f"2^{int(math.log2(n))} f16", "gpu", lu, peer_name, pu,
                      lb_of_copy=nbytes(n) / (lu * 1e3) / copy, peer_of_copy=nbytes(n) / (pu * 1e3) / copy if pu else None)
             torch.cuda.empty_cache()
@@ -228,8 +245,8 @@ def section_quant(torch, clock: Clock, rows: Rows, LF, BF, peer_name: str, copy:
         xs = [torch.randn(shape, dtype=torch.float16, device="cuda", generator=gen) for _ in range(k)]
         for name, _, lb, pr in quant_ops(torch, LF, BF):
             def small():
-                lu = clock.loop_us([lb(x) for x in xs])
-                pu = clock.loop_us([pr(x) for x in xs]) if pr else None
+                t = clock.loop_us_many({"lb": [lb(x) for x in xs], "pr": [pr(x) for x in xs] if pr else None})
+                lu, pu = t["lb"], t["pr"]
                 rows.add(name, f"{shape[0]}x{shape[1]} f16", "loop", lu, peer_name, pu, note=f"{k} input copies")
 
             attempt(rows, name, f"{shape[0]}x{shape[1]}", small)
@@ -255,13 +272,15 @@ def section_act_quant(torch, clock: Clock, rows: Rows, LF, peer_fn, peer_name: s
                 note = (f"vs the peer: {differ / yl.numel():.1e} of codes, {int((sl != sp).sum()) / sl.numel():.1e} "
                         f"of scales differ (its approximate fp32 division)")
             if mode == "loop":
-                lu = clock.loop_us([lambda x=x: LF.act_quant(x) for x in xs])
-                pu = clock.loop_us([lambda x=x: peer_fn(x) for x in xs]) if peer_fn else None
+                t = clock.loop_us_many({"lb": [lambda x=x: LF.act_quant(x) for x in xs],
+                                        "pr": [lambda x=x: peer_fn(x) for x in xs] if peer_fn else None})
+                lu, pu = t["lb"], t["pr"]
                 rows.add("act_quant", f"{shape[0]}x{shape[1]} bf16", mode, lu, peer_name, pu, note=note)
             else:
                 nb = 2 * n + n + 4 * n / 128
-                lu = clock.gpu_us(lambda: LF.act_quant(xs[0]))
-                pu = clock.gpu_us(lambda: peer_fn(xs[0])) if peer_fn else None
+                t = clock.gpu_us_many({"lb": lambda: LF.act_quant(xs[0]),
+                                       "pr": (lambda: peer_fn(xs[0])) if peer_fn else None})
+                lu, pu = t["lb"], t["pr"]
                 rows.add("act_quant", f"{shape[0]}x{shape[1]} bf16", mode, lu, peer_name, pu,
                          lb_of_copy=nb / (lu * 1e3) / copy, peer_of_copy=nb / (pu * 1e3) / copy if pu else None,
                          note=note)
@@ -279,8 +298,10 @@ def section_int8(torch, clock: Clock, rows: Rows, LF, BF, peer_name: str) -> Non
         x[::97, ::211] *= 12.0  # a few outlier columns for threshold 6
     for th in (0.0, 6.0):
         def run():
-            lu = clock.loop_us([lambda x=x: LF.int8_vectorwise_quant(x, threshold=th) for x in xs])
-            pu = clock.loop_us([lambda x=x: BF.int8_vectorwise_quant(x, threshold=th) for x in xs]) if BF else None
+            t = clock.loop_us_many({
+                "lb": [lambda x=x: LF.int8_vectorwise_quant(x, threshold=th) for x in xs],
+                "pr": [lambda x=x: BF.int8_vectorwise_quant(x, threshold=th) for x in xs] if BF else None})
+            lu, pu = t["lb"], t["pr"]
             rows.add(f"int8_vectorwise_quant th={th:g}", "4096x4096 f16", "loop", lu, peer_name, pu,
                      note=f"{k} input copies")
 
@@ -309,12 +330,13 @@ def section_matmul_4bit(torch, clock: Clock, rows: Rows, lowbit, bnb, peer_name:
                 ref = torch.matmul(a, W16.t())
                 got = lowbit.functional.matmul_4bit(a, B.t(), st)
                 err = bg.rel_err(torch, got, ref)
-                cu = clock.gpu_us(lambda: torch.matmul(a, W16.t()))
-                lu = clock.gpu_us(lambda: lowbit.functional.matmul_4bit(a, B.t(), st))
-                pu = None
+                t = clock.gpu_us_many({
+                    "cu": lambda: torch.matmul(a, W16.t()),
+                    "lb": lambda: lowbit.functional.matmul_4bit(a, B.t(), st),
+                    "pr": (lambda: bnb.matmul_4bit(a, B.t(), quant_state=st)) if bnb is not None else None})
+                cu, lu, pu = t["cu"], t["lb"], t["pr"]
                 note = f"rel err vs cuBLAS: lowbit {err:.1e}"
                 if bnb is not None:
-                    pu = clock.gpu_us(lambda: bnb.matmul_4bit(a, B.t(), quant_state=st))
                     note += f", bnb {bg.rel_err(torch, bnb.matmul_4bit(a, B.t(), quant_state=st), ref):.1e}"
                 note += f"; x cuBLAS: lowbit {cu / lu:.3f}" + (f", bnb {cu / pu:.3f}" if pu else "")
                 if not err <= MATMUL_CHECK_TOL:
@@ -350,10 +372,13 @@ def section_matmul(torch, clock: Clock, rows: Rows, lowbit, quick: bool) -> None
                 a, a_bf, o = A[:M], A_bf[:M], out[:M]
                 ref = torch.matmul(a, W16.t())
                 err = bg.rel_err(torch, mm(a, W), ref)
-                cu = clock.gpu_us(lambda: torch.matmul(a, W16.t()))
-                lu = clock.gpu_us(lambda: mm(a, W))
-                ou = clock.gpu_us(lambda: mm(a, W, output=o))
-                tu = clock.gpu_us(lambda: torch.ops.aten._weight_int4pack_mm(a_bf, packed, bg.GROUP, sz)) if packed is not None else None
+                t = clock.gpu_us_many({
+                    "cu": lambda: torch.matmul(a, W16.t()),
+                    "lb": lambda: mm(a, W),
+                    "out": lambda: mm(a, W, output=o),
+                    "tg": (lambda: torch.ops.aten._weight_int4pack_mm(a_bf, packed, bg.GROUP, sz))
+                    if packed is not None else None})
+                cu, lu, ou, tu = t["cu"], t["lb"], t["out"], t["tg"]
                 for key, v in (("lb", lu), ("out", ou), ("cu", cu), ("tg", tu)):
                     if v:
                         per[M][key].append(v)
