@@ -12,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
@@ -123,8 +124,61 @@ struct Entry {
   std::string where;                     // "'W.blocksize'" or "'W.quant_state...' field 'blocksize'"
 };
 
+// Python's json writes NaN, Infinity and -Infinity for non-finite floats (a
+// double-quantized state of weights holding Inf has nested_offset Infinity;
+// lowbit writes it so too) and reads them back; nlohmann-json rejects them.
+// Outside strings they become these strings, which from_json reads as the
+// floats (U+0001 cannot start a real field's text).
+constexpr std::string_view kPythonConstants[] = {"-Infinity", "Infinity", "NaN"};
+constexpr std::string_view kMarker = "\\u0001";
+
+std::string quote_python_constants(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else {
+      bool replaced = false;
+      for (std::string_view name : kPythonConstants) {
+        if (text.substr(i, name.size()) == name) {
+          out += cat('"', kMarker, name, '"');
+          i += name.size() - 1;
+          replaced = true;
+          break;
+        }
+      }
+      if (replaced) continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+std::optional<double> python_constant(const std::string& s) {
+  if (s.size() < 2 || s[0] != '\x01') return std::nullopt;
+  const std::string_view name = std::string_view(s).substr(1);
+  if (name == "NaN") return std::numeric_limits<double>::quiet_NaN();
+  if (name == "Infinity") return std::numeric_limits<double>::infinity();
+  if (name == "-Infinity") return -std::numeric_limits<double>::infinity();
+  return std::nullopt;
+}
+
 std::optional<QuantStateValue> from_json(const nlohmann::json& j) {
-  if (j.is_string()) return QuantStateValue(j.get<std::string>());
+  if (j.is_string()) {
+    const std::string& s = j.get_ref<const std::string&>();
+    if (const std::optional<double> v = python_constant(s)) return QuantStateValue(*v);
+    return QuantStateValue(s);
+  }
   if (j.is_number_integer()) return QuantStateValue(j.get<int64_t>());
   if (j.is_number_float()) return QuantStateValue(j.get<double>());
   if (j.is_array()) {
@@ -276,7 +330,7 @@ void Fields::unpack(const Tensor& blob) {
   }
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
+    j = nlohmann::json::parse(quote_python_constants(text));
   } catch (const nlohmann::json::exception& e) {
     format_error(cat(where, " is not valid JSON (", e.what(), ")"));
   }

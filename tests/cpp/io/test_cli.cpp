@@ -286,5 +286,20 @@ TEST_F(Cli, Int4RefusesNonFiniteWeights) {
   EXPECT_EQ(r.status, 0) << r.output;
 }
 
+TEST_F(Cli, Nf4DoubleQuantWithInfReadsBack) {
+  // An Inf makes its block's absmax Inf and so the nested offset (their mean):
+  // written as Python's json writes it (Infinity), read back by inspect and dequantize.
+  write_weights(dir_ / "w.safetensors", {{"a.mlp.up_proj.weight", {{}, {300}}}, {"b.mlp.up_proj.weight", {{}, {}}}});
+  CliRun r = lowbit_cli("quantize " + p("w.safetensors") + " " + p("q.safetensors") +
+                            " --format nf4 --double-quant --device cpu",
+                        dir_);
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = lowbit_cli("inspect " + p("q.safetensors"), dir_);
+  EXPECT_EQ(r.status, 0) << r.output;
+  r = lowbit_cli("dequantize " + p("q.safetensors") + " " + p("d.safetensors") + " --device cpu", dir_);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(fs::exists(dir_ / "d.safetensors"));
+}
+
 }  // namespace
 }  // namespace lowbit

@@ -4,8 +4,10 @@
 // quantize_4bit -> packed dict -> from_dict -> dequantize_4bit bit-exact.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
@@ -205,6 +207,45 @@ TEST(QuantState, PackedOffsetFormattedAsPythonRepr) {
     const QuantStateDict d = quant_state_as_dict(hand_state("nf4", true, DType::f32, {64}, 64, value), true);
     const std::string json = text_of(d.at("quant_state.bitsandbytes__nf4"));
     EXPECT_NE(json.find(std::string("\"nested_offset\": ") + text + "}"), std::string::npos) << value << " -> " << json;
+  }
+}
+
+// Non-finite offsets (weights holding Inf) are written as Python's json does
+// and read back as Python's json reads them; such words inside strings stay text.
+TEST(QuantState, NonFiniteOffsetsRoundTripAsPythonJson) {
+  const std::pair<float, const char*> cases[] = {{std::numeric_limits<float>::infinity(), "Infinity"},
+                                                 {-std::numeric_limits<float>::infinity(), "-Infinity"},
+                                                 {std::numeric_limits<float>::quiet_NaN(), "NaN"}};
+  for (const auto& [value, text] : cases) {
+    const QuantStateDict d = quant_state_as_dict(hand_state("nf4", true, DType::f32, {64}, 64, value), true);
+    const std::string json = text_of(d.at("quant_state.bitsandbytes__nf4"));
+    EXPECT_NE(json.find(std::string("\"nested_offset\": ") + text + "}"), std::string::npos) << json;
+    const QuantState s = quant_state_from_dict(d);
+    const float got = s.offset.ptr<float>()[0];
+    if (std::isnan(value)) {
+      EXPECT_TRUE(std::isnan(got)) << text;
+    } else {
+      EXPECT_EQ(got, value) << text;
+    }
+  }
+  QuantStateDict d = quant_state_as_dict(hand_state("nf4", true, DType::f32, {64}), true);
+  d["quant_state.bitsandbytes__nf4"] =
+      bytes(R"({"quant_type": "NaN", "blocksize": 64, "dtype": "float32", "shape": [64], )"
+            R"("nested_blocksize": 256, "nested_dtype": "float32", "nested_offset": -Infinity})");
+  try {
+    quant_state_from_dict(d);
+    ADD_FAILURE() << "quant_type 'NaN' accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'NaN'"), std::string::npos) << e.what();
+  }
+  d["quant_state.bitsandbytes__nf4"] =
+      bytes(R"({"quant_type": "nf4", "blocksize": Infinity, "dtype": "float32", "shape": [64], )"
+            R"("nested_blocksize": 256, "nested_dtype": "float32", "nested_offset": 0.5})");
+  try {
+    quant_state_from_dict(d);
+    ADD_FAILURE() << "blocksize Infinity accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("blocksize"), std::string::npos) << e.what();
   }
 }
 
