@@ -93,7 +93,7 @@ constexpr int kU = 4;
 template <int kLB>
 struct Batch {
   uint32_t a[kU][kLB / 4], b[kU][kLB / 4];
-  float scale_a, scale_b;
+  AbsmaxSource::Fetched scale_a, scale_b;  // finished in multiply: the nested lookup waits for nothing in load
 };
 
 // kLB: bytes of codes a lane loads per row and span (8 or 4).
@@ -149,12 +149,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kMT>) fused_kernel(const 
       }
     }
     const int64_t s = s0 + c;
-    x.scale_a = s < end ? p.absmax((e_a + s * kSpan) >> p.log2_block) : 0.0f;
-    x.scale_b = s < end ? p.absmax((e_b + s * kSpan) >> p.log2_block) : 0.0f;
+    x.scale_a = s < end ? p.absmax.fetch((e_a + s * kSpan) >> p.log2_block) : AbsmaxSource::Fetched{};
+    x.scale_b = s < end ? p.absmax.fetch((e_b + s * kSpan) >> p.log2_block) : AbsmaxSource::Fetched{};
   };
 
   float acc[kMT][4] = {};
   auto multiply = [&](const Batch<kLB>& x, int64_t s0) {
+    const float lane_scale_a = p.absmax.finish(x.scale_a), lane_scale_b = p.absmax.finish(x.scale_b);
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       if (s0 + u >= end) break;  // warp-uniform
@@ -183,8 +184,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kMT>) fused_kernel(const 
         for (int t = 0; t < kMT; ++t) gemm::mma16816<T>(part[t], a0, a1, a2, a3, act[t][2 * j], act[t][2 * j + 1]);
       }
       const int from = (lane & ~3) | u;
-      const float scale_a = __shfl_sync(0xffffffffu, x.scale_a, from);
-      const float scale_b = __shfl_sync(0xffffffffu, x.scale_b, from);
+      const float scale_a = __shfl_sync(0xffffffffu, lane_scale_a, from);
+      const float scale_b = __shfl_sync(0xffffffffu, lane_scale_b, from);
 #pragma unroll
       for (int t = 0; t < kMT; ++t) {
         acc[t][0] = fmaf(part[t][0], scale_a, acc[t][0]);

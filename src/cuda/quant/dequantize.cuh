@@ -38,6 +38,21 @@ struct AbsmaxSource {
     if (plain) return __ldg(plain + b);
     return core::nested_absmax_decode(__ldg(code2 + __ldg(q + b)), __ldg(absmax2 + (b >> log2_block2)), __ldg(offset));
   }
+
+  // The same in two steps, for kernels that load ahead: fetch issues only
+  // loads that need no other load's value; finish, at the value's use, looks
+  // the nested code up (the one dependent load) and decodes.
+  struct Fetched {
+    float a = 0.0f;  // the absmax (plain) or the absmax2 of its group (nested)
+    int q = -1;      // the nested code; -1: `a` is the value
+  };
+  __device__ __forceinline__ Fetched fetch(int64_t b) const {
+    if (plain) return {__ldg(plain + b), -1};
+    return {__ldg(absmax2 + (b >> log2_block2)), static_cast<int>(__ldg(q + b))};
+  }
+  __device__ __forceinline__ float finish(Fetched f) const {
+    return f.q < 0 ? f.a : core::nested_absmax_decode(__ldg(code2 + f.q), f.a, __ldg(offset));
+  }
 };
 
 template <class T>
