@@ -102,7 +102,8 @@ class FullRun(unittest.TestCase):
     def test_host_rows_over_launch_and_out(self):
         peers = self.parts["Calls as users make them, against the peers users have"]
         self.assertTrue(any("`torch.add(x, 1)` took 10.0, 8.0 with `out=`" in ln for ln in peers))
-        self.assertIn("| `quantize_4bit` nf4 bs64 | 256 f16 | 25.0 | 20.0 | bnb 50.0 | 2.00 | 15.0 / 12.0 | +5.0 |", peers)
+        self.assertIn("| `quantize_4bit` nf4 bs64 | 256 f16 | 25.0 | 20.0 | bnb 50.0 | 2.00 | 15.0 / 12.0 | +5.0 |",
+                      peers)
         self.assertIn("| `act_quant` | 1x256 bf16 | 18.0 | — | DeepSeek Triton 12.0 | **0.67** | 8.0 | — |", peers)
         self.assertFalse(any(ln.startswith("| `torch.add") for ln in peers))
 
@@ -160,6 +161,16 @@ class MissingInputs(unittest.TestCase):
         self.assertEqual(parts["Matmul against cuBLAS (`lowbit bench gemm`)"],
                          ["Skipped in this run: no bench-gemm.csv in its logs (gpu-check: skipped (SKIP_GEMM_BENCH))."])
         self.assertIn("not run: no torch", parts["bitsandbytes interchange"][0])
+
+
+    def test_summary_lines_without_the_csv(self):
+        with tempfile.TemporaryDirectory() as logs:
+            with open(os.path.join(logs, "bench-gemm.log"), "w") as f:
+                f.write("  4096x4096 int4:g128 ...\n"
+                        "summary: int4:g128 speedup over cuBLAS (geomean over shapes): M=1 2.50x\n")
+            gemm = sections(bm.render(logs, "abc1234", "2030-01-02"))["Matmul against cuBLAS (`lowbit bench gemm`)"]
+        self.assertIn("No CSV; its summary lines:", gemm[0])
+        self.assertEqual(gemm[1:], ["```", "int4:g128 speedup over cuBLAS (geomean over shapes): M=1 2.50x", "```"])
 
 
 class Archive(unittest.TestCase):
