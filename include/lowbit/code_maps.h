@@ -1,4 +1,4 @@
-// Quantization code maps (SPEC §1), reproducing bitsandbytes' values bit for
+// Quantization code maps (docs/formats.md, "Code maps"), reproducing bitsandbytes' values bit for
 // bit (its float32 arithmetic emulated). They come sorted ascending — except
 // where bitsandbytes' own construction is not: create_linear_map with fewer
 // than 8 bits (unsigned: zeros padded into the middle; signed 4-bit: the

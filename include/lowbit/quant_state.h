@@ -1,5 +1,5 @@
 // QuantState: what dequantization needs besides the codes, and its
-// bitsandbytes / HF transformers serialization (SPEC §3).
+// bitsandbytes / HF transformers serialization (docs/formats.md, "QuantState serialization").
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Code-map generators (SPEC §1), reproducing bitsandbytes' functional.py.
+// Code-map generators (docs/formats.md, "Code maps"), reproducing bitsandbytes' functional.py.
 //
 // bitsandbytes builds these maps from torch float32 tensors, so every value is
 // the result of a particular sequence of float32 operations. We replay that

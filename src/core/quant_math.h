@@ -1,6 +1,6 @@
 // Per-element and per-block arithmetic shared by every backend's quantization
 // kernels. Each rule is written once here so the CPU and CUDA backends give
-// identical bits (SPEC §2–§4, §6). No fast-math: every division and
+// identical bits (docs/formats.md). No fast-math: every division and
 // reciprocal is correctly rounded.
 #pragma once
 
@@ -23,13 +23,13 @@ LOWBIT_HD float absmax_update(float acc, float x) {
 // 0 and decodes to exactly 0 (never NaN).
 LOWBIT_HD float absmax_reciprocal(float absmax) { return absmax > 0.0f ? 1.0f / absmax : 0.0f; }
 
-// A double-quantized absmax (SPEC §2 nested): code2[q] * absmax2 + offset,
+// A double-quantized absmax (docs/formats.md, "Nested absmax"): code2[q] * absmax2 + offset,
 // multiply then add, each rounded (no FMA).
 LOWBIT_HD float nested_absmax_decode(float code_value, float absmax2, float offset) {
   return add_rn(mul_rn(code_value, absmax2), offset);
 }
 
-// --- FP8 block scaling (DeepSeek-V3, SPEC §4)
+// --- FP8 block scaling (DeepSeek-V3)
 inline constexpr float kE4m3Max = 448.0f;
 inline constexpr float kFp8MinAmax = 1e-4f;
 
@@ -49,7 +49,7 @@ LOWBIT_HD float fp8_block_scale(float amax, bool ue8m0) {
 // y = e4m3(x / s), round-to-nearest-even, saturating to ±448.
 LOWBIT_HD uint8_t fp8_block_encode(float x, float s) { return f32_to_e4m3(x / s, true); }
 
-// --- int8 vector-wise (LLM.int8, SPEC §6)
+// --- int8 vector-wise (LLM.int8)
 LOWBIT_HD float int8_row_factor(float absmax) { return absmax > 0.0f ? 127.0f / absmax : 0.0f; }
 
 // round-half-even(x * factor), factor = 127 / absmax rounded first (as
@@ -65,7 +65,7 @@ LOWBIT_HD float int8_decode(int8_t q, float row_stat) {
   return (static_cast<float>(q) * row_stat) * 7.874015718698502e-3f;
 }
 
-// Outlier test of SPEC §6: |a| >= threshold (threshold > 0).
+// Outlier test of LLM.int8: |a| >= threshold (threshold > 0).
 LOWBIT_HD bool int8_is_outlier(float a, float threshold) { return threshold > 0.0f && fabsf(a) >= threshold; }
 
 // --- quantile estimation (bitsandbytes estimate_quantiles, exact)

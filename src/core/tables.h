@@ -1,5 +1,5 @@
 // The 4-bit code tables and the decision rules that encode into them — the
-// one definition in lowbit (SPEC §1, §3; docs/formats.md §4-bit).
+// one definition in lowbit (docs/formats.md, "4-bit").
 #pragma once
 
 #include <cmath>
@@ -70,8 +70,8 @@ LOWBIT_HD void table_midpoints(const float* table, int n, float* mid) {
 }
 
 // bitsandbytes FP4 code of y: sign bit from y < 0; the magnitude code from
-// bitsandbytes' own decision constants (slightly off the exact midpoints;
-// SPEC §3). Their decision tree is equivalent to counting the thresholds
+// bitsandbytes' own decision constants (slightly off the exact midpoints).
+// Their decision tree is equivalent to counting the thresholds
 // below |y| (they ascend) and mapping the count k through
 // {0b000, 0b001, 0b110, 0b111, 0b100, 0b101, 0b010, 0b011}, packed in
 // 0x32547610 — branch-free, so it vectorizes.

@@ -1,4 +1,4 @@
-// The weight formats of the mixed-precision matmul (SPEC §5, docs/gemm.md),
+// The weight formats of the mixed-precision matmul (docs/gemm.md),
 // defined once for host and device code: each WeightType's bits, value range
 // and code -> value map; the dequantization rule; the bit-stream packing
 // rule of the `rows` layout and of packed (GPTQ-style) zeros; and the tile

@@ -1,4 +1,4 @@
-// bitsandbytes NF4 / FP4 as HF transformers saves Linear4bit (SPEC §3):
+// bitsandbytes NF4 / FP4 as HF transformers saves Linear4bit (docs/checkpoints.md):
 //   W                                   U8  [(n + 1) / 2, 1]  two codes per byte
 //   W.absmax                            F32 [blocks]  (U8 when double-quantized)
 //   W.quant_map                         F32 [16]

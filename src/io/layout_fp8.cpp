@@ -1,4 +1,4 @@
-// DeepSeek-V3 block FP8 (SPEC §4), as HF transformers' FineGrainedFP8 loads it:
+// DeepSeek-V3 block FP8 (docs/checkpoints.md), as HF transformers' FineGrainedFP8 loads it:
 //   M.weight            F8_E4M3 [N, K]
 //   M.weight_scale_inv  F32     [ceil(N / b), ceil(K / b)]   b = 128 by default
 // w = e4m3 * scale_inv for every b×b tile; the block size is the config's

@@ -1,6 +1,6 @@
-"""NumPy reference implementations of lowbit's ops, written from SPEC.md and
-docs/formats.md — independent of the C++ code. float32 arithmetic is spelled
-out step by step (np.float32 operations round like single IEEE operations)."""
+"""NumPy reference implementations of lowbit's ops, written from docs/formats.md —
+independent of the C++ code. float32 arithmetic is spelled out step by step
+(np.float32 operations round like single IEEE operations)."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def _means(boundaries: np.ndarray) -> np.ndarray:
 
 
 def dynamic_map(signed: bool = True, max_exponent_bits: int = 7, total_bits: int = 8) -> np.ndarray:
-    """SPEC §1 dynamic map: bitsandbytes' create_dynamic_map with its float32 (torch) arithmetic."""
+    """The dynamic map: bitsandbytes' create_dynamic_map with its float32 (torch) arithmetic."""
     data = []
     non_sign_bits = total_bits - 1
     additional_items = 2 ** (non_sign_bits - max_exponent_bits) - 1
@@ -168,7 +168,7 @@ def fp8_map(signed: bool = True, exponent_bits: int = 5, precision_bits: int = 2
     return (v / v.max()).astype(F32)
 
 
-# 4-bit tables from SPEC §1 (index = code).
+# 4-bit tables (docs/formats.md, "4-bit"; index = code).
 NF4 = np.array(
     [-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453, -0.28444138169288635,
      -0.18477343022823334, -0.09105003625154495, 0.0, 0.07958029955625534, 0.16093020141124725,

@@ -1,4 +1,4 @@
-"""NF4 / FP4 quantization (SPEC §3) against the NumPy reference, on every backend."""
+"""NF4 / FP4 quantization against the NumPy reference, on every backend."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""8-bit blockwise quantization (SPEC §2) against the NumPy reference, on every backend."""
+"""8-bit blockwise quantization against the NumPy reference, on every backend."""
 
 import numpy as np
 import pytest

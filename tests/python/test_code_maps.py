@@ -1,4 +1,4 @@
-"""Code maps, 4-bit tables and quantiles against the SPEC §1 references."""
+"""Code maps, 4-bit tables and quantiles against the references of docs/formats.md."""
 
 import numpy as np
 import pytest

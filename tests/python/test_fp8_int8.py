@@ -1,4 +1,4 @@
-"""DeepSeek FP8 block scaling (SPEC §4) and LLM.int8 row-wise quantization (SPEC §6)."""
+"""DeepSeek FP8 block scaling and LLM.int8 row-wise quantization (docs/formats.md)."""
 
 import numpy as np
 import pytest

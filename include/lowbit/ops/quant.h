@@ -1,6 +1,6 @@
 // Quantization ops: 8-bit blockwise with code maps, 4-bit NF4/FP4, FP8 with
 // DeepSeek block scales, int8 vector-wise, quantile estimation. Semantics:
-// docs/formats.md and SPEC §1–§4, §6.
+// docs/formats.md.
 //
 // Each op has an Args struct and three calls (the CUTLASS pattern):
 //   check(args)                 validates; throws lowbit::Error naming the op,
@@ -112,7 +112,7 @@ struct WeightDequantArgs {
   int64_t block = 128;
 };
 
-// LLM.int8 row-wise quantization with outliers (SPEC §6).
+// LLM.int8 row-wise quantization with outliers.
 struct Int8VectorwiseQuantArgs {
   static constexpr const char* kName = "int8_vectorwise_quant";
   TensorRef input;         // f32/f16/bf16 [..., K] (rows = all leading dims)

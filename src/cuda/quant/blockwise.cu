@@ -1,4 +1,4 @@
-// quantize_blockwise / dequantize_blockwise on CUDA (SPEC §2).
+// quantize_blockwise / dequantize_blockwise on CUDA (docs/formats.md, "8-bit blockwise").
 #include "cuda/quant/dequantize.cuh"
 #include "cuda/quant/ops.h"
 #include "cuda/quant/quantize.cuh"

@@ -1,4 +1,4 @@
-// quantize_4bit / dequantize_4bit (nf4, bitsandbytes fp4) on CUDA (SPEC §3).
+// quantize_4bit / dequantize_4bit (nf4, bitsandbytes fp4) on CUDA (docs/formats.md, "4-bit").
 #include "core/tables.h"
 #include "cuda/quant/dequantize.cuh"
 #include "cuda/quant/ops.h"

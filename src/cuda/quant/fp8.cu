@@ -1,4 +1,4 @@
-// act_quant, weight_quant, weight_dequant on CUDA (SPEC §4).
+// act_quant, weight_quant, weight_dequant on CUDA (docs/formats.md, "FP8 block scaling").
 #include "cuda/common/launch.h"
 #include "cuda/quant/fp8.cuh"
 #include "cuda/quant/ops.h"

@@ -1,4 +1,4 @@
-// FP8 e4m3 weight kernels with DeepSeek block×block scales (SPEC §4):
+// FP8 e4m3 weight kernels with DeepSeek block×block scales (docs/formats.md, "FP8 block scaling"):
 // weight_quant_tiles and weight_dequant_rows / weight_dequant_elems.
 // act_quant is the blockwise kernel of quantize.cuh with Fp8Encoder.
 #pragma once

@@ -1,4 +1,4 @@
-// int8_vectorwise_quant / int8_vectorwise_dequant (LLM.int8, SPEC §6) on CUDA.
+// int8_vectorwise_quant / int8_vectorwise_dequant (LLM.int8; docs/formats.md, "Int8 vector-wise") on CUDA.
 //
 // The input is [rows, K] (all leading dims flattened). With threshold > 0 a
 // first kernel marks the outlier columns (outlier_mask zeroed, then set by

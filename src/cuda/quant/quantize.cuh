@@ -3,7 +3,7 @@
 // DeepSeek scales): per block of B consecutive elements, a statistic of
 // max|x| is stored, and every element is encoded with it.
 //
-// Work layout (the napkin math is in BENCHMARKS.md, "GPU quantization"):
+// Work layout (the napkin math is in bench/notes/gpu-quantization.md):
 //   - A CTA of kThreads threads takes tiles of kTile = kThreads * kItems
 //     consecutive elements; the grid is one wave of CTAs striding over tiles,
 //     so per-CTA setup (code midpoints and the CodeSearch table in shared

@@ -1,4 +1,4 @@
-// Front ends of 8-bit blockwise quantization (SPEC §2) and absmax centering.
+// Front ends of 8-bit blockwise quantization (docs/formats.md, "8-bit blockwise") and absmax centering.
 #include <cmath>
 
 #include "core/check.h"

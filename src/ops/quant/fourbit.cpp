@@ -1,4 +1,4 @@
-// Front ends of 4-bit NF4 / FP4 quantization (SPEC §3).
+// Front ends of 4-bit NF4 / FP4 quantization (docs/formats.md, "4-bit").
 #include <array>
 
 #include "core/check.h"

@@ -1,4 +1,4 @@
-// Front ends of FP8 block scaling (DeepSeek-V3, SPEC §4).
+// Front ends of FP8 block scaling (DeepSeek-V3; docs/formats.md, "FP8 block scaling").
 #include <vector>
 
 #include "core/check.h"

@@ -1,4 +1,4 @@
-// Front ends of LLM.int8 vector-wise quantization (SPEC §6).
+// Front ends of LLM.int8 vector-wise quantization (docs/formats.md, "Int8 vector-wise").
 #include <cmath>
 
 #include "core/check.h"

@@ -1,4 +1,4 @@
-// QuantState <-> the bitsandbytes / HF transformers dict (SPEC §3).
+// QuantState <-> the bitsandbytes / HF transformers dict (docs/formats.md, "QuantState serialization").
 //
 // The packed JSON blob is written byte for byte as bitsandbytes writes it
 // (Python json.dumps of {quant_type, blocksize, dtype, shape[, nested_*]}, in

@@ -1,4 +1,4 @@
-// Known-answer tests of the code maps (SPEC §1) and of the 4-bit encoders in
+// Known-answer tests of the code maps and of the 4-bit encoders in
 // src/core/tables.h. Expected values are written out here or re-derived in
 // double precision from the definitions; where bitsandbytes' own float32
 // output is known (NF4, the published dump of its dynamic map) the match is
@@ -21,9 +21,9 @@ namespace {
 
 using lowbit::ErrorCode;
 
-constexpr double kTol = 1e-7;  // SPEC §1: maps reproduce bitsandbytes to 1e-7
+constexpr double kTol = 1e-7;  // maps reproduce bitsandbytes to 1e-7
 
-// SPEC §1 NF4 values, index = code.
+// NF4 values, index = code (docs/formats.md, "4-bit").
 constexpr double kNf4Spec[16] = {-1.0,
                                  -0.6961928009986877,
                                  -0.5250730514526367,
@@ -134,7 +134,7 @@ TEST(CodeMaps, Get4bitTypeRejectsBadArguments) {
 }
 
 // ------------------------------------------------------------ dynamic map
-// The dynamic map re-derived in exact (double) arithmetic from SPEC §1.
+// The dynamic map re-derived in exact (double) arithmetic from docs/formats.md, "Code maps".
 std::vector<double> dynamic_map_exact(bool is_signed) {
   std::vector<double> v;
   for (int i = 0; i < 7; ++i) {

@@ -14,7 +14,7 @@
 namespace lowbit::test {
 namespace {
 
-// Integer range of an integer W type, by the test's own reading of SPEC §5.
+// Integer range of an integer W type, by the test's own reading of docs/gemm.md.
 bool integer_range(WeightType t, int* lo, int* hi) {
   switch (t) {
     case WeightType::int8: *lo = -128, *hi = 127; return true;

@@ -1,6 +1,6 @@
 // Every W dtype × group size × zeros mode × M against a float64 oracle on
-// the dequantized weights (issue 6, item 5), with ragged N and K, on every
-// registered implementation and each of its kernel configs.
+// the dequantized weights, with ragged N and K, on every registered
+// implementation and each of its kernel configs.
 #include "core/weight_format.h"
 #include "gemm/gemm_cases.h"
 

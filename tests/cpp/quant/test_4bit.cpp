@@ -1,4 +1,4 @@
-// 4-bit NF4 / FP4 quantization (SPEC §3): every backend against the CPU
+// 4-bit NF4 / FP4 quantization: every backend against the CPU
 // reference, bit-exact packing and code selection, error bounds, double quant.
 #include <cmath>
 

@@ -1,4 +1,4 @@
-// 8-bit blockwise quantization (SPEC §2): every backend against the CPU
+// 8-bit blockwise quantization: every backend against the CPU
 // reference, known answers, error bounds, nested absmax.
 #include <cmath>
 

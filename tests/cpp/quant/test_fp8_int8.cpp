@@ -1,4 +1,4 @@
-// FP8 block scaling (SPEC §4) and int8 vector-wise quantization (SPEC §6).
+// FP8 block scaling and int8 vector-wise quantization.
 #include <cmath>
 
 #include "core/float_convert.h"

@@ -1,4 +1,4 @@
-// QuantState serialization (SPEC §3): golden keys, dtypes, shapes and the
+// QuantState serialization: golden keys, dtypes, shapes and the
 // packed JSON byte for byte as bitsandbytes writes it; round trips in both
 // forms; "<weight>." prefixes; one case per malformed input; and
 // quantize_4bit -> packed dict -> from_dict -> dequantize_4bit bit-exact.
