@@ -1,5 +1,5 @@
 // Mixed-precision matmul: low-bit weights times fp16/bf16 activations, with
-// BitBLAS Matmul semantics (SPEC §5, docs/gemm.md):
+// BitBLAS Matmul semantics (docs/gemm.md):
 //
 //   out[M, N] = A[M, K] · dequant(W)[N, K]ᵀ (+ bias[N])        layout "nt"
 //
@@ -289,7 +289,7 @@ struct AwqTensors {
 };
 QuantizedWeight import_awq(const AwqTensors& t, int64_t group_size = 128);
 
-// bitsandbytes Linear4bit (SPEC §3): packed u8 codes and a 4-bit QuantState
+// bitsandbytes Linear4bit (docs/formats.md, "QuantState serialization"): packed u8 codes and a 4-bit QuantState
 // of shape [N, K]; scale = absmax (restored from double quantization in fp32
 // exactly as bitsandbytes does). The blocksize must divide K (a block may not
 // cross rows); matmul_4bit runs on any state directly.

@@ -42,8 +42,8 @@ int tiles_num_configs() { return tiles_num_shapes() + wgmma_num_shapes() + strea
 int num_configs() { return std::max(kNumRowsConfigs, tiles_num_configs()); }
 
 // The rows heuristic, from the prepared M:
-// - M <= 8: one n8 tile, 8 warps (on an H100 nf4 at 28672x8192 runs in
-//   101 us with 8 warps against 122 us with 4; uint4 is even);
+// - M <= 8: one n8 tile, 8 warps (more loads in flight than 4; measured in
+//   bench/notes/matmul-rows-kernel.md);
 // - M <= 16: two n8 tiles (no wasted columns at 16);
 // - larger: four n8 tiles and 8 warps, the most weight reuse per block.
 int rows_heuristic(int64_t m) {
@@ -52,21 +52,19 @@ int rows_heuristic(int64_t m) {
   return 4;
 }
 // tiles: indices into the mma.sync shapes (kTilesShapes), then the wgmma
-// shapes (kWgmmaShapes), then the streaming shapes (kStreamShapes). Measured
-// on an H100 (BENCHMARKS.md, 2026-11-24, int4 and nf4 g128 over 4096² ..
-// 28672x8192):
-// - M <= 8, M <= 16: the streaming kernel with M tiles of 8 and 16 (M = 1:
-//   2.53x against the cp.async mma.sync kernel's 2.11x; make_tiles_plan may
-//   take its 16-warp shape at M <= 16);
-// - M <= 32: the streaming kernel's M tile of 32 (16 warps, one block an
-//   SM; int4 1.67x against the mma.sync M tile of 32's 1.37x);
-// - M <= 64 where wgmma does not serve: the streaming kernel's M tile of 64
-//   (int2 0.99x against the mma.sync tile of 64's 0.83x);
+// shapes (kWgmmaShapes), then the streaming shapes (kStreamShapes); each
+// choice the fastest of the candidates measured over int4 and nf4 g128 at
+// 4096² .. 28672x8192 (bench/notes/matmul-wgmma-epilogue.md,
+// bench/notes/matmul-streaming-small-m.md):
+// - M <= 8, M <= 16: the streaming kernel with M tiles of 8 and 16 (it reads
+//   the weight once with A in shared memory; make_tiles_plan may take its
+//   16-warp shape at M <= 16);
+// - M <= 32: the streaming kernel's M tile of 32 (16 warps, one block an SM);
+// - M <= 64 where wgmma does not serve: the streaming kernel's M tile of 64;
 // - M <= 64: wgmma with 64 rows of M and 4 consumer warpgroups (256 rows
-//   of N a block; int4 1.42x against 1.28x with 2 and the streaming
-//   kernel's 0.93x; nf4 1.15x against 1.02x and 0.89x);
-// - M <= 128: wgmma, 128 x 128 stages (1.14-1.34x; 128 x 64: 1.08-1.27x);
-// - larger: wgmma, 256 x 128 stages (M = 256: 0.93x against 0.89x with 256 x 64).
+//   of N a block);
+// - M <= 128: wgmma, 128 x 128 stages;
+// - larger: wgmma, 256 x 128 stages.
 // Without wgmma (not sm_90a, or 1- and 2-bit codes) the mma.sync tile of 64.
 int tiles_heuristic(int64_t m, bool wgmma) {
   const int shapes = tiles_num_shapes();
@@ -175,9 +173,8 @@ void split_k(Plan& plan, int64_t blocks_n, int m_tile, int threads, int64_t min_
   const int64_t wave = int64_t{sm_count(op)} * std::max(1, blocks_per_sm(plan.k.kernel, threads, plan.k.smem, op));
   const int64_t passes = ceil_div(p.K, static_cast<int64_t>(plan.k.step));
   int64_t splits = 1;
-  // One wave: on an H100 (tiles kernel, M = 1 and 16, 2026-11-24) a target
-  // of 1 wave beat 4 by 3-6 % (geomean over the Llama shapes; the rows
-  // kernel was within 10 % from 1 to 16 waves).
+  // One wave: fewer partial sums to reduce, and the tiles kernel measured
+  // faster so than at 4 (bench/notes/matmul-streaming-small-m.md).
   const int64_t target = wave;
   if (blocks_n * blocks_m < target) {
     splits = std::min<int64_t>({ceil_div(target, blocks_n * blocks_m), std::max<int64_t>(1, passes / min_passes), 64});
@@ -253,7 +250,8 @@ bool stream_splits(Plan& plan, int64_t blocks_n) {
   const int64_t avail = budget > fixed ? static_cast<int64_t>(budget - fixed) : 0;
   const int64_t max_tiles = std::max<int64_t>(1, std::max<int64_t>(64, avail / (rows * 2) / 64 * 64) / tile);
   const int64_t wave = int64_t{sm_count(op)} * std::max(1, blocks_per_sm(plan.k.kernel, plan.k.threads, budget, op));
-  // (Splits filling 1/2, 1/4, 3/2 or 2 waves measured 5-35 % slower at M = 1.)
+  // (Splits filling other fractions of a wave measured slower at M = 1:
+  // bench/notes/matmul-streaming-small-m.md.)
   const int64_t splits = std::min(k_tiles, std::max(ceil_div(k_tiles, max_tiles), wave / (blocks_n * blocks_m)));
   set_splits(plan, std::max<int64_t>(1, splits));
   const int64_t cols = ceil_div(p.k_split, int64_t{64}) * 64;
@@ -308,8 +306,8 @@ Plan make_tiles_plan(const MatmulArgs& a, int config) {
   if (plan.k.stream) {
     // M tile 16: when the activations' shared memory, not the GPU's fill,
     // sets the splits past one wave, the shape with one block of 16 warps
-    // an SM (twice the shared memory a block; on an H100 at 28672x8192
-    // int4 M = 16: 71.9 -> 59.3 us, uint4 + zeros 91.4 -> 70.4 us).
+    // an SM (twice the shared memory a block, so fewer splits;
+    // bench/notes/matmul-streaming-small-m.md).
     if (!stream_splits(plan, blocks_n) && config < 0 && index == stream0 + 1) {
       plan.k = tiles_kernel_for(kTilesStream, p.bits, table, bf16, 2);
       stream_splits(plan, ceil_div(p.N, int64_t{plan.k.n_tile}));
