@@ -11,8 +11,9 @@
 #include <mutex>
 #include <string_view>
 
-#include "capi/capi.h"
 #include "core/check.h"
+#include "core/dlpack.h"
+#include "lowbit/c/lowbit.h"  // the fp8 type codes
 #include "lowbit/code_maps.h"
 
 namespace lowbit::python {
@@ -75,7 +76,7 @@ TensorRef convert(const char* op, const char* arg, const Array& a, const std::st
 
   TensorRef ref;
   if (as.empty()) {
-    ref = capi::to_ref(op, arg, &t);
+    ref = core::to_ref(op, arg, &t);
   } else if (as == "bytes") {
     // Packed 4-bit codes stored in another dtype (bitsandbytes' quant_storage):
     // the memory as flat uint8, whatever the element type.
@@ -92,7 +93,7 @@ TensorRef convert(const char* op, const char* arg, const Array& a, const std::st
     t.ndim = 1;
     t.shape = &nbytes;
     t.strides = nullptr;
-    ref = capi::to_ref(op, arg, &t);
+    ref = core::to_ref(op, arg, &t);
   } else {
     const DType d = parse_dtype_arg(op, arg, as);
     const DLDataType want = dl_type_of(d);
@@ -100,7 +101,7 @@ TensorRef convert(const char* op, const char* arg, const Array& a, const std::st
                    " viewed as ", as, " must hold ", static_cast<int>(want.bits), "-bit elements (got ",
                    static_cast<int>(t.dtype.bits), "-bit DLPack type code ", static_cast<int>(t.dtype.code), ")");
     t.dtype = want;
-    ref = capi::to_ref(op, arg, &t);
+    ref = core::to_ref(op, arg, &t);
   }
   trace(op, arg, ref.data, ref.device);
   return ref;

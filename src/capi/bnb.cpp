@@ -3,7 +3,7 @@
 #include "capi/capi.h"
 #include "core/check.h"
 #include "lowbit/ops/gemm.h"
-#include "ops/quant/common.h"
+#include "ops/common.h"
 
 namespace lowbit::capi {
 namespace {

@@ -1,6 +1,6 @@
-// Shared machinery of the C ABI: DLPack -> lowbit conversion (the one place
-// it happens), the thread-local last-error message, and the guard that turns
-// every exception into a lowbit_status.
+// Shared machinery of the C ABI: the DLPack conversion (core/dlpack.h), the
+// thread-local last-error message, and the guard that turns every exception
+// into a lowbit_status.
 #pragma once
 
 #include <cstring>
@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <new>
 
+#include "core/dlpack.h"
 #include "lowbit/c/lowbit.h"
 #include "lowbit/error.h"
 #include "lowbit/ops/quant.h"
@@ -36,19 +37,11 @@ int c_enum_value(const E& e) noexcept {
 // (by reference: the value is read from its bytes, see c_enum_value).
 Quant4Type quant4_type(const char* op, const lowbit_quant4_type& t);
 
-// A view of `t` for argument `arg` of `op`. NULL gives an absent TensorRef:
-// the op's own check reports a required argument left out. `uint8_as`, when
-// given, is the dtype a uint8 tensor is read as (f8_e4m3 for fp8 arguments).
-// Throws lowbit::Error naming op, argument, expectation and value.
-TensorRef to_ref(const char* op, const char* arg, const DLTensor* t, const DType* uint8_as = nullptr);
-
-// A DLDevice as a lowbit Device (kDLCPU or kDLCUDA with device_id >= 0).
-Device to_device(const char* op, const char* arg, DLDevice d);
-DLDevice to_dl(Device d);
-
-// A DLDataType as a lowbit DType (lanes 1, a type listed in lowbit.h).
-DType to_dtype(const char* op, const char* arg, DLDataType t);
-DLDataType to_dl(DType d);
+// DLPack tensors, devices and dtypes, both ways (core/dlpack.h).
+using core::to_device;
+using core::to_dl;
+using core::to_dtype;
+using core::to_ref;
 
 // Throws invalid_argument "<op>: <arg> must not be NULL" when p is null.
 void require_not_null(const char* op, const char* arg, const void* p);

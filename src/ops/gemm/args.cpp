@@ -5,9 +5,9 @@
 
 #include "core/check.h"
 #include "core/weight_format.h"
+#include "ops/common.h"
 #include "ops/dispatch.h"
 #include "ops/gemm/common.h"
-#include "ops/quant/common.h"
 
 namespace lowbit {
 namespace ops::gemm {

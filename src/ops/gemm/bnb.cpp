@@ -2,9 +2,9 @@
 // matmul_4bit / gemv_4bit straight on a QuantState.
 #include "core/check.h"
 #include "core/quant_math.h"
+#include "ops/common.h"
 #include "ops/gemm/common.h"
 #include "ops/gemm/import_common.h"
-#include "ops/quant/common.h"
 
 namespace lowbit {
 namespace {

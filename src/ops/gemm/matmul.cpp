@@ -4,8 +4,8 @@
 
 #include "core/check.h"
 #include "core/weight_format.h"
+#include "ops/common.h"
 #include "ops/gemm/common.h"
-#include "ops/quant/common.h"
 
 namespace lowbit {
 namespace {

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "ops/common.h"
 #include "ops/dispatch.h"
 #include "ops/quant/common.h"
 
@@ -110,11 +111,6 @@ void compress_absmax(const Tensor& absmax, int64_t nested_blocksize, QuantState&
   state.absmax = qabsmax;
   state.offset = offset;
   state.state2 = state2;
-}
-
-NestedAbsmax nested_of(const QuantState& state) {
-  if (!state.nested()) return {};
-  return NestedAbsmax{state.state2->code, state.state2->absmax, state.offset, state.state2->blocksize};
 }
 
 }  // namespace ops

@@ -4,7 +4,6 @@
 #include <mutex>
 #include <utility>
 
-#include "core/check.h"
 #include "lowbit/code_maps.h"
 
 namespace lowbit::ops {
@@ -26,40 +25,6 @@ const Tensor& dynamic_code_on(Device device) {
              .first;
   }
   return it->second;
-}
-
-Tensor workspace_on(size_t bytes, Device device, Stream stream) {
-  if (bytes == 0) return Tensor();
-  return Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device, stream);
-}
-
-void check_absmax_arg(const char* op, const TensorRef& absmax, const NestedAbsmax& nested, int64_t nblocks) {
-  core::require_present(op, "absmax", absmax);
-  core::require_contiguous(op, "absmax", absmax);
-  core::require_numel(op, "absmax", absmax, nblocks);
-  if (!nested.present()) {
-    LOWBIT_REQUIRE(absmax.dtype == DType::f32, ErrorCode::unsupported_dtype, op,
-                   ": absmax dtype must be float32, or uint8 with nested absmax (got ", dtype_name(absmax.dtype),
-                   ")");
-    return;
-  }
-  core::require_dtype(op, "absmax (nested)", absmax, {DType::u8});
-  core::require_blocksize(op, "nested.blocksize", nested.blocksize);
-  core::require_present(op, "nested.code", nested.code);
-  core::require_dtype(op, "nested.code", nested.code, {DType::f32});
-  core::require_contiguous(op, "nested.code", nested.code);
-  core::require_numel(op, "nested.code", nested.code, 256);
-  core::require_present(op, "nested.absmax", nested.absmax);
-  core::require_dtype(op, "nested.absmax", nested.absmax, {DType::f32});
-  core::require_contiguous(op, "nested.absmax", nested.absmax);
-  core::require_numel(op, "nested.absmax", nested.absmax, ceil_div(nblocks, nested.blocksize));
-  core::require_present(op, "nested.offset", nested.offset);
-  core::require_dtype(op, "nested.offset", nested.offset, {DType::f32});
-  core::require_numel(op, "nested.offset", nested.offset, 1);
-  core::require_same_device(op, {{"absmax", &absmax},
-                                 {"nested.code", &nested.code},
-                                 {"nested.absmax", &nested.absmax},
-                                 {"nested.offset", &nested.offset}});
 }
 
 }  // namespace lowbit::ops

@@ -3,6 +3,7 @@
 
 #include "core/check.h"
 #include "lowbit/code_maps.h"
+#include "ops/common.h"
 #include "ops/dispatch.h"
 #include "ops/quant/common.h"
 

@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "core/check.h"
+#include "ops/common.h"
 #include "ops/dispatch.h"
-#include "ops/quant/common.h"
 
 namespace lowbit {
 

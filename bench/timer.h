@@ -1,13 +1,10 @@
-// What the `lowbit bench` subcommands share (bench.cpp: `bench quant`,
-// bench_gemm.cpp: `bench gemm`): random bits, the median, and timers that run
-// a callable `reps` times and return the median (PERFORMANCE.md, "How to
-// measure"). On the GPU each repetition is timed on its own with CUDA events
-// around only the callable, after an untimed L2 flush that reads a buffer
-// larger than L2 (cublasSasum; a cudaMemsetAsync without cuBLAS, see
-// CudaTimer); on the CPU with a steady clock.
+// Timers that run a callable `reps` times and return the median. On the GPU
+// each repetition is timed on its own with CUDA events around only the
+// callable, after an untimed L2 flush that reads a buffer larger than L2
+// (cublasSasum; a cudaMemsetAsync without cuBLAS, see CudaTimer); on the CPU
+// with a steady clock.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -21,27 +18,7 @@
 #include <cublas_v2.h>
 #endif
 
-namespace lowbit::cli {
-
-// `lowbit bench gemm` (bench_gemm.cpp), added under `lowbit bench`.
-void add_bench_gemm_command(CLI::App& bench);
-
-namespace bench {
-
-// splitmix64's finalizer: 64 random-looking bits from a counter.
-inline uint64_t mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-// A random bit pattern for element i of stream `seed`.
-inline uint64_t random_bits(uint64_t seed, uint64_t i) { return mix(seed * 0x9e3779b97f4a7c15ull + i); }
-// Roughly normal (sum of four uniforms), unit variance, from 64 random bits.
-inline float normal_from_bits(uint64_t r) {
-  double s = 0.0;
-  for (int j = 0; j < 4; ++j) s += static_cast<double>((r >> (16 * j)) & 0xffffu) / 65535.0;
-  return static_cast<float>((s - 2.0) * 1.7320508);
-}
+namespace lowbit::bench {
 
 double median(std::vector<double> v);
 
@@ -65,21 +42,24 @@ class CpuTimer : public Timer {
 #if defined(LOWBIT_WITH_CUDA)
 // Throws lowbit::Error(device_error) naming `what` when `e` is not cudaSuccess.
 void cuda_ok(cudaError_t e, const char* what);
+#if defined(LOWBIT_WITH_CUBLAS)
+// Throws lowbit::Error(device_error) "<op>: <what> failed: ..." when `s` is not success.
+void cublas_ok(cublasStatus_t s, const char* what, const char* op = "bench");
+#endif
 
 // CUDA events on `stream`; before each timed repetition an untimed flush of
 // `flush_bytes` evicts L2. The copy is a device-to-device cudaMemcpyAsync
 // timed the same way.
 //
-// The flush must leave L2 clean: a memset leaves ~L2-size of dirty lines, and
-// the next (timed) kernel pays for writing them back to DRAM (~10-17 us on an
-// H100: a 4096x4096 fp16 GEMV reads 22 us instead of ~12). With cuBLAS
-// (LOWBIT_WITH_CUBLAS) the buffer is zeroed once here and each flush only
-// reads it: cublasSasum over it as floats, result to a device scalar
-// (CUBLAS_POINTER_MODE_DEVICE), on `stream`, so no host sync. Without cuBLAS
-// the flush is a cudaMemsetAsync of the buffer (dirty; flush_text says so).
+// The flush must leave L2 clean: a memset leaves about L2's size in dirty
+// lines, and the next (timed) kernel pays for writing them back to DRAM.
+// With cuBLAS (LOWBIT_WITH_CUBLAS) the buffer is zeroed once here and each
+// flush only reads it: cublasSasum over it as floats, result to a device
+// scalar (CUBLAS_POINTER_MODE_DEVICE), on `stream`, so no host sync. Without
+// cuBLAS the flush is a cudaMemsetAsync of the buffer (dirty; flush_text says so).
 class CudaTimer : public Timer {
  public:
-  static constexpr size_t kDefaultFlushBytes = size_t{256} << 20;  // > 50 MB of H100 L2 (60 MB on H200)
+  static constexpr size_t kDefaultFlushBytes = size_t{256} << 20;  // larger than an H100's or H200's L2
   explicit CudaTimer(cudaStream_t stream, size_t flush_bytes = kDefaultFlushBytes);
   ~CudaTimer() override;
   CudaTimer(const CudaTimer&) = delete;
@@ -106,5 +86,4 @@ class CudaTimer : public Timer {
 };
 #endif
 
-}  // namespace bench
-}  // namespace lowbit::cli
+}  // namespace lowbit::bench

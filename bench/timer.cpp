@@ -1,5 +1,5 @@
-// Timers and helpers shared by the `lowbit bench` subcommands (bench_common.h).
-#include "bench_common.h"
+// The timers of the benchmarks (timer.h).
+#include "timer.h"
 
 #include <omp.h>
 
@@ -7,10 +7,10 @@
 #include <chrono>
 #include <cstring>
 
-#include "core/check.h"
+#include "internals.h"
 #include "lowbit/error.h"
 
-namespace lowbit::cli::bench {
+namespace lowbit::bench {
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
@@ -48,18 +48,16 @@ double CpuTimer::copy_gbps(int64_t bytes, int reps) {
 #if defined(LOWBIT_WITH_CUDA)
 void cuda_ok(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
-    throw Error(ErrorCode::device_error, core::cat("bench: ", what, " failed: ", cudaGetErrorString(e)));
+    throw Error(ErrorCode::device_error, cat("bench: ", what, " failed: ", cudaGetErrorString(e)));
   }
 }
 
 #if defined(LOWBIT_WITH_CUBLAS)
-namespace {
-void cublas_ok(cublasStatus_t s, const char* what) {
+void cublas_ok(cublasStatus_t s, const char* what, const char* op) {
   if (s != CUBLAS_STATUS_SUCCESS) {
-    throw Error(ErrorCode::device_error, core::cat("bench: ", what, " failed: ", cublasGetStatusString(s)));
+    throw Error(ErrorCode::device_error, cat(op, ": ", what, " failed: ", cublasGetStatusString(s)));
   }
 }
-}  // namespace
 #endif
 
 CudaTimer::CudaTimer(cudaStream_t stream, size_t flush_bytes) : stream_(stream), flush_bytes_(flush_bytes) {
@@ -100,10 +98,10 @@ void CudaTimer::release() noexcept {
 
 std::string CudaTimer::flush_text() const {
 #if defined(LOWBIT_WITH_CUBLAS)
-  return core::cat("L2 flushed (", flush_bytes_ >> 20, " MB read by cublasSasum: leaves L2 clean)");
+  return cat("L2 flushed (", flush_bytes_ >> 20, " MB read by cublasSasum: leaves L2 clean)");
 #else
-  return core::cat("L2 flushed (", flush_bytes_ >> 20,
-                   " MB memset: no cuBLAS in this build, so L2 is left dirty and small ops read slow)");
+  return cat("L2 flushed (", flush_bytes_ >> 20,
+             " MB memset: no cuBLAS in this build, so L2 is left dirty and small ops read slow)");
 #endif
 }
 
@@ -162,4 +160,4 @@ double CudaTimer::copy_gbps(int64_t bytes, int reps) {
 }
 #endif
 
-}  // namespace lowbit::cli::bench
+}  // namespace lowbit::bench

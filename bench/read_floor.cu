@@ -1,8 +1,7 @@
-#include "cuda/common/check.h"
-#include "cuda/common/launch.h"
-#include "cuda/common/read_floor.h"
+#include "read_floor.h"
+#include "timer.h"
 
-namespace lowbit::cuda {
+namespace lowbit::bench {
 namespace {
 
 __global__ void read_floor_kernel(const uint4* __restrict__ p, size_t n, unsigned* sink) {
@@ -26,10 +25,9 @@ __global__ void read_floor_kernel(const uint4* __restrict__ p, size_t n, unsigne
 
 }  // namespace
 
-void read_floor(const void* p, size_t bytes, unsigned* sink, cudaStream_t stream) {
-  const char* op = "read_floor";
-  read_floor_kernel<<<8 * sm_count(op), 256, 0, stream>>>(static_cast<const uint4*>(p), bytes / 16, sink);
-  check(cudaGetLastError(), op, "launch");
+void read_floor(const void* p, size_t bytes, unsigned* sink, int sm_count, cudaStream_t stream) {
+  read_floor_kernel<<<8 * sm_count, 256, 0, stream>>>(static_cast<const uint4*>(p), bytes / 16, sink);
+  cuda_ok(cudaGetLastError(), "read_floor launch");
 }
 
-}  // namespace lowbit::cuda
+}  // namespace lowbit::bench

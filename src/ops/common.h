@@ -1,0 +1,28 @@
+// Helpers shared by the op front ends (src/ops/quant, src/ops/gemm): scratch
+// for a run, and the blockwise absmax argument that the dequantize ops and
+// matmul_4bit both take.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/hd.h"
+#include "lowbit/ops/quant.h"
+
+namespace lowbit::ops {
+
+using core::ceil_div;
+
+// Scratch for an op run on `stream`: a byte tensor on `device` (empty when
+// bytes == 0), stream-ordered, given back when the caller drops it, so a
+// captured CUDA graph owns its own scratch.
+Tensor workspace_on(size_t bytes, Device device, Stream stream);
+
+// Checks an absmax argument of `nblocks` blocks: f32, or u8 with the nested
+// (double-quantized) tensors.
+void check_absmax_arg(const char* op, const TensorRef& absmax, const NestedAbsmax& nested, int64_t nblocks);
+
+// The NestedAbsmax view of a state (absent when not nested).
+NestedAbsmax nested_of(const QuantState& state);
+
+}  // namespace lowbit::ops
