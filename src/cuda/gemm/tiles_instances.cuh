@@ -12,11 +12,12 @@
 namespace lowbit::cuda::gemm {
 
 // The kernel's configs (MatmulArgs::config indexes them for the tiles layout):
-// {mt, rt, tps, warps, stages}, see TilesShape. 0-3: M tiles 8..64 with 4
-// stages (two blocks an SM at M tiles 8 and 16); 4-5: M tiles 8 and 16 with 3
-// stages (three blocks an SM, two with the 4-bit tables' 32 KB lookup
-// table), the heuristic's choice (matmul.cu). (4 row tiles a warp with one
-// tile column a stage measured no better at M = 1 and 1.4x slower at 16.)
+// {m_tiles, row_tiles, stage_tiles, warps, stages}, see TilesShape. 0-3: M
+// tiles 8..64 with 4 stages (two blocks an SM at M tiles 8 and 16); 4-5: M
+// tiles 8 and 16 with 3 stages (three blocks an SM, two with the 4-bit
+// tables' 32 KB lookup table), the heuristic's choice (matmul.cu). (4 row
+// tiles a warp with one tile column a stage measured no better at M = 1 and
+// 1.4x slower at 16.)
 inline constexpr TilesShape kTilesShapes[] = {{1, 2, 2, 8, 4}, {2, 2, 2, 8, 4}, {4, 1, 2, 8, 4},
                                               {8, 1, 1, 8, 4}, {1, 2, 2, 8, 3}, {2, 2, 2, 8, 3}};
 inline constexpr int kNumTilesShapes = static_cast<int>(sizeof(kTilesShapes) / sizeof(kTilesShapes[0]));
@@ -25,25 +26,25 @@ inline constexpr int kNumTilesShapes = static_cast<int>(sizeof(kTilesShapes) / s
 // swizzle's 8 chunks) to 512, and A's stage at most 8 KB.
 constexpr TilesShape tiles_shape_for(TilesShape s, int bits) {
   const int kt = core::tile_k(bits);
-  int tps = s.tps;
-  while (tps > 1 && (tps * kt > 512 || 8 * s.mt * tps * kt * 2 > 8192)) tps /= 2;
+  int tps = s.stage_tiles;
+  while (tps > 1 && (tps * kt > 512 || 8 * s.m_tiles * tps * kt * 2 > 8192)) tps /= 2;
   while (tps * kt < 64) tps *= 2;
-  s.tps = tps;
+  s.stage_tiles = tps;
   return s;
 }
 
 template <class Dec, class T, TilesShape kShape>
 KernelInfo tiles_instance() {
-  using S = TilesMmaShape<Dec, kShape.mt, kShape.rt, kShape.tps, kShape.warps, kShape.stages>;
+  using S = TilesMmaShape<Dec, kShape.m_tiles, kShape.row_tiles, kShape.stage_tiles, kShape.warps, kShape.stages>;
   KernelInfo k;
   k.kernel = reinterpret_cast<const void*>(
-      tiles_mma_kernel<Dec, T, kShape.mt, kShape.rt, kShape.tps, kShape.warps, kShape.stages>);
+      tiles_mma_kernel<Dec, T, kShape.m_tiles, kShape.row_tiles, kShape.stage_tiles, kShape.warps, kShape.stages>);
   k.smem = S::kBytes;
   k.chunk = S::kKS;
   k.step = S::kKS;
   k.threads = S::kThreads;
   k.m_tile = S::kBM;
-  k.n_tile = kShape.warps * kShape.rt * core::kTileRows;
+  k.n_tile = kShape.warps * kShape.row_tiles * core::kTileRows;
   return k;
 }
 

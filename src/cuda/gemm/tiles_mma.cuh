@@ -44,10 +44,10 @@ namespace lowbit::cuda::gemm {
 
 constexpr int cmin(int a, int b) { return a < b ? a : b; }
 
-// A config of the kernel: MT n8 tiles of M, RT row tiles a warp, TPS tile
-// columns a stage, warps and pipeline stages a block.
+// A config of the kernel: n8 tiles of M a block (MT), row tiles a warp
+// (RT), tile columns a stage (TPS), warps and pipeline stages a block.
 struct TilesShape {
-  int mt, rt, tps, warps, stages;
+  int m_tiles, row_tiles, stage_tiles, warps, stages;
 };
 
 template <class Dec, int MT_, int RT_, int TPS, int kWarps_, int kStages_>

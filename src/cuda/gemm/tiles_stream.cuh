@@ -64,11 +64,11 @@ __device__ __forceinline__ uint4 ldg_stream(const void* p) {
   return v;
 }
 
-// A config of the kernel: MT n8 tiles of M, RT row tiles a warp, warps a
-// block, tiles prefetched a row tile, and the blocks an SM its registers
-// (launch bounds) and shared memory (the host's split) are sized for.
+// A config of the kernel: n8 tiles of M a block (MT), row tiles a warp
+// (RT), warps a block, tiles prefetched a row tile, and the blocks an SM its
+// registers (launch bounds) and shared memory (the host's split) are sized for.
 struct StreamShape {
-  int mt, rt, warps, depth, blocks;
+  int m_tiles, row_tiles, warps, depth, blocks;
 };
 
 template <class Dec, int MT_, int RT_, int kWarps_, int kDepth_>

@@ -8,7 +8,7 @@
 // operand from shared memory, and the dequantized weight never goes there).
 //
 // Block: 1 + CW warpgroups. Warpgroup 0 is the producer: one thread streams
-// A's [BN, KS] stages (the block's BN rows of M, KS columns of K as boxes of
+// A's [BM, KS] stages (the block's BM rows of M, KS columns of K as boxes of
 // 64, 128-byte swizzle, zeros past M and K) into kStages slots, each with a
 // full and an empty mbarrier. Warpgroups 1 .. CW are consumers of 64 rows of
 // N each (warp w of them: row tile nt0 + 4·(wg - 1) + w): per stage of KS columns
@@ -19,7 +19,7 @@
 // most three times, see docs/gemm.md's tolerance), and issues 4 wgmma k16
 // steps a box on the slot. One consumer's decode overlaps the others' MMAs.
 //
-//   shared: A slots [kStages][BN rows][128 B] (1024-aligned, swizzled by the
+//   shared: A slots [kStages][BM rows][128 B] (1024-aligned, swizzled by the
 //           TMA; at the end, the results' stage), full / empty barriers, the
 //           4-bit tables' lookup table
 #pragma once
@@ -37,14 +37,14 @@
 
 namespace lowbit::cuda::gemm {
 
-// BN rows of M and KS columns of K a stage: KS / 64 boxes of [BN, 64] (each
-// a 1024-aligned swizzled tile of BN rows of 128 bytes).
-template <class Dec, int BN, int KS, int CW>
+// BM rows of M and KS columns of K a stage: KS / 64 boxes of [BM, 64] (each
+// a 1024-aligned swizzled tile of BM rows of 128 bytes).
+template <class Dec, int BM, int KS, int CW>
 struct WgmmaShape {
   static constexpr int kKT = core::tile_k(Dec::kBits);  // 64 (4-bit) or 32 (8-bit)
   static constexpr int kKS = KS;
   static constexpr int kBoxes = KS / 64;
-  static constexpr int kBoxBytes = BN * 128;
+  static constexpr int kBoxBytes = BM * 128;
   static constexpr int kTiles = kKS / kKT;  // tiles a warp a stage
   static constexpr int kSteps = kKS / 16;   // k16 steps a stage
   static constexpr int kABytes = kBoxBytes * kBoxes;
@@ -54,7 +54,7 @@ struct WgmmaShape {
   static constexpr int kDepth = KS == 64 && CW == 2 ? 4 : 2;  // weight prefetch, stages
   static constexpr int kConsumers = 128 * CW;                 // CW consumer warpgroups of 64 rows of N
   static constexpr int kThreads = 128 + kConsumers;
-  static constexpr int kRows = 64 * CW;  // rows of N a block
+  static constexpr int kBlockN = 64 * CW;  // rows of N a block
   // Registers a thread: a block starts with kLaunchRegs a thread (64K
   // shared by kThreads, in steps of 8); the producer gives up what the
   // consumers then take, and no more (setmaxnreg.inc waits until the SM has
@@ -69,11 +69,11 @@ struct WgmmaShape {
   // + 1024: the dynamic shared base is aligned up to the swizzle's 1024 bytes.
   static constexpr size_t kBytes = 1024 + static_cast<size_t>(kStages) * kABytes + kBarBytes + kTabBytes;
   static_assert(kKT <= kKS, "a stage holds whole tiles");
-  static_assert(kStages * kABytes >= BN * kRows * 4, "the slots hold the block's fp32 results");
+  static_assert(kStages * kABytes >= BM * kBlockN * 4, "the slots hold the block's fp32 results");
 };
 
 #if LOWBIT_SM90A
-// The block's results go out through shared memory as rows of M ([BN][R
+// The block's results go out through shared memory as rows of M ([BM][R
 // rows of N]): 16-bit output as halves (rows of 2R bytes, written by
 // stmatrix), split partials and fp32 output as floats (rows of 4R bytes).
 // The 16-byte chunks of a row are XOR-swizzled by row so the fragment
@@ -109,7 +109,7 @@ __device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, uint32_t r0, ui
 // as floats —, then the block's C consumer threads (R rows of N) write the
 // stage out a row of M at a time in 16-byte stores (scalar stores where a
 // row's end or the destination's alignment does not allow 16 bytes).
-template <int BN, int R, int C>
+template <int BM, int R, int C>
 __device__ __forceinline__ void wgmma_epilogue(const Params& p, uint8_t* stage, const float* acc, int64_t n_base,
                                                int64_t m0, int wrow, int tid) {
   const int lane = tid & 31, g = lane >> 2, q = lane & 3;
@@ -129,14 +129,14 @@ __device__ __forceinline__ void wgmma_epilogue(const Params& p, uint8_t* stage, 
     const int k = lane >> 3, j = lane & 7;
     const uint32_t base = smem_addr(stage);
 #pragma unroll
-    for (int i = 0; i < BN / 8; i += 2) {
+    for (int i = 0; i < BM / 8; i += 2) {
       const uint32_t addr = base + stage16_at<R>(8 * (i + k / 2) + j, 2 * wrow + (k & 1));
       stmatrix_x4_trans(addr, out2(acc + 4 * i, 0), out2(acc + 4 * i, 1), out2(acc + 4 * i + 4, 0),
                         out2(acc + 4 * i + 4, 1));
     }
   } else {
 #pragma unroll
-    for (int i = 0; i < BN / 8; ++i) {
+    for (int i = 0; i < BM / 8; ++i) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int n = 16 * wrow + g + 8 * (e >> 1);
@@ -157,7 +157,7 @@ __device__ __forceinline__ void wgmma_epilogue(const Params& p, uint8_t* stage, 
   float bias[4];
 #pragma unroll
   for (int e = 0; e < 4; ++e) bias[e] = add_bias && n + e < p.N ? __ldg(p.bias + n + e) : 0.0f;
-  for (int m = tid / chunks; m < BN && m0 + m < p.M; m += rows_a_pass) {
+  for (int m = tid / chunks; m < BM && m0 + m < p.M; m += rows_a_pass) {
     uint4 x = *reinterpret_cast<const uint4*>(stage + (half ? stage16_at<R>(m, c) : stage32_at<R>(m, c)));
     if (add_bias) {
       x = make_uint4(__float_as_uint(__fadd_rn(__uint_as_float(x.x), bias[0])),
@@ -184,11 +184,11 @@ __device__ __forceinline__ void wgmma_epilogue(const Params& p, uint8_t* stage, 
 }
 #endif
 
-template <class Dec, class T, int BN, int KS, int CW>
+template <class Dec, class T, int BM, int KS, int CW>
 __global__ void __launch_bounds__(128 * (CW + 1), 1)
     tiles_wgmma_kernel(const __grid_constant__ CUtensorMap tmap, const Params p) {
 #if LOWBIT_SM90A
-  using S = WgmmaShape<Dec, BN, KS, CW>;
+  using S = WgmmaShape<Dec, BM, KS, CW>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + S::kStages * S::kABytes);
@@ -197,15 +197,15 @@ __global__ void __launch_bounds__(128 * (CW + 1), 1)
 
   // Blocks walk M within groups of 16 column blocks of N, so the blocks in
   // flight share their weight rows and activation rows in L2.
-  const int64_t n_blocks = (p.N + S::kRows - 1) / S::kRows;
-  const int64_t m_blocks = (p.M + BN - 1) / BN;
+  const int64_t n_blocks = (p.N + S::kBlockN - 1) / S::kBlockN;
+  const int64_t m_blocks = (p.M + BM - 1) / BM;
   const int64_t b = blockIdx.x;
   const int64_t group = b / (16 * m_blocks);
   const int64_t first_n = group * 16;
   const int64_t group_n = n_blocks - first_n < 16 ? n_blocks - first_n : 16;
   const int64_t in_group = b % (16 * m_blocks);
   const int64_t n_block = first_n + in_group % group_n;
-  const int64_t m0 = (in_group / group_n) * BN;
+  const int64_t m0 = (in_group / group_n) * BM;
 
   const int K = static_cast<int>(p.K);
   const int kb = static_cast<int>(blockIdx.z) * static_cast<int>(p.k_split);
@@ -245,7 +245,7 @@ __global__ void __launch_bounds__(128 * (CW + 1), 1)
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   const int g = lane >> 2;
   const int64_t row_tiles = (p.N + core::kTileRows - 1) / core::kTileRows;
-  const int64_t nt_own = n_block * (S::kRows / core::kTileRows) + (wg - 1) * 4 + warp;
+  const int64_t nt_own = n_block * (S::kBlockN / core::kTileRows) + (wg - 1) * 4 + warp;
   const int64_t nt = nt_own < row_tiles ? nt_own : row_tiles - 1;  // past N: loads stay in bounds, no stores
   const uint8_t* wsrc = p.qweight + nt * p.k_tiles * core::kTileBytes + lane * 16;
   const int sb = scale_bytes(p.scale_kind);
@@ -285,9 +285,9 @@ __global__ void __launch_bounds__(128 * (CW + 1), 1)
     w_next += S::kTiles * core::kTileBytes;
   };
 
-  float acc[BN / 2];
+  float acc[BM / 2];
 #pragma unroll
-  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < BM / 2; ++i) acc[i] = 0.0f;
   uint32_t af[S::kSteps][4];
   const RowCtx plain = Dec::ctx(p, 1.0f, 0.0f);
 
@@ -335,7 +335,7 @@ __global__ void __launch_bounds__(128 * (CW + 1), 1)
           // +kBoxBytes a box of 64 columns, +32 bytes a k16 step (descriptor units of 16 bytes).
           const uint64_t desc = base + (step / 4) * (S::kBoxBytes >> 4) + 2 * (step % 4);
           wgmma_fence();
-          wgmma_rs<T, BN>(acc, af[step], desc);
+          wgmma_rs<T, BM>(acc, af[step], desc);
           wgmma_commit();
         }
       }
@@ -345,8 +345,8 @@ __global__ void __launch_bounds__(128 * (CW + 1), 1)
   wgmma_wait<0>();
   // Both consumers' MMAs have read their last slot: the slots hold the results.
   bar_sync(1, S::kConsumers);
-  wgmma_epilogue<BN, S::kRows, S::kConsumers>(p, smem, acc, n_block * S::kRows, m0, (wg - 1) * 4 + warp,
-                                              threadIdx.x - 128);
+  wgmma_epilogue<BM, S::kBlockN, S::kConsumers>(p, smem, acc, n_block * S::kBlockN, m0, (wg - 1) * 4 + warp,
+                                                threadIdx.x - 128);
 #endif
 }
 
