@@ -34,7 +34,7 @@ namespace lowbit::cuda::gemm {
 
 inline constexpr int kMaxThreads = 256;
 // (A minimum of 3 blocks per SM for M tile 8 caps registers at 80 and
-// spills: int4 at 28672x8192, M = 1, went from 83 to 109 us on an H100.)
+// spills, which is slower.)
 
 // Chunks per pass (two passes are in registers at a time).
 template <int MT>

@@ -16,8 +16,8 @@ namespace lowbit::cuda::gemm {
 // tiles 8..64 with 4 stages (two blocks an SM at M tiles 8 and 16); 4-5: M
 // tiles 8 and 16 with 3 stages (three blocks an SM, two with the 4-bit
 // tables' 32 KB lookup table), the heuristic's choice (matmul.cu). (4 row
-// tiles a warp with one tile column a stage measured no better at M = 1 and
-// 1.4x slower at 16.)
+// tiles a warp with one tile column a stage was no faster at M = 1 and
+// slower at 16.)
 inline constexpr TilesShape kTilesShapes[] = {{1, 2, 2, 8, 4}, {2, 2, 2, 8, 4}, {4, 1, 2, 8, 4},
                                               {8, 1, 1, 8, 4}, {1, 2, 2, 8, 3}, {2, 2, 2, 8, 3}};
 inline constexpr int kNumTilesShapes = static_cast<int>(sizeof(kTilesShapes) / sizeof(kTilesShapes[0]));

@@ -24,11 +24,10 @@
 // Per stage: cp.async.wait, one barrier (the slot refilled next was read by
 // every warp before it), the next stage's copies, then TPS tile columns of
 // mma steps, each on RT row tiles (one ldmatrix of A serves them all). The
-// bookkeeping is paid per stage and per tile column, not per tile: on an
-// H100 a stage of one tile spent ~240 instructions a tile, 5x its decode
-// and mma, and the kernel was issue-bound at 0.44 of the memory floor
-// (BENCHMARKS.md). The integer and table decoders scale after the mma
-// (fp32, once per group: a tile lies in one group).
+// bookkeeping is paid per stage and per tile column, not per tile (paid per
+// tile it outweighs the decode and mma, and the kernel becomes issue-bound).
+// The integer and table decoders scale after the mma (fp32, once per group:
+// a tile lies in one group).
 #pragma once
 
 #include <cstdint>
@@ -104,8 +103,8 @@ __device__ __forceinline__ int tile_group_shift(const Params& p, int kkt) {
 }
 
 // What a thread copies each stage, set up once so a stage's copies cost a
-// few instructions a tile (a stage's setup with divisions and 64-bit index
-// arithmetic cost ~120 instructions a tile on an H100, more than the math).
+// few instructions a tile (redone each stage, the divisions and 64-bit index
+// arithmetic cost more than the math).
 template <class S>
 struct TilesCopy {
   static constexpr int kAIters = (S::kBM * S::kChunks + S::kThreads - 1) / S::kThreads;

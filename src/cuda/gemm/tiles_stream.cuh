@@ -26,11 +26,10 @@
 // of M; one ldmatrix.x4 of A serves two steps of all RT row tiles. Each
 // group's sums are scaled once, in fp32, at the group's last tile; its scales
 // (and zero codes) are loaded with the tile's weights, kDepth tiles ahead.
-// On an H100 (ncu, int4 g128, 8192x8192, M = 1) this runs ~85 instructions
-// a tile, against ~126 in the cp.async kernel of tiles_mma.cuh, and is
-// limited by the latency of each warp's chain (long-scoreboard and
-// fixed-latency stalls), not by DRAM; more warps an SM, a deeper prefetch
-// or a shared-memory ring measured no faster (BENCHMARKS.md). With K split,
+// It runs fewer instructions a tile than the cp.async kernel of
+// tiles_mma.cuh and is limited by the latency of each warp's chain
+// (long-scoreboard and fixed-latency stalls), not by DRAM; more warps an
+// SM, a deeper prefetch or a shared-memory ring were no faster. With K split,
 // the warp lets the reduction kernel launch (programmatic dependent launch)
 // before writing its partial sums.
 #pragma once
@@ -253,8 +252,7 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocks) tiles_stream_kernel(cons
   };
 
   // The activations first, then the weights, all in flight together: A
-  // queued behind the first tiles arrived last and held back the first mma
-  // (on an H100 the order cost 0.4-0.8 us at M = 1, 3 % of the geomean).
+  // queued behind the first tiles arrived last and held back the first mma.
   stream_stage_a<S::kThreads>(sa, p, m0, rows_live, kb, ke, krow);
 #pragma unroll
   for (int i = 0; i < D; ++i) {
@@ -301,7 +299,7 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocks) tiles_stream_kernel(cons
         }
       }
       // Slot i is free: tile t + D into it. (Issuing it before tile t's
-      // math, or in bursts of several slots, measured no faster.)
+      // math, or in bursts of several slots, was no faster.)
       if (t + D < ntiles) issue(i, t + D, wnext, i * core::kTileBytes);
     }
 #pragma unroll
