@@ -16,9 +16,9 @@
 //                                 reads its own 16 bytes of each (no conflicts)
 //   S   [kWarps][RT][TPS][64 B]   each tile's 16 scales (f32/f16/bf16)
 //   Z   [kWarps][RT][TPS][16 B]   each tile's 16 zero codes (quantized zeros)
-//   A   [8·MT][kKS] halves      the block's activations; 16-byte chunk c of
-//                               row r at chunk c ^ (r % 8), so an ldmatrix of
-//                               8 rows hits 8 distinct groups of 4 banks;
+//   A   [8·MT][kKS] halves      the block's activations, 16-byte chunks
+//                               swizzled (swizzle128) so an ldmatrix of 8
+//                               rows hits 8 distinct groups of 4 banks;
 //                               rows past M are zeroed once, never copied
 //
 // Per stage: cp.async.wait, one barrier (the slot refilled next was read by
@@ -33,6 +33,7 @@
 #include <cstdint>
 
 #include "core/weight_format.h"
+#include "cuda/common/swizzle.cuh"
 #include "cuda/gemm/async.cuh"
 #include "cuda/gemm/decoders.cuh"
 #include "cuda/gemm/kernel.cuh"
@@ -150,7 +151,7 @@ __device__ __forceinline__ TilesCopy<S> tiles_copy(const Params& p, const int64_
     const int i = threadIdx.x + it * S::kThreads;
     const int r = i / S::kChunks, c = i % S::kChunks;
     cp.a[it] = r < rows_live ? p.A + (m0 + r) * p.lda + k_begin + c * 8 : nullptr;
-    cp.a_dst[it] = S::kA + r * S::kRowBytes + ((c ^ (r & 7)) * 16);
+    cp.a_dst[it] = S::kA + r * S::kRowBytes + swizzle128(r, c) * 16;
     cp.a_col[it] = c * 8;
   }
   return cp;
@@ -240,7 +241,7 @@ __device__ __forceinline__ void tiles_compute_stage(const uint8_t* slot, const P
       for (int t = 0; t < S::MT; ++t) {
         const int r = 8 * t + (lane & 7);
         const int c = (u * S::kKT + 16 * j) / 8 + (lane >> 3);
-        ldmatrix_x4(b[t], slot + S::kA + r * S::kRowBytes + ((c ^ (r & 7)) * 16));
+        ldmatrix_x4(b[t], slot + S::kA + r * S::kRowBytes + swizzle128(r, c) * 16);
       }
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj) {

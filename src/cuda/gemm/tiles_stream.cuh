@@ -16,7 +16,7 @@
 //
 //   shared: lookup table (4-bit tables: [256][32] pairs, else unused)
 //           A [rows of M present][krow] halves, krow = k_split rounded up to
-//             64; chunk c (8 halves) of row r at chunk c ^ (r % 8), so an
+//             64; chunks of 8 halves swizzled (swizzle128), so an
 //             ldmatrix of 8 rows hits 8 distinct groups of 4 banks. Rows
 //             past M are not stored: their lanes read the last present row
 //             (its products land in output columns that are never written).
@@ -37,6 +37,7 @@
 #include <cstdint>
 
 #include "core/weight_format.h"
+#include "cuda/common/swizzle.cuh"
 #include "cuda/gemm/async.cuh"
 #include "cuda/gemm/decoders.cuh"
 #include "cuda/gemm/kernel.cuh"
@@ -96,7 +97,7 @@ __device__ __forceinline__ void stream_stage_a(uint8_t* sa, const Params& p, int
     const int r = i / chunks_row, c = i - r * chunks_row;
     const int k = kb + c * 8;
     const bool live = k < ke;
-    cp_async16(sa + (r * krow + ((c ^ (r & 7)) << 3)) * 2, live ? p.A + (m0 + r) * p.lda + k : p.A, live ? 16 : 0);
+    cp_async16(sa + (r * krow + (swizzle128(r, c) << 3)) * 2, live ? p.A + (m0 + r) * p.lda + k : p.A, live ? 16 : 0);
   }
   cp_async_commit();
 }
@@ -104,7 +105,7 @@ __device__ __forceinline__ void stream_stage_a(uint8_t* sa, const Params& p, int
 // This lane's ldmatrix addresses of the staged A: per n8 tile of M, its row
 // (rows past M read the last present row: their products land in output
 // columns never written) at the two swizzled chunk offsets it needs, chunk
-// 8·u + (4·h + lane / 8) of row r being at 8·u + ((4·h + lane / 8) ^ (r % 8)).
+// 8·u + (4·h + lane / 8) of row r being at 8·u + swizzle128(r, 4·h + lane / 8).
 template <int MT>
 __device__ __forceinline__ void stream_a_lanes(uint32_t (&pa)[MT][2], const uint8_t* sa, int rows_live, int krow) {
   const int lane = threadIdx.x & 31;
@@ -113,7 +114,7 @@ __device__ __forceinline__ void stream_a_lanes(uint32_t (&pa)[MT][2], const uint
     const int r0 = 8 * mt + (lane & 7);
     const int r = r0 < rows_live ? r0 : rows_live - 1;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) pa[mt][h] = smem_addr(sa) + r * krow * 2 + ((((4 * h) + (lane >> 3)) ^ (r & 7)) << 4);
+    for (int h = 0; h < 2; ++h) pa[mt][h] = smem_addr(sa) + r * krow * 2 + (swizzle128(r, 4 * h + (lane >> 3)) << 4);
   }
 }
 

@@ -29,6 +29,7 @@
 #include <cstdint>
 
 #include "core/weight_format.h"
+#include "cuda/common/swizzle.cuh"
 #include "cuda/gemm/decoders.cuh"
 #include "cuda/gemm/kernel.cuh"
 #include "cuda/gemm/params.h"
@@ -77,10 +78,12 @@ struct WgmmaShape {
 // rows of N]): 16-bit output as halves (rows of 2R bytes, written by
 // stmatrix), split partials and fp32 output as floats (rows of 4R bytes).
 // The 16-byte chunks of a row are XOR-swizzled by row so the fragment
-// writes and the row reads hit distinct banks; these are the byte offsets.
+// writes and the row reads hit distinct banks (halves: swizzle128; floats,
+// written as pairs of rows: chunk bits 1-2 by row bits 1-2); these are the
+// byte offsets.
 template <int R>
 __device__ __forceinline__ int stage16_at(int m, int chunk) {
-  return m * 2 * R + ((chunk ^ (m & 7)) << 4);
+  return m * 2 * R + (swizzle128(m, chunk) << 4);
 }
 template <int R>
 __device__ __forceinline__ int stage32_at(int m, int chunk) {
