@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "core/float_convert.h"
+#include "cuda/common/ptx/arith.cuh"
 
 #ifndef LOWBIT_CUDA_CORE_CONVERT
 #define LOWBIT_CUDA_CORE_CONVERT 0
@@ -35,15 +36,12 @@ __device__ __forceinline__ uint16_t f32_to_bf16_hw(float v) { return __bfloat16_
 #define LOWBIT_CUDA_HAS_FP8_CVT 1
 // e4m3 of lo (low byte) and hi (high byte), RNE, saturating: core::f32_to_e4m3(v, true).
 __device__ __forceinline__ uint16_t f32x2_to_e4m3x2_hw(float lo, float hi) {
-  uint16_t r;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-  return r;
+  return ptx::cvt_rn_satfinite_e4m3x2_f32(lo, hi);
 }
 // Two e4m3 codes (low byte first) to f32: core::e4m3_to_f32. Exact: every
 // e4m3 value is an f16 value.
 __device__ __forceinline__ float2 e4m3x2_to_f32x2_hw(uint16_t codes) {
-  uint32_t h2;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(codes));
+  const uint32_t h2 = ptx::cvt_rn_f16x2_e4m3x2(codes);
   return make_float2(f16_to_f32_hw(static_cast<uint16_t>(h2 & 0xffffu)),
                      f16_to_f32_hw(static_cast<uint16_t>(h2 >> 16)));
 }

@@ -29,6 +29,7 @@
 #include <cstdint>
 
 #include "core/weight_format.h"
+#include "cuda/common/ptx/arith.cuh"
 #include "cuda/gemm/mma.cuh"
 #include "cuda/gemm/params.h"
 
@@ -103,12 +104,12 @@ struct MagicDecoder {
     if constexpr (kBits == 8) {
       const uint32_t x = flip(w[r / 2], p);
       if constexpr (kFloatRoute) {
-        const float lo = __uint_as_float(prmt(x, 0x4bu, (r % 2) ? 0x4552u : 0x4550u));
-        const float hi = __uint_as_float(prmt(x, 0x4bu, (r % 2) ? 0x4553u : 0x4551u));
+        const float lo = __uint_as_float(ptx::prmt(x, 0x4bu, (r % 2) ? 0x4552u : 0x4550u));
+        const float hi = __uint_as_float(ptx::prmt(x, 0x4bu, (r % 2) ? 0x4553u : 0x4551u));
         const float off = __uint_as_float(c.negoff);
         return pack2<T>(__fadd_rn(lo, off), __fadd_rn(hi, off));
       } else {
-        const uint32_t t = prmt(x, 0x64646464u, (r % 2) ? 0x4342u : 0x4140u);
+        const uint32_t t = ptx::prmt(x, 0x64646464u, (r % 2) ? 0x4342u : 0x4140u);
         return fma2<T>(t, splat2<T>(1.0f), c.negoff);
       }
     } else {
@@ -118,12 +119,12 @@ struct MagicDecoder {
         // Pair i of a word: byte i / kPerByte of each half, code j = i % kPerByte.
         const int i = r % kPairs, j = i % kPerByte;
         const uint32_t x = flip(w[r / kPairs], p) >> (8 * (i / kPerByte));
-        const uint32_t t = and_or(x, kMask << (j * kBits), T::kMagic * 0x00010001u);
+        const uint32_t t = ptx::lop3_and_or(x, kMask << (j * kBits), T::kMagic * 0x00010001u);
         const uint32_t unit = static_cast<uint32_t>(15 - j * kBits) << 10;  // fp16 2^-jb
         return fma2<T>(t, unit * 0x00010001u, c.negoff_j[j]);
       }
       const uint32_t x = flip(w[r / kPairs], p) >> ((r % kPairs) * kBits);
-      const uint32_t t = and_or(x, kMask, T::kMagic * 0x00010001u);
+      const uint32_t t = ptx::lop3_and_or(x, kMask, T::kMagic * 0x00010001u);
       if constexpr (kBits == 1) {
         // int1's 2·x - (2·magic + 1 + z) needs an odd offset past 2048, not
         // an fp16 value: take the magic off first (exact), then 2·c - 1 - z.

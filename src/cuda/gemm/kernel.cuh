@@ -26,6 +26,7 @@
 
 #include "core/float_convert.h"
 #include "cuda/common/convert.cuh"
+#include "cuda/common/ptx/arith.cuh"
 #include "cuda/gemm/decoders.cuh"
 #include "cuda/gemm/mma.cuh"
 #include "cuda/gemm/params.h"
@@ -276,8 +277,8 @@ __device__ __forceinline__ void a_frag(const uint32_t (&aw)[kABlock<Dec> / 2], i
     b1 = aw[2 * t + 1];
   } else {
     constexpr int kQuarter = Dec::kPermBlock / 4;  // words between paired elements
-    b0 = prmt(aw[t], aw[t + kQuarter], 0x5410u);
-    b1 = prmt(aw[t], aw[t + kQuarter], 0x7632u);
+    b0 = ptx::prmt(aw[t], aw[t + kQuarter], 0x5410u);
+    b1 = ptx::prmt(aw[t], aw[t + kQuarter], 0x7632u);
   }
 }
 
@@ -322,7 +323,7 @@ __device__ __forceinline__ void run_pass(const Pass<Dec, kUnroll<MT>>& ps, const
           for (int t = 0; t < MT; ++t) {
             uint32_t b0, b1;
             a_frag<Dec>(aw[t], st, b0, b1);
-            mma16816<T>(Dec::kPostScale ? part[t] : acc[t], a0, a1, a2, a3, b0, b1);
+            mma_m16n8k16<T>(Dec::kPostScale ? part[t] : acc[t], a0, a1, a2, a3, b0, b1);
           }
         }
       }
@@ -335,7 +336,7 @@ __device__ __forceinline__ void run_pass(const Pass<Dec, kUnroll<MT>>& ps, const
 #pragma unroll
         for (int t = 0; t < MT; ++t) {
           const uint2 b = *reinterpret_cast<const uint2*>(frag + (t * 8 + g) * S::kRowWords + 2 * j);
-          mma16816<T>(Dec::kPostScale ? part[t] : acc[t], a0, a1, a2, a3, b.x, b.y);
+          mma_m16n8k16<T>(Dec::kPostScale ? part[t] : acc[t], a0, a1, a2, a3, b.x, b.y);
         }
       }
     }

@@ -34,6 +34,7 @@
 #include "core/tables.h"
 #include "cuda/common/check.h"
 #include "cuda/common/launch.h"
+#include "cuda/common/ptx/copy.cuh"
 #include "cuda/gemm/matmul_4bit.cuh"
 #include "cuda/gemm/mma.cuh"
 #include "cuda/quant/dequantize.cuh"
@@ -74,9 +75,9 @@ __device__ __forceinline__ uint32_t code_byte(const uint32_t (&w)[kWords], int i
 template <int kLB>
 __device__ __forceinline__ void load_codes(const uint8_t* p, uint32_t (&w)[kLB / 4]) {
   if constexpr (kLB == 8) {
-    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
+    ptx::ld_global_nc_na_v2(w, p);
   } else {
-    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(w[0]) : "l"(p));
+    ptx::ld_global_nc_na_u32(w[0], p);
   }
 }
 
@@ -181,7 +182,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kMT>) fused_kernel(const 
         const uint32_t a2 = tab[code_byte(x.a[u], 2 * j + 1) * 32];
         const uint32_t a3 = tab[code_byte(x.b[u], 2 * j + 1) * 32];
 #pragma unroll
-        for (int t = 0; t < kMT; ++t) gemm::mma16816<T>(part[t], a0, a1, a2, a3, act[t][2 * j], act[t][2 * j + 1]);
+        for (int t = 0; t < kMT; ++t) gemm::mma_m16n8k16<T>(part[t], a0, a1, a2, a3, act[t][2 * j], act[t][2 * j + 1]);
       }
       const int from = (lane & ~3) | u;
       const float scale_a = __shfl_sync(0xffffffffu, lane_scale_a, from);

@@ -1,6 +1,7 @@
 // The small kernels around rows_mma_kernel: the gather of A for the
 // direct-A kernels, and the reduction of split-K partial sums.
 #include "cuda/common/check.h"
+#include "cuda/common/ptx/sync.cuh"
 #include "cuda/gemm/kernel.cuh"
 #include "cuda/gemm/kernels.h"
 
@@ -10,11 +11,9 @@ namespace {
 // out[m, n] = Σ_split partial[split, m, n] (+ bias[n]), in split order:
 // the result does not depend on which split finished first.
 __global__ void reduce_splits(const Params p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Launched early (programmatic dependent launch): wait for the matmul
   // kernel's grid to finish and its partial sums to be visible.
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
+  ptx::griddepcontrol_wait();
   const int64_t total = p.M * p.N;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {

@@ -33,8 +33,9 @@
 #include <cstdint>
 
 #include "core/weight_format.h"
+#include "cuda/common/ptx/copy.cuh"
+#include "cuda/common/ptx/mma.cuh"
 #include "cuda/common/swizzle.cuh"
-#include "cuda/gemm/async.cuh"
 #include "cuda/gemm/decoders.cuh"
 #include "cuda/gemm/kernel.cuh"
 #include "cuda/gemm/mma.cuh"
@@ -172,9 +173,9 @@ __device__ __forceinline__ void tiles_issue_stage(uint8_t* slot, const Params& p
 #pragma unroll
     for (int rt = 0; rt < S::RT; ++rt) {
       const int c = rt * S::kTPS + u;  // cell offset from the warp's cell 0
-      cp_async16(slot + cp.w_dst + c * core::kTileBytes, cp.w[rt] + u * core::kTileBytes);
-      if (cp.copy_s) cp_async16(slot + cp.s_dst + c * 64, cp.s[rt] + grp * cp.s_stride);
-      if (cp.copy_z) cp_async16(slot + cp.z_dst + c * 16, cp.z[rt] + grp * cp.z_stride);
+      ptx::cp_async16(slot + cp.w_dst + c * core::kTileBytes, cp.w[rt] + u * core::kTileBytes);
+      if (cp.copy_s) ptx::cp_async16(slot + cp.s_dst + c * 64, cp.s[rt] + grp * cp.s_stride);
+      if (cp.copy_z) ptx::cp_async16(slot + cp.z_dst + c * 16, cp.z[rt] + grp * cp.z_stride);
     }
   }
 #pragma unroll
@@ -186,7 +187,7 @@ __device__ __forceinline__ void tiles_issue_stage(uint8_t* slot, const Params& p
   for (int it = 0; it < TilesCopy<S>::kAIters; ++it) {
     if (cp.a[it] == nullptr) continue;
     const bool live = kFull || k0 + cp.a_col[it] < p.K;
-    cp_async16(slot + cp.a_dst[it], live ? cp.a[it] : p.A, live ? 16 : 0);
+    ptx::cp_async16(slot + cp.a_dst[it], live ? cp.a[it] : p.A, live ? 16 : 0);
     cp.a[it] += S::kKS;
   }
 }
@@ -199,7 +200,7 @@ __device__ __forceinline__ void tiles_issue(uint8_t* slot, const Params& p, Tile
   } else if (k0 < ke) {
     tiles_issue_stage<S, false>(slot, p, cp, k0, ke);
   }
-  cp_async_commit();
+  ptx::cp_async_commit_group();
 }
 
 // The math of one stage: per tile column, one ldmatrix of A per two k16
@@ -231,7 +232,7 @@ __device__ __forceinline__ void tiles_compute_stage(const uint8_t* slot, const P
     uint32_t w[S::RT][4];
 #pragma unroll
     for (int rt = 0; rt < S::RT; ++rt) {
-      const uint4 v = lds128(slot + S::kW + S::cell(warp, rt, u) * core::kTileBytes + lane * 16);
+      const uint4 v = ptx::ld_shared_v4(slot + S::kW + S::cell(warp, rt, u) * core::kTileBytes + lane * 16);
       w[rt][0] = v.x, w[rt][1] = v.y, w[rt][2] = v.z, w[rt][3] = v.w;
     }
 #pragma unroll
@@ -241,7 +242,7 @@ __device__ __forceinline__ void tiles_compute_stage(const uint8_t* slot, const P
       for (int t = 0; t < S::MT; ++t) {
         const int r = 8 * t + (lane & 7);
         const int c = (u * S::kKT + 16 * j) / 8 + (lane >> 3);
-        ldmatrix_x4(b[t], slot + S::kA + r * S::kRowBytes + swizzle128(r, c) * 16);
+        ptx::ldmatrix_x4(b[t], slot + S::kA + r * S::kRowBytes + swizzle128(r, c) * 16);
       }
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj) {
@@ -254,7 +255,7 @@ __device__ __forceinline__ void tiles_compute_stage(const uint8_t* slot, const P
           const uint32_t a3 = Dec::pair(w[rt], rho + 3, ctx[rt][1], p, tab, lane);
 #pragma unroll
           for (int t = 0; t < S::MT; ++t) {
-            mma16816<T>(part[rt][t], a0, a1, a2, a3, b[t][2 * jj], b[t][2 * jj + 1]);
+            mma_m16n8k16<T>(part[rt][t], a0, a1, a2, a3, b[t][2 * jj], b[t][2 * jj + 1]);
           }
         }
       }
@@ -331,7 +332,7 @@ __global__ void __launch_bounds__(32 * kWarps) tiles_mma_kernel(const Params p) 
   const int group_mask = (1 << tile_group_shift(p, S::kKT)) - 1;
   int read = 0, write = kStages - 1;  // slots of the stage computed and the stage copied next
   for (int s = 0; s < stages; ++s) {
-    cp_async_wait<kStages - 2>();
+    ptx::cp_async_wait_group<kStages - 2>();
     __syncthreads();
     tiles_issue<S>(smem + write * S::kStageBytes, p, cp, s + kStages - 1, kb, ke);
     write = write == kStages - 1 ? 0 : write + 1;
@@ -344,7 +345,7 @@ __global__ void __launch_bounds__(32 * kWarps) tiles_mma_kernel(const Params p) 
       tiles_compute_stage<Dec, T, S, false>(slot, p, tab, k_stage, kb, ke, group_mask, zeros, ctx, acc, part);
     }
   }
-  cp_async_wait<0>();  // nothing in flight at exit
+  ptx::cp_async_wait_group<0>();  // nothing in flight at exit
 
 #pragma unroll
   for (int rt = 0; rt < RT; ++rt) {

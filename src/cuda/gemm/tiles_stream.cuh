@@ -37,8 +37,10 @@
 #include <cstdint>
 
 #include "core/weight_format.h"
+#include "cuda/common/ptx/copy.cuh"
+#include "cuda/common/ptx/mma.cuh"
+#include "cuda/common/ptx/sync.cuh"
 #include "cuda/common/swizzle.cuh"
-#include "cuda/gemm/async.cuh"
 #include "cuda/gemm/decoders.cuh"
 #include "cuda/gemm/kernel.cuh"
 #include "cuda/gemm/mma.cuh"
@@ -46,23 +48,6 @@
 #include "cuda/gemm/tiles_mma.cuh"
 
 namespace lowbit::cuda::gemm {
-
-// Lets the next kernel in the stream (the split-K reduction, launched as a
-// programmatic dependent) start launching now; it waits for this grid.
-__device__ __forceinline__ void launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-
-// 16 bytes from global memory, read once: not kept in L1.
-__device__ __forceinline__ uint4 ldg_stream(const void* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
 
 // A config of the kernel: n8 tiles of M a block (MT), row tiles a warp
 // (RT), warps a block, tiles prefetched a row tile, and the blocks an SM its
@@ -97,9 +82,10 @@ __device__ __forceinline__ void stream_stage_a(uint8_t* sa, const Params& p, int
     const int r = i / chunks_row, c = i - r * chunks_row;
     const int k = kb + c * 8;
     const bool live = k < ke;
-    cp_async16(sa + (r * krow + (swizzle128(r, c) << 3)) * 2, live ? p.A + (m0 + r) * p.lda + k : p.A, live ? 16 : 0);
+    ptx::cp_async16(sa + (r * krow + (swizzle128(r, c) << 3)) * 2, live ? p.A + (m0 + r) * p.lda + k : p.A,
+                    live ? 16 : 0);
   }
-  cp_async_commit();
+  ptx::cp_async_commit_group();
 }
 
 // This lane's ldmatrix addresses of the staged A: per n8 tile of M, its row
@@ -114,7 +100,8 @@ __device__ __forceinline__ void stream_a_lanes(uint32_t (&pa)[MT][2], const uint
     const int r0 = 8 * mt + (lane & 7);
     const int r = r0 < rows_live ? r0 : rows_live - 1;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) pa[mt][h] = smem_addr(sa) + r * krow * 2 + (swizzle128(r, 4 * h + (lane >> 3)) << 4);
+    for (int h = 0; h < 2; ++h)
+      pa[mt][h] = ptx::smem_addr(sa) + r * krow * 2 + (swizzle128(r, 4 * h + (lane >> 3)) << 4);
   }
 }
 
@@ -131,7 +118,7 @@ __device__ __forceinline__ void stream_tile_mma(const uint32_t (&w)[RT][4], cons
     const int cc = cc0 + 2 * j;  // 4 chunks: two k16 steps
     uint32_t b[MT][4];
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) ldmatrix_x4(b[mt], pa[mt][(cc >> 2) & 1] + (cc & ~7) * 16);
+    for (int mt = 0; mt < MT; ++mt) ptx::ldmatrix_x4(b[mt], pa[mt][(cc >> 2) & 1] + (cc & ~7) * 16);
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj) {
       const int rho = 4 * (j + jj);
@@ -142,7 +129,7 @@ __device__ __forceinline__ void stream_tile_mma(const uint32_t (&w)[RT][4], cons
         const uint32_t a2 = Dec::pair(w[rt], rho + 2, ctx[rt][0], p, tab, lane);
         const uint32_t a3 = Dec::pair(w[rt], rho + 3, ctx[rt][1], p, tab, lane);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) mma16816<T>(part[rt][mt], a0, a1, a2, a3, b[mt][2 * jj], b[mt][2 * jj + 1]);
+        for (int mt = 0; mt < MT; ++mt) mma_m16n8k16<T>(part[rt][mt], a0, a1, a2, a3, b[mt][2 * jj], b[mt][2 * jj + 1]);
       }
     }
   }
@@ -234,7 +221,7 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocks) tiles_stream_kernel(cons
   // points at tile t's weights less `off` bytes.
   auto issue = [&](int i, int t, const uint8_t* const(&w)[RT], int off) {
 #pragma unroll
-    for (int rt = 0; rt < RT; ++rt) wr[i][rt] = ldg_stream(w[rt] + off);
+    for (int rt = 0; rt < RT; ++rt) wr[i][rt] = ptx::ld_global_nc_na_v4(w[rt] + off);
     if (scaled && flushes(t)) {
       const uint8_t* s = tscale + static_cast<uint32_t>((kt0 + t) >> shift) * s_stride;
 #pragma unroll
@@ -270,7 +257,7 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocks) tiles_stream_kernel(cons
 #pragma unroll
   for (int rt = 0; rt < RT; ++rt) ctx[rt][0] = ctx[rt][1] = Dec::ctx(p, 1.0f, 0.0f);
 
-  cp_async_wait<0>();
+  ptx::cp_async_wait_group<0>();
   __syncthreads();
 
   const uint8_t* wnext[RT];  // tile tb + D of each row tile
@@ -312,7 +299,8 @@ __global__ void __launch_bounds__(32 * kWarps, kBlocks) tiles_stream_kernel(cons
     }
   }
 
-  launch_dependents();
+  // The split-K reduction (a programmatic dependent) may launch now; it waits for this grid.
+  ptx::griddepcontrol_launch_dependents();
   stream_write<MT, RT>(p, nt0, row_tiles, m0, acc);
 }
 

@@ -27,13 +27,19 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/weight_format.h"
+#include "cuda/common/ptx/arch.cuh"
+#include "cuda/common/ptx/copy.cuh"
+#include "cuda/common/ptx/mma.cuh"
+#include "cuda/common/ptx/sync.cuh"
+#include "cuda/common/ptx/tma.cuh"
+#include "cuda/common/ptx/wgmma.cuh"
 #include "cuda/common/swizzle.cuh"
 #include "cuda/gemm/decoders.cuh"
 #include "cuda/gemm/kernel.cuh"
 #include "cuda/gemm/params.h"
-#include "cuda/gemm/sm90.cuh"
 #include "cuda/gemm/tiles_mma.cuh"
 
 namespace lowbit::cuda::gemm {
@@ -96,15 +102,6 @@ __device__ __forceinline__ uint32_t pack_out(float a, float b, OutKind kind) {
   return f32_to_bf16_hw(a) | (uint32_t{f32_to_bf16_hw(b)} << 16);
 }
 
-// Four 8x8 matrices of 16-bit values stored transposed: lane l's register i
-// holds row l / 4, columns 2 (l % 4) + {0, 1} of matrix i; lane 8i + j gives
-// the address of row j of matrix i's transpose (its column j).
-__device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
-               "r"(r2), "r"(r3)
-               : "memory");
-}
-
 // The block's results out of the accumulators (acc[4i .. 4i + 3]: the
 // warp's 16 rows of N, wrow its row tile in the block, x columns 8i .. 8i + 7
 // of M). Each consumer thread puts its fragments in the stage — 16-bit
@@ -130,12 +127,12 @@ __device__ __forceinline__ void wgmma_epilogue(const Params& p, uint8_t* stage, 
     };
     // Matrix k of a pair of n8 blocks (i, i + 1): block i + k / 2, rows of N 8 (k % 2) + 0..7.
     const int k = lane >> 3, j = lane & 7;
-    const uint32_t base = smem_addr(stage);
+    const uint32_t base = ptx::smem_addr(stage);
 #pragma unroll
     for (int i = 0; i < BM / 8; i += 2) {
       const uint32_t addr = base + stage16_at<R>(8 * (i + k / 2) + j, 2 * wrow + (k & 1));
-      stmatrix_x4_trans(addr, out2(acc + 4 * i, 0), out2(acc + 4 * i, 1), out2(acc + 4 * i + 4, 0),
-                        out2(acc + 4 * i + 4, 1));
+      ptx::stmatrix_x4_trans(addr, out2(acc + 4 * i, 0), out2(acc + 4 * i, 1), out2(acc + 4 * i + 4, 0),
+                             out2(acc + 4 * i + 4, 1));
     }
   } else {
 #pragma unroll
@@ -148,7 +145,7 @@ __device__ __forceinline__ void wgmma_epilogue(const Params& p, uint8_t* stage, 
       }
     }
   }
-  bar_sync(1, C);
+  ptx::bar_sync(1, C);
   void* dst = p.splits > 1 ? static_cast<void*>(p.partial + static_cast<int64_t>(blockIdx.z) * p.M * p.N) : p.out;
   const int per = half ? 8 : 4;  // elements a 16-byte chunk
   const bool vec = p.N % per == 0 && (reinterpret_cast<uintptr_t>(dst) & 15) == 0;
@@ -218,33 +215,33 @@ __global__ void __launch_bounds__(128 * (CW + 1), 1)
   const int wg = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < S::kStages; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 4 * CW);  // one arrival per consumer warp
+      ptx::mbarrier_init(&full[s], 1);
+      ptx::mbarrier_init(&empty[s], 4 * CW);  // one arrival per consumer warp
     }
-    mbar_fence_init();
+    ptx::fence_mbarrier_init();
   }
   if constexpr (Dec::kTable) Dec::fill(tab, p);
   __syncthreads();
 
   if (wg == 0) {
     // Producer: one thread streams A.
-    setmaxnreg_dec<S::kProducerRegs>();
+    ptx::setmaxnreg_dec<S::kProducerRegs>();
     if (threadIdx.x == 0) {
       for (int s = 0; s < stages; ++s) {
         const int slot = s % S::kStages;
-        mbar_wait(&empty[slot], ((s / S::kStages) & 1) ^ 1);
-        mbar_expect_tx(&full[slot], S::kABytes);
+        ptx::mbarrier_try_wait_parity(&empty[slot], ((s / S::kStages) & 1) ^ 1);
+        ptx::mbarrier_arrive_expect_tx(&full[slot], S::kABytes);
 #pragma unroll
         for (int box = 0; box < S::kBoxes; ++box) {
-          tma_load_2d(smem + slot * S::kABytes + box * S::kBoxBytes, &tmap, kb + s * S::kKS + 64 * box,
-                      static_cast<int>(m0), &full[slot]);
+          ptx::cp_async_bulk_tensor_2d(smem + slot * S::kABytes + box * S::kBoxBytes, &tmap, kb + s * S::kKS + 64 * box,
+                                       static_cast<int>(m0), &full[slot]);
         }
       }
     }
     return;
   }
 
-  setmaxnreg_inc<S::kConsumerRegs>();
+  ptx::setmaxnreg_inc<S::kConsumerRegs>();
   const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
   const int g = lane >> 2;
   const int64_t row_tiles = (p.N + core::kTileRows - 1) / core::kTileRows;
@@ -312,8 +309,8 @@ __global__ void __launch_bounds__(128 * (CW + 1), 1)
       const int s = s0 + d;
       if (s >= stages) break;
       const int slot = s % S::kStages;
-      mbar_wait(&full[slot], (s / S::kStages) & 1);
-      const uint64_t base = wgmma_desc_k128(smem + slot * S::kABytes);
+      ptx::mbarrier_try_wait_parity(&full[slot], (s / S::kStages) & 1);
+      const uint64_t base = ptx::wgmma_desc_k128(smem + slot * S::kABytes);
 #pragma unroll
       for (int u = 0; u < S::kTiles; ++u) {
         const uint32_t w[4] = {wring[d][u].x, wring[d][u].y, wring[d][u].z, wring[d][u].w};
@@ -327,9 +324,9 @@ __global__ void __launch_bounds__(128 * (CW + 1), 1)
 #pragma unroll
         for (int j = 0; j < S::kKT / 16; ++j) {
           const int step = u * (S::kKT / 16) + j;
-          wgmma_wait<kInFlight>();
+          ptx::wgmma_wait_group<kInFlight>();
           // At step kInFlight the pending groups are all this stage's: the previous stage's slot is free.
-          if (step == kInFlight && s > 0 && lane == 0) mbar_arrive(&empty[(s - 1) % S::kStages]);
+          if (step == kInFlight && s > 0 && lane == 0) ptx::mbarrier_arrive(&empty[(s - 1) % S::kStages]);
 #pragma unroll
           for (int r = 0; r < 4; ++r) {
             const uint32_t v = Dec::pair(w, 4 * j + r, ctx[r & 1], p, tab, lane);
@@ -337,17 +334,22 @@ __global__ void __launch_bounds__(128 * (CW + 1), 1)
           }
           // +kBoxBytes a box of 64 columns, +32 bytes a k16 step (descriptor units of 16 bytes).
           const uint64_t desc = base + (step / 4) * (S::kBoxBytes >> 4) + 2 * (step % 4);
-          wgmma_fence();
-          wgmma_rs<T, BM>(acc, af[step], desc);
-          wgmma_commit();
+          ptx::wgmma_fence();
+          // The wgmma's N is the block's BM rows of M (the product is computed transposed).
+          if constexpr (std::is_same_v<T, BF16>) {
+            ptx::wgmma_mma_async_rs_bf16<BM>(acc, af[step], desc);
+          } else {
+            ptx::wgmma_mma_async_rs_f16<BM>(acc, af[step], desc);
+          }
+          ptx::wgmma_commit_group();
         }
       }
       fetch(d, s + S::kDepth);
     }
   }
-  wgmma_wait<0>();
+  ptx::wgmma_wait_group<0>();
   // Both consumers' MMAs have read their last slot: the slots hold the results.
-  bar_sync(1, S::kConsumers);
+  ptx::bar_sync(1, S::kConsumers);
   wgmma_epilogue<BM, S::kBlockN, S::kConsumers>(p, smem, acc, n_block * S::kBlockN, m0, (wg - 1) * 4 + warp,
                                                 threadIdx.x - 128);
 #endif
