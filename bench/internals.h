@@ -8,6 +8,9 @@
 #include "core/float_convert.h"  // f32_to_f16, f32_to_bf16, f16_to_f32
 #include "core/hd.h"             // ceil_div
 #include "core/weight_format.h"  // weight_type_info
+#if defined(__CUDACC__)
+#include "cuda/common/ptx/copy.cuh"  // ld_global_nc_na_v4: the read floor's loads, as the kernels issue them
+#endif
 
 namespace lowbit::bench {
 
@@ -19,5 +22,8 @@ using core::f32_to_f16;
 using core::weight_type_info;
 using core::WeightKind;
 using core::WeightTypeInfo;
+#if defined(__CUDACC__)
+namespace ptx = cuda::ptx;
+#endif
 
 }  // namespace lowbit::bench

@@ -1,3 +1,4 @@
+#include "internals.h"
 #include "read_floor.h"
 #include "timer.h"
 
@@ -12,9 +13,7 @@ __global__ void read_floor_kernel(const uint4* __restrict__ p, size_t n, unsigne
     uint4 v[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
-      asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                   : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w)
-                   : "l"(p + i + u * stride));
+      v[u] = ptx::ld_global_nc_na_v4<true>(p + i + u * stride);
     }
 #pragma unroll
     for (int u = 0; u < 4; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
