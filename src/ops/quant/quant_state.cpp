@@ -20,6 +20,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "core/check.h"
 #include "core/hd.h"
@@ -133,33 +134,20 @@ constexpr std::string_view kPythonConstants[] = {"-Infinity", "Infinity", "NaN"}
 constexpr std::string_view kMarker = "\\u0001";
 
 std::string quote_python_constants(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  bool in_string = false, escaped = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else {
-      bool replaced = false;
-      for (std::string_view name : kPythonConstants) {
-        if (text.substr(i, name.size()) == name) {
-          out += cat('"', kMarker, name, '"');
-          i += name.size() - 1;
-          replaced = true;
-          break;
-        }
+  std::string out(text);
+  // Replaced from the end, so the indices found stay valid.
+  std::vector<std::pair<size_t, std::string_view>> found;
+  core::for_each_outside_strings(text, [&](size_t i) {
+    for (std::string_view name : kPythonConstants) {
+      if (text.substr(i, name.size()) == name && (found.empty() || found.back().first + found.back().second.size() <= i)) {
+        found.emplace_back(i, name);
+        break;
       }
-      if (replaced) continue;
     }
-    out += c;
+    return true;
+  });
+  for (auto it = found.rbegin(); it != found.rend(); ++it) {
+    out.replace(it->first, it->second.size(), cat('"', kMarker, it->second, '"'));
   }
   return out;
 }
