@@ -154,4 +154,17 @@ ReadConfig read_quantization_config(const std::string& config_json, const std::s
   return r;
 }
 
+std::optional<DType> config_torch_dtype(const std::string& config_json) {
+  if (config_json.empty()) return std::nullopt;
+  const auto j = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  const auto it = j.find("torch_dtype");
+  DType t{};
+  if (it != j.end() && it->is_string() && parse_dtype(it->get<std::string>(), &t) &&
+      (t == DType::f32 || t == DType::f16 || t == DType::bf16)) {
+    return t;
+  }
+  return std::nullopt;
+}
+
 }  // namespace lowbit::io::detail
