@@ -24,8 +24,9 @@ ShardIndex read_shard_index(const std::string& text, const std::string& label) {
                    "'] must be a file name (got ", file.dump(), ")");
     const std::string f = file.get<std::string>();
     LOWBIT_REQUIRE(
-        !f.empty() && f.find('/') == std::string::npos && f.find('\\') == std::string::npos && f != "." && f != "..",
-        ErrorCode::format_error, label, ": weight_map['", name, "'] = '", f, "' must name a file in the same folder");
+        // A NUL would end the name open() sees: "a.safetensors\0x" opens a.safetensors.
+        !f.empty() && f.find_first_of(std::string_view("/\\\0", 3)) == std::string::npos && f != "." && f != "..",
+        ErrorCode::format_error, label, ": weight_map['", name, "'] = ", file.dump(), " must name a file in the same folder");
     index.weight_map[name] = f;
     if (std::find(index.shards.begin(), index.shards.end(), f) == index.shards.end()) index.shards.push_back(f);
   }
