@@ -3,12 +3,12 @@
 // every tensor name resolved to exactly one file.
 #include <algorithm>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "core/check.h"
 #include "io/fs_util.h"
+#include "io/shard_index.h"
 #include "lowbit/io.h"
 
 namespace lowbit::io {
@@ -21,28 +21,6 @@ constexpr std::string_view kIndexSuffix = ".safetensors.index.json";
 
 bool has_suffix(const std::string& s, std::string_view suffix) {
   return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// The shard names an index lists, in order of first appearance, each a
-// plain file name inside the folder (never a path leading out of it).
-std::vector<std::string> shards_of_index(const std::filesystem::path& index, const nlohmann::json& j,
-                                         std::map<std::string, std::string>* weight_map) {
-  const std::string label = index.string();
-  LOWBIT_REQUIRE(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), ErrorCode::format_error,
-                 label, ": an index must be a JSON object with a \"weight_map\" object");
-  std::vector<std::string> shards;
-  for (const auto& [name, file] : j["weight_map"].items()) {
-    LOWBIT_REQUIRE(file.is_string(), ErrorCode::format_error, label, ": weight_map['", name,
-                   "'] must be a file name (got ", file.dump(), ")");
-    const std::string f = file.get<std::string>();
-    LOWBIT_REQUIRE(
-        !f.empty() && f.find('/') == std::string::npos && f.find('\\') == std::string::npos && f != "." && f != "..",
-        ErrorCode::format_error, label, ": weight_map['", name, "'] = '", f, "' must name a file in the same folder");
-    (*weight_map)[name] = f;
-    if (std::find(shards.begin(), shards.end(), f) == shards.end()) shards.push_back(f);
-  }
-  LOWBIT_REQUIRE(!shards.empty(), ErrorCode::format_error, label, ": weight_map is empty");
-  return shards;
 }
 
 }  // namespace
@@ -76,13 +54,9 @@ Checkpoint Checkpoint::open(const std::filesystem::path& path) {
     if (!indexes.empty()) {
       c.index_name_ = indexes[0];
       const std::filesystem::path index = path / c.index_name_;
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(detail::read_json_text(index));
-      } catch (const nlohmann::json::exception& e) {
-        core::fail(ErrorCode::format_error, cat(index.string(), ": not valid JSON (", e.what(), ")"));
-      }
-      files = shards_of_index(index, j, &weight_map);
+      detail::ShardIndex shard_index = detail::read_shard_index(detail::read_json_text(index), index.string());
+      files = std::move(shard_index.shards);
+      weight_map = std::move(shard_index.weight_map);
     }
     LOWBIT_REQUIRE(!files.empty(), ErrorCode::format_error, path.string(),
                    ": no .safetensors file in this folder (other weight formats are not read)");

@@ -1,12 +1,12 @@
 // dequantize_checkpoint: a quantized checkpoint back to float weights under
 // their original names, every other tensor copied, quantization_config
 // dropped. Same streaming and atomic output as quantize_checkpoint.
-#include <nlohmann/json.hpp>
 
 #include "core/check.h"
 #include "io/fs_util.h"
 #include "io/groups.h"
 #include "io/pipeline.h"
+#include "io/quant_config.h"
 
 namespace lowbit::io {
 namespace {
@@ -22,15 +22,7 @@ constexpr const char* kOp = "dequantize";
 DType output_dtype(const DequantizeOptions& o, const GroupDescription& d, const std::string& config_text) {
   if (o.dtype) return *o.dtype;
   if (d.dtype) return *d.dtype;
-  if (!config_text.empty()) {
-    const auto j = nlohmann::json::parse(config_text, nullptr, /*allow_exceptions=*/false);
-    const auto it = j.is_object() ? j.find("torch_dtype") : j.end();
-    DType t{};
-    if (j.is_object() && it != j.end() && it->is_string() && parse_dtype(it->get<std::string>(), &t) &&
-        (t == DType::f32 || t == DType::f16 || t == DType::bf16)) {
-      return t;
-    }
-  }
+  if (const std::optional<DType> t = config_torch_dtype(config_text)) return *t;
   return d.format == Format::fp8_block ? DType::bf16 : DType::f16;
 }
 

@@ -1,5 +1,6 @@
 #include "io/quant_config.h"
 
+#include <cstdint>
 #include <type_traits>
 
 #include "core/check.h"
@@ -42,9 +43,11 @@ template <class T>
 T get(const nlohmann::json& qc, const char* key, T fallback, const std::string& label) {
   const nlohmann::json* v = field(qc, key);
   if (v == nullptr) return fallback;
+  // An integer past int64's range would wrap (2^64 - 1 reads as -1).
   const bool ok = std::is_same_v<T, bool>          ? v->is_boolean()
                   : std::is_same_v<T, std::string> ? v->is_string()
-                                                   : v->is_number_integer();
+                                                   : v->is_number_integer() && !(v->is_number_unsigned() &&
+                                                     v->get<uint64_t>() > uint64_t{INT64_MAX});
   LOWBIT_REQUIRE(ok, ErrorCode::format_error, label, ": quantization_config.", key, " has the wrong type (got ",
                  v->dump(), ")");
   return v->get<T>();
@@ -140,9 +143,10 @@ ReadConfig read_quantization_config(const std::string& config_json, const std::s
     }
   } else if (r.method == "gptq") {
     r.format = Format::gptq;
-    r.params.bits = static_cast<int>(get<int64_t>(qc, "bits", 4, label));
-    LOWBIT_REQUIRE(r.params.bits == 2 || r.params.bits == 4 || r.params.bits == 8, ErrorCode::format_error, label,
-                   ": quantization_config.bits = ", r.params.bits, " (lowbit reads 2, 4 and 8-bit GPTQ)");
+    const int64_t bits = get<int64_t>(qc, "bits", 4, label);  // checked before narrowing: 2^32 + 4 is not 4
+    LOWBIT_REQUIRE(bits == 2 || bits == 4 || bits == 8, ErrorCode::format_error, label,
+                   ": quantization_config.bits = ", bits, " (lowbit reads 2, 4 and 8-bit GPTQ)");
+    r.params.bits = static_cast<int>(bits);
     r.params.group_size = get<int64_t>(qc, "group_size", 128, label);
     r.params.group_size_given = field(qc, "group_size") != nullptr;
     LOWBIT_REQUIRE(r.params.group_size == -1 || r.params.group_size > 0, ErrorCode::format_error, label,
@@ -152,6 +156,19 @@ ReadConfig read_quantization_config(const std::string& config_json, const std::s
     r.params.gptq_v2 = get<std::string>(qc, "checkpoint_format", "gptq", label) == "gptq_v2";
   }
   return r;
+}
+
+std::optional<DType> config_torch_dtype(const std::string& config_json) {
+  if (config_json.empty()) return std::nullopt;
+  const auto j = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  const auto it = j.find("torch_dtype");
+  DType t{};
+  if (it != j.end() && it->is_string() && parse_dtype(it->get<std::string>(), &t) &&
+      (t == DType::f32 || t == DType::f16 || t == DType::bf16)) {
+    return t;
+  }
+  return std::nullopt;
 }
 
 }  // namespace lowbit::io::detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,5 +34,10 @@ struct ReadConfig {
 // through `method` with format plain.
 ReadConfig read_quantization_config(const std::string& config_json, const std::string& metadata_json,
                                     const std::string& label);
+
+// config.json's torch_dtype when it is float32, float16 or bfloat16; nothing
+// for any other value or text that is not a JSON object (the caller then
+// picks the format's usual dtype).
+std::optional<DType> config_torch_dtype(const std::string& config_json);
 
 }  // namespace lowbit::io::detail

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -437,6 +438,19 @@ TEST(CheckpointFailures, AGptqGroupSizeThatDisagreesWithGIdxIsAProblem) {
   with_group_size(0);
   test::expect_error([&] { io::inspect_checkpoint(dir / "g"); }, ErrorCode::format_error,
                      {"config.json", "group_size must be -1 (one group per row) or positive (got 0)"});
+  // Integers beyond int64 (or int, for bits) are refused, not wrapped:
+  // 2^64 - 1 is not -1 and 2^32 + 4 is not 4.
+  config["quantization_config"]["group_size"] = std::numeric_limits<uint64_t>::max();
+  test::write_bytes(dir / "g" / "config.json", config.dump());
+  test::expect_error([&] { io::inspect_checkpoint(dir / "g"); }, ErrorCode::format_error,
+                     {"config.json", "quantization_config.group_size has the wrong type (got 18446744073709551615)"});
+  config["quantization_config"]["group_size"] = 64;
+  config["quantization_config"]["bits"] = (int64_t{1} << 32) + 4;
+  test::write_bytes(dir / "g" / "config.json", config.dump());
+  test::expect_error([&] { io::inspect_checkpoint(dir / "g"); }, ErrorCode::format_error,
+                     {"config.json", "quantization_config.bits = 4294967300"});
+  config["quantization_config"]["bits"] = 4;
+  with_group_size(0);
   test::expect_error([&] { io::dequantize_checkpoint(dir / "g", dir / "d", {}); }, ErrorCode::format_error,
                      {"group_size must be -1"});
 

@@ -171,6 +171,7 @@ TEST(Checkpoint, IndexAndShardsMustAgree) {
   test::write_tiny_checkpoint(dir / "c", 2);
   const fs::path index = dir / "c" / "model.safetensors.index.json";
   auto j = nlohmann::json::parse(test::read_bytes(index));
+  const auto original = j;
   j["weight_map"]["ghost.weight"] = "model-00001-of-00002.safetensors";
   test::write_bytes(index, j.dump());
   test::expect_error([&] { io::Checkpoint::open(dir / "c"); }, ErrorCode::format_error,
@@ -179,6 +180,13 @@ TEST(Checkpoint, IndexAndShardsMustAgree) {
   j["weight_map"]["lm_head.weight"] = "../../etc/passwd";
   test::write_bytes(index, j.dump());
   test::expect_error([&] { io::Checkpoint::open(dir / "c"); }, ErrorCode::format_error, {"same folder"});
+  // A NUL ends the name the system opens: every shard renamed past it
+  // would still open the real shards.
+  auto nul = original;
+  for (auto& [name, file] : nul["weight_map"].items()) file = file.get<std::string>() + std::string("\0.x", 3);
+  test::write_bytes(index, nul.dump());
+  test::expect_error([&] { io::Checkpoint::open(dir / "c"); }, ErrorCode::format_error,
+                     {"lm_head.weight", "\\u0000.x\" must name a file in the same folder"});
   test::write_bytes(index, "{not json");
   test::expect_error([&] { io::Checkpoint::open(dir / "c"); }, ErrorCode::format_error,
                      {"model.safetensors.index.json", "not valid JSON"});
