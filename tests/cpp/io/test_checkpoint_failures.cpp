@@ -86,6 +86,26 @@ TEST(CheckpointFailures, AnInterruptionRemovesThePartialOutput) {
   }
 }
 
+// Parent folders of the output that a run made are gone again when it fails;
+// folders that were there before stay.
+TEST(CheckpointFailures, AFailedRunRemovesTheParentFoldersItMade) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in", 2);
+  fs::create_directories(dir / "kept");
+  for (const char* out : {"new/deeper/out", "new/deeper/file.safetensors", "kept/new/out"}) {
+    SCOPED_TRACE(out);
+    io::QuantizeOptions o;
+    int calls = 0;
+    o.cancelled = [&calls] { return ++calls > 5; };
+    const bool folder = std::string(out).ends_with("out");
+    const fs::path in = folder ? dir / "in" : dir / "in" / "model-00001-of-00002.safetensors";
+    test::expect_error([&] { io::quantize_checkpoint(in, dir / out, o); }, ErrorCode::io_error, {"interrupted"});
+    EXPECT_FALSE(fs::exists(dir / "new"));
+    EXPECT_FALSE(fs::exists(dir / "kept" / "new"));
+    EXPECT_TRUE(fs::is_directory(dir / "kept"));
+  }
+}
+
 TEST(CheckpointFailures, OutputsThatWouldTouchTheInputOrAnExistingOutputAreRefused) {
   ScratchDir dir;
   test::write_tiny_checkpoint(dir / "in");
