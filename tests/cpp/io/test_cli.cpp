@@ -163,6 +163,20 @@ TEST_F(Cli, AFifoIsRefusedWithoutWaiting) {
   EXPECT_FALSE(fs::exists(dir_ / "q.safetensors"));
 }
 
+// A file size limit (`ulimit -f`) stands in for a full disk: the write fails
+// with an io_error and the run cleans up, where SIGXFSZ would kill it and
+// leave its temporary file.
+TEST_F(Cli, AFileSizeLimitIsAnErrorThatLeavesNothing) {
+  for (const char* out : {"q.safetensors", "q"}) {
+    SCOPED_TRACE(out);
+    const std::string in = std::string(out) == "q" ? p("in") : p("in/model.safetensors");
+    const CliRun r = lowbit_cli("quantize " + in + " " + p(out) + " --format nf4", dir_, "ulimit -f 1; ");
+    EXPECT_EQ(r.status, 1) << r.output;  // 153: killed by SIGXFSZ
+    EXPECT_NE(r.output.find("io_error"), std::string::npos) << r.output;
+    for (const auto& e : dir_.listing()) EXPECT_EQ(e.rfind("in", 0), 0u) << "left behind: " << e;
+  }
+}
+
 // A link loop anywhere the commands look is an io_error naming it, never
 // std::filesystem's raw message (nor a copy that recurses 40 levels deep).
 TEST_F(Cli, SymbolicLinkLoopsAreNamed) {
