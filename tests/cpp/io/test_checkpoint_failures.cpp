@@ -106,6 +106,38 @@ TEST(CheckpointFailures, AFailedRunRemovesTheParentFoldersItMade) {
   }
 }
 
+// A config.json or index that is there but cannot be read as a file (a FIFO,
+// a folder, nothing at all in it) is an error naming it, not a checkpoint
+// quietly written without it.
+TEST(CheckpointFailures, AConfigOrIndexThatIsNotAJsonFileIsNamed) {
+  struct Case {
+    const char* file;
+    const char* make;  // "fifo", "folder", "empty"
+    const char* says;
+  };
+  for (const Case c : {Case{"config.json", "fifo", "not a regular file"}, Case{"config.json", "folder", "not a regular file"},
+                       Case{"config.json", "empty", "empty"},
+                       Case{"model.safetensors.index.json", "fifo", "not a regular file"}}) {
+    SCOPED_TRACE(std::string(c.file) + " " + c.make);
+    ScratchDir dir;
+    test::write_tiny_checkpoint(dir / "in", 2);
+    const fs::path f = dir / "in" / c.file;
+    fs::remove(f);
+    if (std::string(c.make) == "fifo") {
+      ASSERT_EQ(::mkfifo(f.c_str(), 0600), 0);
+    }
+    if (std::string(c.make) == "folder") fs::create_directory(f);
+    if (std::string(c.make) == "empty") test::write_bytes(f, "");
+    try {
+      io::quantize_checkpoint(dir / "in", dir / "out", nf4());
+      ADD_FAILURE() << "quantized without reading " << c.file;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(f.string() + ": " + c.says), std::string::npos) << e.what();
+    }
+    for (const auto& e : dir.listing()) EXPECT_EQ(e.rfind("in", 0), 0u) << "left behind: " << e;
+  }
+}
+
 TEST(CheckpointFailures, OutputsThatWouldTouchTheInputOrAnExistingOutputAreRefused) {
   ScratchDir dir;
   test::write_tiny_checkpoint(dir / "in");
