@@ -88,6 +88,7 @@ TEST_F(Cli, BadCommandLinesExitWith2) {
                                           "quantize " + p("in") + " " + p("q") + " --format int8 --double-quant",
                                           "quantize " + p("in") + " " + p("q") + " --format nf4 --group-size 64",
                                           "quantize " + p("in") + " " + p("q") + " --format int4 --sym --asym",
+                                          "quantize " + p("in") + " " + p("q") + " --format fp8-block --blocksize 3",
                                           "quantize " + p("absent") + " " + p("q") + " --format nf4",
                                           "dequantize " + p("in") + " " + p("q") + " --dtype int8",
                                           "inspect"};
