@@ -365,8 +365,14 @@ class Matmul:
                 f"(got {type(W).__name__})"
             )
         call = _arrays.Call("matmul", A, "A", stream)
-        raw = self._impl.forward(call.arg(A, "A", _bits_view(A, self._a_dtype)), W._impl, call.out(output, "output"),
-                                 call.ctx)
+        try:
+            raw = self._impl.forward(call.arg(A, "A", _bits_view(A, self._a_dtype)), W._impl,
+                                     call.out(output, "output"), call.ctx)
+        except (ValueError, TypeError) as e:
+            # The C++ op calls this buffer `out`; here the keyword is `output`.
+            if output is not None and str(e).startswith("matmul: out "):
+                raise type(e)("matmul: output " + str(e)[len("matmul: out "):]) from None
+            raise
         call.done()
         return output if output is not None else call.result(raw)
 

@@ -396,9 +396,9 @@ def test_forward_errors():
         mm.forward(a, W, zeros=np.zeros(1), bias=np.zeros(1))
     with pytest.raises(TypeError, match=r"^Matmul.forward: W must be a lowbit.PackedWeight .*\(got ndarray\)$"):
         mm(a, wt.weight)
-    with pytest.raises(TypeError, match=r"^matmul: out dtype must be the config's out_dtype float16 \(got float32\)$"):
+    with pytest.raises(TypeError, match=r"^matmul: output dtype must be the config's out_dtype float16 \(got float32\)$"):
         mm(a, W, output=np.zeros((2, 5), F32))
-    with pytest.raises(ValueError, match=r"^matmul: out must have shape \[2, 5\]"):
+    with pytest.raises(ValueError, match=r"^matmul: output must have shape \[2, 5\]"):
         mm(a, W, output=np.zeros((2, 6), np.float16))
     _, _, _, W8 = _int4_setup(dev, N=8, K=64)
     with pytest.raises(ValueError, match=r"^matmul: the packed weight's N \(8\) differs from the config's \(5\)$"):
