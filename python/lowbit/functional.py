@@ -766,7 +766,10 @@ def weight_dequant(x: Array, s: Array, block_size: int = 128, *, dtype: Any = No
         import torch
 
         dtype = torch.get_default_dtype()
-    view_as = "float8_e4m3fn" if _arrays.dtype_name(x.dtype) == "uint8" else ""
+    x_dtype = _arrays.dtype_name(getattr(x, "dtype", None))
+    if x_dtype not in ("float8_e4m3fn", "uint8"):  # checked here so that the message names x, the keyword
+        raise TypeError(f"weight_dequant: x dtype must be float8_e4m3fn (or uint8 holding its bits; got {x_dtype})")
+    view_as = "float8_e4m3fn" if x_dtype == "uint8" else ""
     raw = _lowbit.weight_dequant(call.arg(x, "x", view_as), call.arg(s, "s"),
                                  _arrays.integer(block_size, call.op, "block_size"), _out_dtype(call.op, None, dtype), call.ctx)
     call.done()
