@@ -318,6 +318,9 @@ CopiedFiles copy_side_files(const fs::path& in, const fs::path& out) {
       fs::create_directories(out / rel);
       continue;
     }
+    // A FIFO, socket or device cannot be copied; leaving it out unseen would drop part of the checkpoint.
+    LOWBIT_REQUIRE(!fs::exists(st) || fs::is_regular_file(st), ErrorCode::io_error, it->path().string(), " is ",
+                   type_name(st.type()), ": only regular files and folders are copied (remove it or move it away)");
     if (!fs::is_regular_file(st)) continue;
     if (rel == "config.json" || name.ends_with(".safetensors.index.json")) continue;
     if (is_other_weights(it->path())) {

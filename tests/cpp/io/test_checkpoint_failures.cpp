@@ -138,6 +138,18 @@ TEST(CheckpointFailures, AConfigOrIndexThatIsNotAJsonFileIsNamed) {
   }
 }
 
+// A side file that is a FIFO cannot be copied: an error naming it, not an
+// output folder quietly missing it.
+TEST(CheckpointFailures, ASideFileThatIsNotARegularFileIsNamed) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in", 2);
+  const fs::path fifo = dir / "in" / "vocab.pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  test::expect_error([&] { io::quantize_checkpoint(dir / "in", dir / "out", nf4()); }, ErrorCode::io_error,
+                     {fifo.string() + " is a FIFO", "only regular files and folders are copied"});
+  for (const auto& e : dir.listing()) EXPECT_EQ(e.rfind("in", 0), 0u) << "left behind: " << e;
+}
+
 TEST(CheckpointFailures, OutputsThatWouldTouchTheInputOrAnExistingOutputAreRefused) {
   ScratchDir dir;
   test::write_tiny_checkpoint(dir / "in");
