@@ -239,6 +239,14 @@ class Matmul:
         if not isinstance(config, MatmulConfig):
             raise TypeError(f"Matmul: config must be a lowbit.MatmulConfig (got {type(config).__name__})")
         self._device, self._hint = _device_of(device)
+        if self._device[0] == "cuda":  # as the C ABI's lowbit_matmul_create: refused here, not at the first weight
+            count = int(_lowbit.cuda_device_count())
+            if count == 0:
+                raise RuntimeError(f"Matmul: device cuda:{self._device[1]} is not available (no CUDA device: "
+                                   "lowbit was built without CUDA or none is visible)")
+            if not 0 <= self._device[1] < count:
+                raise ValueError(f"Matmul: device must be a CUDA ordinal below the device count {count} "
+                                 f"(got cuda:{self._device[1]})")
         self._impl = _lowbit.Matmul(config, self._device[0], self._device[1])
         self._a_dtype = _arrays.dtype_name(config.A_dtype)  # forward's, kept: config is a copy per access
 
@@ -357,8 +365,14 @@ class Matmul:
                 f"(got {type(W).__name__})"
             )
         call = _arrays.Call("matmul", A, "A", stream)
-        raw = self._impl.forward(call.arg(A, "A", _bits_view(A, self._a_dtype)), W._impl, call.out(output, "output"),
-                                 call.ctx)
+        try:
+            raw = self._impl.forward(call.arg(A, "A", _bits_view(A, self._a_dtype)), W._impl,
+                                     call.out(output, "output"), call.ctx)
+        except (ValueError, TypeError) as e:
+            # The C++ op calls this buffer `out`; here the keyword is `output`.
+            if output is not None and str(e).startswith("matmul: out "):
+                raise type(e)("matmul: output " + str(e)[len("matmul: out "):]) from None
+            raise
         call.done()
         return output if output is not None else call.result(raw)
 

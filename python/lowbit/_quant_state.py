@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Dict, Optional
 
 import numpy as np
@@ -103,6 +104,9 @@ class QuantState:
         PyTorch, else CuPy, when those were NumPy). Raises ValueError naming
         the missing or malformed key.
         """
+        if not isinstance(qs_dict, Mapping):
+            raise TypeError(f"QuantState.from_dict: qs_dict must be a dict of the state's entries "
+                            f"(got {type(qs_dict).__name__})")
         tensors = []
         values: Dict[str, Any] = {}
         fw = None

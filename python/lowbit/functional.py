@@ -176,6 +176,9 @@ def estimate_quantiles(
     return out if out is not None else call.result(raw)
 
 
+_4BIT_TYPES = ("nf4", "fp4", "int4", "af4", "fp4_e2m1")
+
+
 def get_4bit_type(typename: str, device: Any = None, blocksize: int = 64) -> Array:
     """The 16 values of a 4-bit data type, indexed by code.
 
@@ -188,8 +191,10 @@ def get_4bit_type(typename: str, device: Any = None, blocksize: int = 64) -> Arr
     PyTorch); a torch.device a PyTorch tensor; an array its framework and device.
     """
     op = "get_4bit_type"
-    values = _f32(_lowbit.get_4bit_type(_arrays.text(typename, op, "typename"),
-                                        _arrays.integer(blocksize, op, "blocksize", 32)))
+    name = _arrays.text(typename, op, "typename")
+    if name not in _4BIT_TYPES:  # checked here so that the message names this function's keyword
+        raise ValueError(f"{op}: typename must be one of {', '.join(_4BIT_TYPES)} (got {name!r})")
+    values = _f32(_lowbit.get_4bit_type(name, _arrays.integer(blocksize, op, "blocksize", 32)))
     dev, hint = _arrays.parse_device(device)
     return _arrays.framework_for(dev, hint).from_numpy(values, dev)
 
@@ -761,7 +766,10 @@ def weight_dequant(x: Array, s: Array, block_size: int = 128, *, dtype: Any = No
         import torch
 
         dtype = torch.get_default_dtype()
-    view_as = "float8_e4m3fn" if _arrays.dtype_name(x.dtype) == "uint8" else ""
+    x_dtype = _arrays.dtype_name(getattr(x, "dtype", None))
+    if x_dtype not in ("float8_e4m3fn", "uint8"):  # checked here so that the message names x, the keyword
+        raise TypeError(f"weight_dequant: x dtype must be float8_e4m3fn (or uint8 holding its bits; got {x_dtype})")
+    view_as = "float8_e4m3fn" if x_dtype == "uint8" else ""
     raw = _lowbit.weight_dequant(call.arg(x, "x", view_as), call.arg(s, "s"),
                                  _arrays.integer(block_size, call.op, "block_size"), _out_dtype(call.op, None, dtype), call.ctx)
     call.done()

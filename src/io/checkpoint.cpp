@@ -40,7 +40,10 @@ Checkpoint Checkpoint::open(const std::filesystem::path& path) {
       const std::string name = it->path().filename().string();
       if (name.starts_with(".")) continue;  // also skips lowbit's own temporaries
       if (!has_suffix(name, kIndexSuffix) && !has_suffix(name, ".safetensors")) continue;
-      if (!std::filesystem::is_regular_file(detail::status_of(it->path()))) continue;
+      // A FIFO, device or dangling link under a checkpoint's name is an error, never skipped unseen.
+      const auto st = detail::status_of(it->path());
+      LOWBIT_REQUIRE(std::filesystem::is_regular_file(st), ErrorCode::io_error, it->path().string(),
+                     std::filesystem::exists(st) ? ": not a regular file" : ": a link to nothing");
       if (has_suffix(name, kIndexSuffix))
         indexes.push_back(name);
       else if (has_suffix(name, ".safetensors"))
@@ -105,7 +108,12 @@ std::vector<std::string> Checkpoint::names() const {
 std::string Checkpoint::config_text() const {
   if (!folder_) return {};
   const std::filesystem::path config = path_ / "config.json";
-  return std::filesystem::is_regular_file(detail::status_of(config)) ? detail::read_json_text(config) : std::string();
+  // Anything there is read (read_text refuses a FIFO or folder by name): skipping it would drop the config unseen.
+  if (!std::filesystem::exists(detail::status_of(config))) return {};
+  std::string text = detail::read_json_text(config);
+  LOWBIT_REQUIRE(text.find_first_not_of(" \t\r\n") != std::string::npos, ErrorCode::format_error, config.string(),
+                 ": empty, not a JSON object");
+  return text;
 }
 
 }  // namespace lowbit::io

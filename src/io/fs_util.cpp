@@ -211,7 +211,13 @@ OutputTarget::OutputTarget(const char* op, const fs::path& in, const fs::path& o
   std::error_code ec;
   LOWBIT_REQUIRE(overwrite || !fs::exists(destination_, ec), ErrorCode::io_error, op, ": the output ",
                  destination_.string(), " exists (--force replaces it)");
+  // Missing parent folders are made, and noted so that a failed run removes them again.
+  for (fs::path p = destination_.parent_path(); !p.empty() && !fs::exists(status_of(p)); p = p.parent_path()) {
+    created_.push_back(p);
+    if (p == p.parent_path()) break;
+  }
   fs::create_directories(destination_.parent_path(), ec);
+  if (ec) remove_created();
   LOWBIT_REQUIRE(!ec, ErrorCode::io_error, op, ": cannot create the folder ", destination_.parent_path().string(), " (",
                  ec.message(), ")");
   remove_dead_leftovers(destination_);
@@ -220,16 +226,26 @@ OutputTarget::OutputTarget(const char* op, const fs::path& in, const fs::path& o
   staging_ = destination_.parent_path() / cat(".", destination_.filename().string(), ".tmp-", unique_suffix());
   if (folder_) {
     fs::create_directory(staging_, ec);
+    if (ec) remove_created();
     LOWBIT_REQUIRE(!ec, ErrorCode::io_error, op, ": cannot create the staging folder ", staging_.string(), " (",
                    ec.message(), ")");
   }
 }
 
 OutputTarget::~OutputTarget() {
-  if (!committed_ && !staging_.empty()) {
+  if (committed_) return;
+  std::error_code ec;
+  if (!staging_.empty()) fs::remove_all(staging_, ec);
+  remove_created();
+}
+
+void OutputTarget::remove_created() noexcept {
+  // Only while empty: another process may have put something there meanwhile.
+  for (const fs::path& p : created_) {
     std::error_code ec;
-    fs::remove_all(staging_, ec);
+    if (!fs::remove(p, ec)) break;
   }
+  created_.clear();
 }
 
 fs::path OutputTarget::file(const std::string& name) const { return folder_ ? staging_ / name : staging_; }
@@ -302,6 +318,9 @@ CopiedFiles copy_side_files(const fs::path& in, const fs::path& out) {
       fs::create_directories(out / rel);
       continue;
     }
+    // A FIFO, socket or device cannot be copied; leaving it out unseen would drop part of the checkpoint.
+    LOWBIT_REQUIRE(!fs::exists(st) || fs::is_regular_file(st), ErrorCode::io_error, it->path().string(), " is ",
+                   type_name(st.type()), ": only regular files and folders are copied (remove it or move it away)");
     if (!fs::is_regular_file(st)) continue;
     if (rel == "config.json" || name.ends_with(".safetensors.index.json")) continue;
     if (is_other_weights(it->path())) {

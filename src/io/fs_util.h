@@ -45,12 +45,15 @@ class OutputTarget {
   void commit();
 
  private:
+  void remove_created() noexcept;
+
   const char* op_;
   bool folder_;
   bool overwrite_;
   bool committed_ = false;
   std::filesystem::path destination_;
   std::filesystem::path staging_;
+  std::vector<std::filesystem::path> created_;  // parent folders this run made, deepest first
 };
 
 struct CopiedFiles {

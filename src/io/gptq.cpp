@@ -58,11 +58,12 @@ void store_row(const TensorRef& t, int64_t n, int64_t count, const float* src) {
   }
 }
 
+constexpr float kMaxHalf = 65504.0f;  // fp16's largest finite value
+
 // A scale as the file will hold it (fp16), kept away from 0 and infinity so
 // x / s stays finite.
 float fp16_scale(float s) {
   constexpr float kMinSubnormal = 5.9604645e-8f;  // 2^-24
-  constexpr float kMaxHalf = 65504.0f;
   const float h = core::f16_to_f32(core::f32_to_f16(std::min(s, kMaxHalf)));
   return h > 0.0f ? h : kMinSubnormal;
 }
@@ -70,6 +71,7 @@ float fp16_scale(float s) {
 struct GroupParams {
   float scale;
   int zero;
+  bool overflow;  // the group's scale is beyond fp16: its codes would be meaningless
 };
 
 // GPTQ's Quantizer.find_params for one (row, group), then the fp16 scale.
@@ -87,16 +89,18 @@ GroupParams find_params(const float* x, int64_t count, int maxq, bool symmetric,
     xmin = -1.0f;
     xmax = 1.0f;
   }
-  float scale = fp16_scale((xmax - xmin) / static_cast<float>(maxq));
-  if (symmetric) return {scale, (maxq + 1) / 2};
+  const float raw = (xmax - xmin) / static_cast<float>(maxq);
+  float scale = fp16_scale(raw);
+  if (symmetric) return {scale, (maxq + 1) / 2, raw > kMaxHalf};
   int zero = static_cast<int>(std::clamp(std::nearbyint(-xmin / scale), 0.0f, static_cast<float>(maxq)));
   if (zero == 0 && !v2_zeros) {
     // v1 stores zero - 1, and -1 does not fit the packed field: move the
     // grid one step up and stretch the scale so xmax still lands on maxq.
     zero = 1;
     scale = fp16_scale(xmax / static_cast<float>(maxq - 1));
+    return {scale, zero, xmax / static_cast<float>(maxq - 1) > kMaxHalf};
   }
-  return {scale, zero};
+  return {scale, zero, raw > kMaxHalf};
 }
 
 uint32_t code_of(float x, const GroupParams& p, int maxq) {
@@ -161,6 +165,7 @@ GptqTensors gptq_quantize_rtn(const TensorRef& w, const GptqSpec& spec, std::str
   std::vector<uint8_t> zeros(static_cast<size_t>(G * N));
 
   const int64_t tiles = (N + kTileRows - 1) / kTileRows;
+  int64_t first_overflow = -1;  // row * G + group of the first group whose scale fp16 cannot hold
 #pragma omp parallel
   {
     std::vector<float> row(static_cast<size_t>(K));
@@ -175,6 +180,10 @@ GptqTensors gptq_quantize_rtn(const TensorRef& w, const GptqSpec& spec, std::str
         for (int64_t gi = 0; gi < G; ++gi) {
           const int64_t k0 = gi * g, k1 = std::min(K, k0 + g);
           const GroupParams p = find_params(row.data() + k0, k1 - k0, maxq, spec.symmetric, spec.v2_zeros);
+          if (p.overflow) {
+#pragma omp critical(lowbit_gptq_overflow)
+            if (first_overflow < 0 || n * G + gi < first_overflow) first_overflow = n * G + gi;
+          }
           scales[gi * N + n] = core::f32_to_f16(p.scale);
           zeros[static_cast<size_t>(gi * N + n)] = static_cast<uint8_t>(p.zero);
           for (int64_t k = k0; k < k1; ++k) q[k] = static_cast<uint8_t>(code_of(row[static_cast<size_t>(k)], p, maxq));
@@ -190,6 +199,14 @@ GptqTensors gptq_quantize_rtn(const TensorRef& w, const GptqSpec& spec, std::str
         }
       }
     }
+  }
+  if (first_overflow >= 0) {
+    const int64_t n = first_overflow / G, k0 = first_overflow % G * g;
+    core::fail(ErrorCode::invalid_argument,
+               core::cat(op, ": '", name, "' row ", n, ", columns ", k0, "..", std::min(K, k0 + g) - 1,
+                         ": the group's scale would exceed fp16's largest value ", kMaxHalf, " (its values span more than ",
+                         kMaxHalf, " x ", maxq, "); the int", spec.bits,
+                         " layout cannot hold it: keep the weight unquantized (--exclude)"));
   }
   auto* qzeros = t.qzeros.ptr<uint32_t>();
   const uint32_t offset = spec.v2_zeros ? 0u : 1u;

@@ -68,7 +68,7 @@ def test_af4_needs_blocksize_64():
     assert F.get_4bit_type("af4", blocksize=64).shape == (16,)
     with pytest.raises(ValueError, match="64"):
         F.get_4bit_type("af4", blocksize=128)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^get_4bit_type: typename must be one of nf4, fp4, int4, af4, fp4_e2m1 \(got 'nf5'\)$"):
         F.get_4bit_type("nf5")
 
 

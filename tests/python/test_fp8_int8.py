@@ -69,6 +69,8 @@ def test_weight_dequant_from_uint8_bits_and_dtypes(rng):
     np.testing.assert_array_equal(half.astype(np.float32), ref.to_dtype(ref.weight_dequant(want_y, want_s), "float16"))
     with pytest.raises(ValueError, match="weight_dequant"):
         F.weight_dequant(want_y, want_s[:1])
+    with pytest.raises(TypeError, match=r"^weight_dequant: x dtype must be float8_e4m3fn \(or uint8 holding its bits; got float32\)$"):
+        F.weight_dequant(w, want_s)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])

@@ -371,6 +371,17 @@ def test_config_errors():
         lowbit.Matmul(lowbit.MatmulConfig(N=8, K=64, A_dtype="float32", W_dtype="int4"))
 
 
+def test_a_cuda_device_that_is_not_there_is_refused_by_the_constructor():
+    c = lowbit.MatmulConfig(N=64, K=64, W_dtype="int4", with_scaling=True, group_size=32)
+    if lowbit.cuda_device_count() == 0:
+        for device in ("cuda", "cuda:3", 5):
+            with pytest.raises(RuntimeError, match=r"^Matmul: device cuda:\d+ is not available \(no CUDA device"):
+                lowbit.Matmul(c, device=device)
+    else:
+        with pytest.raises(ValueError, match=r"^Matmul: device must be a CUDA ordinal below the device count"):
+            lowbit.Matmul(c, device=lowbit.cuda_device_count())
+
+
 def test_forward_errors():
     dev = Dev("cpu")
     c, wt, mm, W = _int4_setup(dev, N=5, K=64)
@@ -385,9 +396,9 @@ def test_forward_errors():
         mm.forward(a, W, zeros=np.zeros(1), bias=np.zeros(1))
     with pytest.raises(TypeError, match=r"^Matmul.forward: W must be a lowbit.PackedWeight .*\(got ndarray\)$"):
         mm(a, wt.weight)
-    with pytest.raises(TypeError, match=r"^matmul: out dtype must be the config's out_dtype float16 \(got float32\)$"):
+    with pytest.raises(TypeError, match=r"^matmul: output dtype must be the config's out_dtype float16 \(got float32\)$"):
         mm(a, W, output=np.zeros((2, 5), F32))
-    with pytest.raises(ValueError, match=r"^matmul: out must have shape \[2, 5\]"):
+    with pytest.raises(ValueError, match=r"^matmul: output must have shape \[2, 5\]"):
         mm(a, W, output=np.zeros((2, 6), np.float16))
     _, _, _, W8 = _int4_setup(dev, N=8, K=64)
     with pytest.raises(ValueError, match=r"^matmul: the packed weight's N \(8\) differs from the config's \(5\)$"):

@@ -138,5 +138,7 @@ def test_errors(rng):
     wrong["shape"] = ["a", 2]
     with pytest.raises(ValueError, match="'shape' must be a list of integers"):
         F.QuantState.from_dict(wrong, "cpu")
+    with pytest.raises(TypeError, match=r"^QuantState.from_dict: qs_dict must be a dict .*\(got list\)$"):
+        F.QuantState.from_dict(list(d.items()), "cpu")
     with pytest.raises(ValueError, match="device"):
         F.QuantState.from_dict(d, "gpu")

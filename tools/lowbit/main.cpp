@@ -1,5 +1,6 @@
 // lowbit: command-line tool. Exit codes: 0 success, 1 a lowbit error (bad
 // input, unsupported format, device failure), 2 bad command line.
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -9,6 +10,9 @@
 #include "lowbit/error.h"
 
 int main(int argc, char** argv) {
+  // Past a file size limit a write then fails with EFBIG, an io_error that
+  // cleans up, instead of SIGXFSZ ending the process mid-write.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"lowbit: low-precision and sparse matrix kernels"};
   app.require_subcommand(1);
   lowbit::cli::add_demo_command(app);

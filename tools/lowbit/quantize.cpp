@@ -48,6 +48,11 @@ io::QuantizeOptions options_of(const QuantizeArgs& a, CLI::App* cmd) {
     throw CLI::ValidationError("--blocksize",
                                "nf4/fp4 take a power of two from 32 to 4096 (got " + std::to_string(a.blocksize) + ")");
   }
+  const bool fp8 = o.format == io::Format::fp8_block;
+  if (fp8 && cmd->count("--blocksize") && (a.blocksize < 16 || a.blocksize > 1024 || (a.blocksize & (a.blocksize - 1)))) {
+    throw CLI::ValidationError("--blocksize",
+                               "fp8-block takes a power of two from 16 to 1024 (got " + std::to_string(a.blocksize) + ")");
+  }
   if (cmd->count("--group-size") && a.group_size == 0) {
     throw CLI::ValidationError("--group-size", "must be -1 (one group per row) or positive (got 0)");
   }

@@ -20,6 +20,9 @@ void check_format(const char* op, WeightType type, int64_t N, int64_t K, int64_t
                  ": W_dtype must be a WeightType (got value ", static_cast<int>(type), ")");
   LOWBIT_REQUIRE(N >= 1, ErrorCode::invalid_argument, op, ": N must be positive (got ", N, ")");
   LOWBIT_REQUIRE(K >= 1, ErrorCode::invalid_argument, op, ": K must be positive (got ", K, ")");
+  // The float32 [N, K] weight dequantize_weight gives back must be countable.
+  const int64_t nk[2] = {N, K};
+  core::checked_numel(op, "the weight [N, K]", nk, DType::f32);
   // Groups of whole 32-element runs keep every group start byte-aligned in
   // a packed row at any bit width, and aligned to the K tiles of kernels.
   LOWBIT_REQUIRE(group_size == -1 || (group_size > 0 && group_size % 32 == 0), ErrorCode::invalid_argument, op,

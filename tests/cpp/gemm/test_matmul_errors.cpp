@@ -34,6 +34,11 @@ TEST(MatmulErrors, Config) {
   expect_config_error(c, bad, {"matmul: N must be positive (got 0)"});
   c = int4_config(), c.K = -3;
   expect_config_error(c, bad, {"matmul: K must be positive (got -3)"});
+  // N * K past int64_t: refused before any count of the weight wraps.
+  c = int4_config(), c.N = int64_t{1} << 40, c.K = int64_t{1} << 40;
+  expect_config_error(c, bad, {"matmul: the weight [N, K] shape [1099511627776, 1099511627776]"});
+  c = int4_config(), c.N = 128, c.K = (int64_t{1} << 62) + 128;
+  expect_config_error(c, bad, {"matmul: the weight [N, K]"});
   c = int4_config(), c.A_dtype = DType::f32;
   expect_config_error(c, dtype, {"matmul: A_dtype must be one of float16, bfloat16 (got float32)"});
   c = int4_config(), c.accum_dtype = DType::i32;

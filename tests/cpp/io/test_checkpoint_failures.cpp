@@ -87,6 +87,70 @@ TEST(CheckpointFailures, AnInterruptionRemovesThePartialOutput) {
   }
 }
 
+// Parent folders of the output that a run made are gone again when it fails;
+// folders that were there before stay.
+TEST(CheckpointFailures, AFailedRunRemovesTheParentFoldersItMade) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in", 2);
+  fs::create_directories(dir / "kept");
+  for (const char* out : {"new/deeper/out", "new/deeper/file.safetensors", "kept/new/out"}) {
+    SCOPED_TRACE(out);
+    io::QuantizeOptions o;
+    int calls = 0;
+    o.cancelled = [&calls] { return ++calls > 5; };
+    const bool folder = std::string(out).ends_with("out");
+    const fs::path in = folder ? dir / "in" : dir / "in" / "model-00001-of-00002.safetensors";
+    test::expect_error([&] { io::quantize_checkpoint(in, dir / out, o); }, ErrorCode::io_error, {"interrupted"});
+    EXPECT_FALSE(fs::exists(dir / "new"));
+    EXPECT_FALSE(fs::exists(dir / "kept" / "new"));
+    EXPECT_TRUE(fs::is_directory(dir / "kept"));
+  }
+}
+
+// A config.json or index that is there but cannot be read as a file (a FIFO,
+// a folder, nothing at all in it) is an error naming it, not a checkpoint
+// quietly written without it.
+TEST(CheckpointFailures, AConfigOrIndexThatIsNotAJsonFileIsNamed) {
+  struct Case {
+    const char* file;
+    const char* make;  // "fifo", "folder", "empty"
+    const char* says;
+  };
+  for (const Case c : {Case{"config.json", "fifo", "not a regular file"}, Case{"config.json", "folder", "not a regular file"},
+                       Case{"config.json", "empty", "empty"},
+                       Case{"model.safetensors.index.json", "fifo", "not a regular file"}}) {
+    SCOPED_TRACE(std::string(c.file) + " " + c.make);
+    ScratchDir dir;
+    test::write_tiny_checkpoint(dir / "in", 2);
+    const fs::path f = dir / "in" / c.file;
+    fs::remove(f);
+    if (std::string(c.make) == "fifo") {
+      ASSERT_EQ(::mkfifo(f.c_str(), 0600), 0);
+    }
+    if (std::string(c.make) == "folder") fs::create_directory(f);
+    if (std::string(c.make) == "empty") test::write_bytes(f, "");
+    try {
+      io::quantize_checkpoint(dir / "in", dir / "out", nf4());
+      ADD_FAILURE() << "quantized without reading " << c.file;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(f.string() + ": " + c.says), std::string::npos) << e.what();
+    }
+    for (const auto& e : dir.listing()) EXPECT_EQ(e.rfind("in", 0), 0u) << "left behind: " << e;
+  }
+}
+
+// A side file that is a FIFO cannot be copied: an error naming it, not an
+// output folder quietly missing it.
+TEST(CheckpointFailures, ASideFileThatIsNotARegularFileIsNamed) {
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in", 2);
+  const fs::path fifo = dir / "in" / "vocab.pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  test::expect_error([&] { io::quantize_checkpoint(dir / "in", dir / "out", nf4()); }, ErrorCode::io_error,
+                     {fifo.string() + " is a FIFO", "only regular files and folders are copied"});
+  for (const auto& e : dir.listing()) EXPECT_EQ(e.rfind("in", 0), 0u) << "left behind: " << e;
+}
+
 TEST(CheckpointFailures, OutputsThatWouldTouchTheInputOrAnExistingOutputAreRefused) {
   ScratchDir dir;
   test::write_tiny_checkpoint(dir / "in");

@@ -146,6 +146,23 @@ TEST(CheckpointRoundTrip, DequantizeDtypeCanBeChosen) {
   EXPECT_EQ(back.find("model.layers.0.mlp.up_proj.weight")->dtype, "F32");
 }
 
+// A finite weight whose group scale fp16 cannot hold would come back as
+// garbage (the scale saturates at 65504): refused, naming row and columns.
+TEST(CheckpointRoundTrip, GptqRefusesAGroupWhoseScaleOverflowsFp16) {
+  for (bool sym : {true, false}) {
+    SCOPED_TRACE(sym ? "symmetric" : "asymmetric");
+    Tensor w = test::random_floats({8, 32}, DType::f32, 0.05f);
+    w.ptr<float>()[2 * 32 + 20] = 2.0e6f;  // row 2, second group of 16
+    io::detail::GptqSpec spec;
+    spec.group_size = 16;
+    spec.symmetric = sym;
+    test::expect_error([&] { io::detail::gptq_quantize_rtn(w, spec, "x.weight"); }, ErrorCode::invalid_argument,
+                       {"'x.weight' row 2, columns 16..31", "exceed fp16's largest value", "--exclude"});
+    w.ptr<float>()[2 * 32 + 20] = 4.0e5f;  // a scale below 65504 either way: quantized
+    EXPECT_NO_THROW(io::detail::gptq_quantize_rtn(w, spec, "x.weight"));
+  }
+}
+
 // GPTQ's find_params + round to nearest, written out independently.
 TEST(CheckpointRoundTrip, GptqCodesMatchAnIndependentRtn) {
   for (bool sym : {true, false}) {

@@ -88,6 +88,7 @@ TEST_F(Cli, BadCommandLinesExitWith2) {
                                           "quantize " + p("in") + " " + p("q") + " --format int8 --double-quant",
                                           "quantize " + p("in") + " " + p("q") + " --format nf4 --group-size 64",
                                           "quantize " + p("in") + " " + p("q") + " --format int4 --sym --asym",
+                                          "quantize " + p("in") + " " + p("q") + " --format fp8-block --blocksize 3",
                                           "quantize " + p("absent") + " " + p("q") + " --format nf4",
                                           "dequantize " + p("in") + " " + p("q") + " --dtype int8",
                                           "inspect"};
@@ -161,6 +162,20 @@ TEST_F(Cli, AFifoIsRefusedWithoutWaiting) {
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("pipe.safetensors: not a regular file"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(dir_ / "q.safetensors"));
+}
+
+// A file size limit (`ulimit -f`) stands in for a full disk: the write fails
+// with an io_error and the run cleans up, where SIGXFSZ would kill it and
+// leave its temporary file.
+TEST_F(Cli, AFileSizeLimitIsAnErrorThatLeavesNothing) {
+  for (const char* out : {"q.safetensors", "q"}) {
+    SCOPED_TRACE(out);
+    const std::string in = std::string(out) == "q" ? p("in") : p("in/model.safetensors");
+    const CliRun r = lowbit_cli("quantize " + in + " " + p(out) + " --format nf4", dir_, "ulimit -f 1; ");
+    EXPECT_EQ(r.status, 1) << r.output;  // 153: killed by SIGXFSZ
+    EXPECT_NE(r.output.find("io_error"), std::string::npos) << r.output;
+    for (const auto& e : dir_.listing()) EXPECT_EQ(e.rfind("in", 0), 0u) << "left behind: " << e;
+  }
 }
 
 // A link loop anywhere the commands look is an io_error naming it, never
