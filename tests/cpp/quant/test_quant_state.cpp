@@ -228,25 +228,23 @@ TEST(QuantState, NonFiniteOffsetsRoundTripAsPythonJson) {
       EXPECT_EQ(got, value) << text;
     }
   }
-  QuantStateDict d = quant_state_as_dict(hand_state("nf4", true, DType::f32, {64}), true);
-  d["quant_state.bitsandbytes__nf4"] =
-      bytes(R"({"quant_type": "NaN", "blocksize": 64, "dtype": "float32", "shape": [64], )"
-            R"("nested_blocksize": 256, "nested_dtype": "float32", "nested_offset": -Infinity})");
-  try {
-    quant_state_from_dict(d);
-    ADD_FAILURE() << "quant_type 'NaN' accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'NaN'"), std::string::npos) << e.what();
-  }
-  d["quant_state.bitsandbytes__nf4"] =
-      bytes(R"({"quant_type": "nf4", "blocksize": Infinity, "dtype": "float32", "shape": [64], )"
-            R"("nested_blocksize": 256, "nested_dtype": "float32", "nested_offset": 0.5})");
-  try {
-    quant_state_from_dict(d);
-    ADD_FAILURE() << "blocksize Infinity accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("blocksize"), std::string::npos) << e.what();
-  }
+  // The packed JSON with one field's text replaced is refused, naming `needle`.
+  const auto expect_refused = [](const std::string& field, const std::string& needle) {
+    std::string json = R"({"quant_type": "nf4", "blocksize": 64, "dtype": "float32", "shape": [64], )"
+                       R"("nested_blocksize": 256, "nested_dtype": "float32", "nested_offset": -Infinity})";
+    const size_t at = json.find(field.substr(0, field.find(':') + 1));
+    json.replace(at, json.find(',', at) - at, field);
+    QuantStateDict d = quant_state_as_dict(hand_state("nf4", true, DType::f32, {64}), true);
+    d["quant_state.bitsandbytes__nf4"] = bytes(json);
+    try {
+      quant_state_from_dict(d);
+      ADD_FAILURE() << json << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_refused(R"("quant_type": "NaN")", "'NaN'");  // the word inside a string stays text
+  expect_refused(R"("blocksize": Infinity)", "blocksize");
 }
 
 TEST(QuantState, AsDictRejectsStatesThatAreNot4bit) {
