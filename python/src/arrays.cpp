@@ -5,16 +5,13 @@
 
 #include <algorithm>
 #include <array>
-#include <string>
 #include <limits>
-#include <map>
-#include <mutex>
 #include <string_view>
 
 #include "core/check.h"
 #include "core/dlpack.h"
 #include "lowbit/c/lowbit.h"  // the fp8 type codes
-#include "lowbit/code_maps.h"
+#include "ops/quant/common.h"
 
 namespace lowbit::python {
 namespace {
@@ -273,28 +270,9 @@ TensorRef place(const TensorRef& t, Device device, Stream stream, std::vector<Te
   return keep.back().ref();
 }
 
-const Tensor& shared_code(const std::string& name, Device device) {
-  static std::mutex mutex;
-  // Never destroyed: at exit the CUDA runtime may be gone before statics are.
-  static auto* cache = new std::map<std::tuple<std::string, int, int>, Tensor>();
-  const std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_tuple(name, static_cast<int>(device.type), device.index);
-  auto it = cache->find(key);
-  if (it != cache->end()) return it->second;
-  std::vector<float> values;
-  if (name == "dynamic") {
-    values = create_dynamic_map();
-  } else {
-    const std::array<float, 16> table = get_4bit_type(name);
-    values.assign(table.begin(), table.end());
-  }
-  Tensor t = Tensor::constant(values.data(), {static_cast<int64_t>(values.size())}, DType::f32, device);
-  return cache->emplace(key, std::move(t)).first->second;
-}
-
 TensorRef code_arg(const char* op, const char* arg, const std::optional<InArray>& code, Device device, Stream stream,
                    std::vector<Tensor>& keep) {
-  return code ? place(to_ref(op, arg, *code), device, stream, keep) : shared_code("dynamic", device).ref();
+  return code ? place(to_ref(op, arg, *code), device, stream, keep) : ops::code_map_on("dynamic", device).ref();
 }
 
 NestedAbsmax nested_arg(const char* op, const std::optional<NestedIn>& nested, Device device, Stream stream,

@@ -82,13 +82,8 @@ Device to_device(const std::string& type, int index);
 // auxiliary tensors such as code maps, as bitsandbytes moves `code`).
 TensorRef place(const TensorRef& t, Device device, Stream stream, std::vector<Tensor>& keep);
 
-// The shared copy of a code map on `device`: "dynamic" (bitsandbytes'
-// default 8-bit map) or a get_4bit_type name ("nf4", "fp4", ...), uploaded
-// once and referenced by every state made there, as bitsandbytes caches its
-// maps per device: a call costs no allocation and no copy for its code.
-const Tensor& shared_code(const std::string& name, Device device);
-
-// A code map argument on `device`: the shared dynamic map for None, else the
+// A code map argument on `device`: the shared dynamic map (ops::code_map_on:
+// no allocation or copy per call) for None, else the
 // array where it is or a copy kept alive in `keep` (place).
 TensorRef code_arg(const char* op, const char* arg, const std::optional<InArray>& code, Device device, Stream stream,
                    std::vector<Tensor>& keep);

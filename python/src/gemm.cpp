@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "arrays.h"
+#include "ops/quant/common.h"
 #include "core/check.h"
 
 namespace lowbit::python {
@@ -233,7 +234,7 @@ QuantizedWeight import_bnb_4bit_py(const InArray& packed, const InArray& absmax,
   if (nested) {
     const auto& [code2, absmax2, offset, blocksize2] = *nested;
     auto s2 = std::make_shared<QuantState>();
-    s2->code = host_copy(code2 ? to_ref(op, "state2.code", *code2) : shared_code("dynamic", Device::cpu()).ref());
+    s2->code = host_copy(code2 ? to_ref(op, "state2.code", *code2) : ops::code_map_on("dynamic", Device::cpu()).ref());
     s2->absmax = host_copy(to_ref(op, "state2.absmax", absmax2));
     s2->blocksize = blocksize2;
     s2->shape = {s.absmax.numel()};

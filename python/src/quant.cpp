@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "arrays.h"
+#include "ops/quant/common.h"
 #include "core/check.h"
 #include "core/hd.h"
 #include "lowbit/code_maps.h"
@@ -282,7 +283,7 @@ void bind_quant(nb::module_& m) {
         arg("compress_statistics"), arg("quant_type"), arg("stream") = 0,
         "NF4/FP4 quantization; returns a dict like quantize_blockwise without code (nested blocksize 256).");
   m.def("shared_code", [](const std::string& name, const std::string& type, int index) {
-        return to_py(shared_code(name, to_device(type, index)), "code");
+        return to_py(ops::code_map_on(name, to_device(type, index)), "code");
       }, arg("name"), arg("device_type"), arg("device_index"),
         "The code map 'dynamic' or a 4-bit table ('nf4', 'fp4', ...) on a device, one copy shared by every call.");
   m.def("dequantize_4bit", &dequantize_4bit_py, arg("A"), arg("absmax"), arg("quant_type"), arg("blocksize"),

@@ -94,7 +94,7 @@ void compress_absmax(const Tensor& absmax, int64_t nested_blocksize, QuantState&
   Tensor ws = workspace_on(workspace_size(center), device, stream);
   run(center, ws.data(), stream);
 
-  const Tensor& code = dynamic_code_on(device);
+  const Tensor& code = code_map_on("dynamic", device);
   const int64_t nb = absmax.numel();
   Tensor qabsmax = Tensor::empty({nb}, DType::u8, device, stream);
   Tensor absmax2 = Tensor::empty({ceil_div(nb, nested_blocksize)}, DType::f32, device, stream);
@@ -121,7 +121,7 @@ std::pair<Tensor, QuantState> quantize_blockwise(const TensorRef& input, const T
   core::require_present(op, "input", input);
   core::require_blocksize(op, "blocksize", blocksize);
   const Device device = input.device;
-  Tensor code_t = code.present() ? Tensor() : ops::dynamic_code_on(device);
+  Tensor code_t = code.present() ? Tensor() : ops::code_map_on("dynamic", device);
   const TensorRef& code_ref = code.present() ? code : code_t.ref();
   Tensor out = Tensor::empty(input.sizes(), DType::u8, device, stream);
   Tensor absmax = Tensor::empty({ops::ceil_div(input.numel(), blocksize)}, DType::f32, device, stream);

@@ -3,14 +3,17 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "lowbit/ops/quant.h"
 
 namespace lowbit::ops {
 
-// The signed dynamic map (bitsandbytes' default code) as an f32 [256] tensor
-// on `device`, made once per device (Tensor::constant) and shared.
-const Tensor& dynamic_code_on(Device device);
+// A code map as an f32 tensor on `device`, uploaded once per device
+// (Tensor::constant) and shared by every state made there, as bitsandbytes
+// caches its maps: "dynamic" (the signed dynamic map, bitsandbytes' default
+// code, [256]) or a get_4bit_type name ("nf4", "fp4", ...: [16]).
+const Tensor& code_map_on(std::string_view name, Device device);
 // A host table as a fresh f32 tensor on `device`, ordered on `stream`.
 Tensor table_on(const float* values, int64_t n, Device device, Stream stream);
 
