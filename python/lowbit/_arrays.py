@@ -29,6 +29,9 @@ from . import _lowbit
 _BF16 = "bfloat16"
 _FP8 = ("float8_e4m3fn", "float8_e5m2")
 _EXTENDED = (_BF16,) + _FP8
+# Every dtype a lowbit array can have.
+_LOWBIT_DTYPE_NAMES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8", "uint8", "int32",
+                       "int64")
 
 # DLPack device types.
 _KDLCPU = 1
@@ -249,8 +252,7 @@ class _Torch(Framework):
 
     def allocator(self, device: Device, stream: int, current: bool) -> Any:
         if current or stream == self.current_stream(None, device):
-            form = _TORCH_EMPTY.get(device[1])
-            return form if form is not None else _torch_empty_form(device[1])
+            return _torch_empty_form(device[1])
         return _on_stream(_torch_alloc, lambda: _torch_stream(stream, device[1]))
 
     def dtype(self, name: str) -> Any:
@@ -369,8 +371,6 @@ class _ArrayAPI(Framework):
 
 # ------------------------------------------------------- framework allocation
 
-_TORCH_DTYPES: dict = {}
-_TORCH_DEVICES: dict = {}
 
 
 _TORCH_FP8: tuple = ()
@@ -384,30 +384,26 @@ def _torch_fp8() -> tuple:
     return _TORCH_FP8
 
 
-def _torch_alloc(shape: Tuple[int, ...], dtype: str, index: int, stream: int) -> Tuple[Any, int]:
-    """A torch.empty result for a call running on the current stream."""
-    torch = sys.modules["torch"]
-    dt = _TORCH_DTYPES.get(dtype)
-    if dt is None:
-        dt = _TORCH_DTYPES[dtype] = getattr(torch, dtype)
-    dev = _TORCH_DEVICES.get(index)
-    if dev is None:
-        dev = _TORCH_DEVICES[index] = torch.device("cuda", index)
-    t = torch.empty(shape, dtype=dt, device=dev)
-    return t, t.data_ptr()
-
-
-# Per device index: the fast allocator form the binding calls itself
-# (python/src/arrays.h, CallContext): torch.empty(*sizes, dtype=, device=).
+# Per device index: (torch.empty, {lowbit dtype name: torch dtype}, the
+# torch.device, the index) — the fast allocator form the binding calls itself
+# (python/src/arrays.h, CallContext), and what _torch_alloc looks dtypes up in.
 _TORCH_EMPTY: dict = {}
-_LOWBIT_DTYPE_NAMES = ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8", "uint8", "int32", "int64")
 
 
 def _torch_empty_form(index: int) -> tuple:
-    torch = sys.modules["torch"]
-    dtypes = {name: getattr(torch, name) for name in _LOWBIT_DTYPE_NAMES}
-    form = _TORCH_EMPTY[index] = (torch.empty, dtypes, torch.device("cuda", index), index)
+    form = _TORCH_EMPTY.get(index)
+    if form is None:
+        torch = sys.modules["torch"]
+        dtypes = {name: getattr(torch, name) for name in _LOWBIT_DTYPE_NAMES}
+        form = _TORCH_EMPTY[index] = (torch.empty, dtypes, torch.device("cuda", index), index)
     return form
+
+
+def _torch_alloc(shape: Tuple[int, ...], dtype: str, index: int, stream: int) -> Tuple[Any, int]:
+    """A torch.empty result for a call running on the current stream."""
+    empty, dtypes, device, _ = _torch_empty_form(index)
+    t = empty(shape, dtype=dtypes[dtype], device=device)
+    return t, t.data_ptr()
 
 
 def _torch_stream(stream: int, index: int) -> Any:
@@ -441,7 +437,7 @@ def _on_stream(alloc: Any, context: Any) -> Any:
 
 # What DLPack carries of NumPy's dtypes; other arrays would fail in the binding.
 _NUMPY_KINDS = {"b": 1, "i": 8, "u": 8, "f": 8, "c": 16}  # kind -> largest itemsize
-_LOWBIT_DTYPES = "float32, float16, bfloat16, float8_e4m3fn, float8_e5m2, int8, uint8, int32, int64"
+_LOWBIT_DTYPES = ", ".join(_LOWBIT_DTYPE_NAMES)
 
 
 def _check_numpy(a: np.ndarray, op: str, name: str) -> None:
