@@ -195,13 +195,39 @@ void fill_rows(Params& p, const MatmulArgs& a) {
   p.qzeros_bytes = core::packed_zeros_words(f.N, p.bits) * 4;
 }
 
+// The tiles layout's fields of Params: its tile geometry, scales and zero codes.
+void fill_tiles(Params& p, const MatmulArgs& a) {
+  const PackedWeightRef& w = a.weight;
+  const WeightFormat& f = w.format;
+  p.xor_word = 0;  // intN codes are stored in offset binary (core::tile_code)
+  p.k_tiles = core::tiles_k_tiles(f.K, p.bits);
+  p.np = core::tiles_padded_rows(f.N);
+  if (f.with_scaling) {
+    p.tscale = w.scale.data;
+    p.scale_kind = w.scale.dtype == DType::f32   ? ScaleKind::f32
+                   : w.scale.dtype == DType::f16 ? ScaleKind::f16
+                                                 : ScaleKind::bf16;
+  }
+  if (f.with_zeros) p.zcodes = w.zeros.ptr<const uint8_t>();
+}
+
+// Every field of Params that the call's tensors give (all but the plan's
+// choices, k_split and splits).
+void fill_params(Params& p, const MatmulArgs& a) {
+  fill_common(p, a);
+  if (a.weight.format.layout == WeightLayout::rows) {
+    fill_rows(p, a);
+  } else {
+    fill_tiles(p, a);
+  }
+}
+
 Plan make_rows_plan(const MatmulArgs& a, int config) {
   const PackedWeightRef& w = a.weight;
   const WeightFormat& f = w.format;
   Plan plan;
   Params& p = plan.p;
-  fill_common(p, a);
-  fill_rows(p, a);
+  fill_params(p, a);
 
   const int index = config >= 0 ? config % kNumRowsConfigs : rows_heuristic(a.prepared_m > 0 ? a.prepared_m : p.M);
   const RowsConfig c = kRowsConfigs[index];
@@ -263,29 +289,12 @@ bool stream_splits(Plan& plan, int64_t blocks_n) {
 // Whether the wgmma kernel serves the format here: Hopper, 4- or 8-bit codes.
 bool wgmma_serves(int bits) { return (bits == 4 || bits == 8) && device_is_sm90(op); }
 
-// The tiles layout's fields of Params: its tile geometry, scales and zero codes.
-void fill_tiles(Params& p, const MatmulArgs& a) {
-  const PackedWeightRef& w = a.weight;
-  const WeightFormat& f = w.format;
-  p.xor_word = 0;  // intN codes are stored in offset binary (core::tile_code)
-  p.k_tiles = core::tiles_k_tiles(f.K, p.bits);
-  p.np = core::tiles_padded_rows(f.N);
-  if (f.with_scaling) {
-    p.tscale = w.scale.data;
-    p.scale_kind = w.scale.dtype == DType::f32   ? ScaleKind::f32
-                   : w.scale.dtype == DType::f16 ? ScaleKind::f16
-                                                 : ScaleKind::bf16;
-  }
-  if (f.with_zeros) p.zcodes = w.zeros.ptr<const uint8_t>();
-}
-
 Plan make_tiles_plan(const MatmulArgs& a, int config) {
   const PackedWeightRef& w = a.weight;
   const WeightFormat& f = w.format;
   Plan plan;
   Params& p = plan.p;
-  fill_common(p, a);
-  fill_tiles(p, a);
+  fill_params(p, a);
 
   const bool table = core::weight_type_info(f.type).kind == core::WeightKind::table;
   const bool bf16 = a.A.dtype == DType::bf16;
@@ -403,8 +412,7 @@ Plan plan_for(const MatmulArgs& a) {
     const int64_t k_split = p.k_split;
     const int splits = p.splits;
     p = Params{};
-    fill_common(p, a);
-    a.weight.format.layout == WeightLayout::rows ? fill_rows(p, a) : fill_tiles(p, a);
+    fill_params(p, a);
     p.k_split = k_split;
     p.splits = splits;
     return plan;
