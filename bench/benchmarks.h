@@ -28,7 +28,7 @@ struct GemmOptions {
   std::vector<std::string> types;  // specs, see gemm/args.h
   int reps = 0;                    // 0: 20 on cuda, 3 on cpu
   int warmup = -1;                 // -1: 3 on cuda, 1 on cpu
-  int config = -1;                 // MatmulArgs::config (-1: the backend's heuristic)
+  std::string config;              // MatmulArgs::config by name (empty: the backend's heuristic)
   bool no_check = false;
   std::string csv;
 };

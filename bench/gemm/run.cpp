@@ -140,7 +140,7 @@ class GemmBench {
           const TensorRef a = TensorRef::contiguous(A.data(), DType::f16, {M, sh.K}, dev_);
           const TensorRef o = TensorRef::contiguous(out.data(), DType::f16, {M, sh.N}, dev_);
           MatmulArgs args = mm->args(a, W.ref(), o);
-          args.config = o_.config;
+          args.config = parse_kernel_config(o_.config);
           const size_t ws_bytes = workspace_size(args);
           if (ws_bytes > workspace_bytes_) {
             workspace_ = Tensor();

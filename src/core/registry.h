@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lowbit/device.h"
+#include "lowbit/ops/kernel_config.h"
 #include "lowbit/stream.h"
 
 namespace lowbit::core {
@@ -19,11 +20,13 @@ template <class Args>
 struct OpImpl {
   using RunFn = void (*)(const Args& args, void* workspace, Stream stream);
   using WorkspaceFn = size_t (*)(const Args& args);
+  using ConfigsFn = std::vector<KernelConfig> (*)(const Args& args);
   const char* name;  // "cpu-reference", "cpu", "cuda"
   DeviceType device;
   int priority;  // the highest-priority impl of a device serves run()
   RunFn run;
   WorkspaceFn workspace = nullptr;  // null: needs none
+  ConfigsFn configs = nullptr;      // the kernel configs it can run for args, best first; null: none to choose
 };
 
 template <class Args>
@@ -47,8 +50,7 @@ struct DeviceBackend {
   // Copies bytes between any two devices of which at least one is this type,
   // ordered on `stream`: complete on return when the destination is host
   // memory (the caller reads it next), otherwise enqueued only.
-  void (*copy)(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
-               Stream stream) = nullptr;
+  void (*copy)(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes, Stream stream) = nullptr;
   void (*synchronize)(Stream stream) = nullptr;
   int (*device_count)() = nullptr;
   void (*empty_cache)(int index) = nullptr;

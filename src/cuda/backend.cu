@@ -34,16 +34,16 @@ void cuda_synchronize(Stream stream) {
 }
 
 template <class Args>
-void add(void (*run)(const Args&, void*, Stream), size_t (*workspace)(const Args&) = nullptr) {
-  OpRegistry<Args>::add(OpImpl<Args>{"cuda", DeviceType::cuda, 100, run, workspace});
+void add(void (*run)(const Args&, void*, Stream), size_t (*workspace)(const Args&) = nullptr,
+         std::vector<KernelConfig> (*configs)(const Args&) = nullptr) {
+  OpRegistry<Args>::add(OpImpl<Args>{"cuda", DeviceType::cuda, 100, run, workspace, configs});
 }
 
 }  // namespace
 
 void register_cuda_backend() {
-  register_device_backend(DeviceType::cuda,
-                          DeviceBackend{cuda::allocate, cuda::copy, cuda_synchronize, cuda_device_count, cuda::empty_cache,
-                                        cuda::constant});
+  register_device_backend(DeviceType::cuda, DeviceBackend{cuda::allocate, cuda::copy, cuda_synchronize,
+                                                          cuda_device_count, cuda::empty_cache, cuda::constant});
   add<QuantizeBlockwiseArgs>(cuda::quantize_blockwise);
   add<DequantizeBlockwiseArgs>(cuda::dequantize_blockwise);
   add<Quantize4bitArgs>(cuda::quantize_4bit);
@@ -55,8 +55,8 @@ void register_cuda_backend() {
   add<Int8VectorwiseQuantArgs>(cuda::int8_vectorwise_quant);
   add<Int8VectorwiseDequantArgs>(cuda::int8_vectorwise_dequant);
   add<EstimateQuantilesArgs>(cuda::estimate_quantiles, cuda::estimate_quantiles_workspace);
-  add<MatmulArgs>(cuda::matmul, cuda::matmul_workspace);
-  add<Matmul4bitArgs>(cuda::matmul_4bit, cuda::matmul_4bit_workspace);
+  add<MatmulArgs>(cuda::matmul, cuda::matmul_workspace, cuda::matmul_configs);
+  add<Matmul4bitArgs>(cuda::matmul_4bit, cuda::matmul_4bit_workspace, cuda::matmul_4bit_configs);
 }
 
 }  // namespace lowbit::core

@@ -2,6 +2,8 @@
 // the backend that owns the tensors' device, call it.
 #pragma once
 
+#include <vector>
+
 #include "core/check.h"
 #include "core/registry.h"
 
@@ -13,12 +15,20 @@ size_t backend_workspace(const Args& args, Device device) {
   return impl.workspace ? impl.workspace(args) : 0;
 }
 
+// The kernel configs the backend serving `device` can run for args, best first.
+template <class Args>
+std::vector<KernelConfig> backend_configs(const Args& args, Device device) {
+  check(args);
+  const auto& impl = core::OpRegistry<Args>::select(device);
+  return impl.configs ? impl.configs(args) : std::vector<KernelConfig>{};
+}
+
 template <class Args>
 void run_impl(const core::OpImpl<Args>& impl, const Args& args, void* workspace, Stream stream) {
   if (impl.workspace) {
     const size_t need = impl.workspace(args);
-    LOWBIT_REQUIRE(need == 0 || workspace != nullptr, ErrorCode::invalid_argument, Args::kName,
-                   ": workspace of ", need, " bytes is required (got none; see workspace_size)");
+    LOWBIT_REQUIRE(need == 0 || workspace != nullptr, ErrorCode::invalid_argument, Args::kName, ": workspace of ", need,
+                   " bytes is required (got none; see workspace_size)");
   }
   impl.run(args, workspace, stream);
 }

@@ -5,6 +5,8 @@
 
 #include "benchmarks.h"
 #include "commands.h"
+#include "lowbit/error.h"
+#include "lowbit/ops/kernel_config.h"
 
 namespace lowbit::cli {
 namespace {
@@ -43,8 +45,18 @@ void add_gemm(CLI::App& parent) {
       ->check(CLI::Range(1, 1000000));
   gemm->add_option("--warmup", opts->warmup, "untimed runs before timing (default 3 on cuda, 1 on cpu)")
       ->check(CLI::Range(0, 1000000));
-  gemm->add_option("--config", opts->config, "force the backend's k-th kernel config (default -1: its heuristic)")
-      ->check(CLI::Range(-1, 1 << 20));
+  gemm->add_option("--config", opts->config,
+                   "force a kernel config by name, e.g. wgmma_m128_n128_k128 (default: the backend's heuristic)")
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            try {
+              lowbit::parse_kernel_config(s);
+              return std::string();
+            } catch (const lowbit::Error& e) {
+              return std::string(e.what());
+            }
+          },
+          "NAME"));
   gemm->add_flag("--no-check", opts->no_check, "skip the check of each result against the CPU backend");
   gemm->add_option("--csv", opts->csv, "also write every case to this CSV file");
   gemm->callback([opts] { bench::run_gemm(*opts); });

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "lowbit/ops/kernel_config.h"
 #include "lowbit/ops/quant.h"
 #include "lowbit/quant_state.h"
 #include "lowbit/tensor.h"
@@ -175,7 +176,7 @@ struct MatmulArgs {
   TensorRef out;           // f16/bf16/f32 [..., N], A's leading dims
   DType accum_dtype = DType::f32;
   int64_t prepared_m = 0;  // the prepared M chosen for A's rows (0: the rows themselves)
-  int config = -1;         // -1: the backend's heuristic; k >= 0: its k-th kernel config (tests sweep them)
+  KernelConfig config;     // empty: the backend's heuristic; else run this one (kernel_configs lists them)
 };
 
 // bitsandbytes matmul_4bit / gemv_4bit on a 4-bit QuantState's own storage:
@@ -183,8 +184,9 @@ struct MatmulArgs {
 // nibble), absmax over blocks of the flattened W (blocks may cross rows).
 // out = A · (table[code] * absmax[block])ᵀ (+ bias), accumulated in fp32;
 // the CUDA paths round W (or its table values) once to A's dtype, as
-// bitsandbytes does (docs/gemm.md). config: -1 the backend's heuristic, k
-// its k-th config (CUDA: 0 fused, 1 dequantize + cuBLASLt, 2 CUDA cores).
+// bitsandbytes does (docs/gemm.md). config: empty for the backend's heuristic,
+// else one of kernel_configs (CUDA: "fused", "dequant_gemm" — dequantize +
+// cuBLASLt — and "cuda_core").
 struct Matmul4bitArgs {
   static constexpr const char* kName = "matmul_4bit";
   TensorRef A;       // f32/f16/bf16 [..., K], contiguous
@@ -196,7 +198,7 @@ struct Matmul4bitArgs {
   int64_t N = 0;
   int64_t blocksize = 64;
   Quant4Type type = Quant4Type::nf4;
-  int config = -1;
+  KernelConfig config;
 };
 
 void check(const MatmulArgs& args);
@@ -205,6 +207,11 @@ void run(const MatmulArgs& args, void* workspace = nullptr, Stream stream = {});
 void check(const Matmul4bitArgs& args);
 size_t workspace_size(const Matmul4bitArgs& args);
 void run(const Matmul4bitArgs& args, void* workspace = nullptr, Stream stream = {});
+// The kernel configs the backend of args' device can run for these arguments,
+// best first: the first is the one its heuristic picks. Any of them may be
+// set as args.config (a tuner times each); another config is an error.
+std::vector<KernelConfig> kernel_configs(const MatmulArgs& args);
+std::vector<KernelConfig> kernel_configs(const Matmul4bitArgs& args);
 
 // ------------------------------------------------------------------- Matmul
 

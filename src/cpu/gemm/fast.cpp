@@ -8,6 +8,7 @@
 #endif
 
 #include <cstring>
+#include <string>
 
 #include "core/check.h"
 #include "core/quant_math.h"
@@ -21,20 +22,40 @@
 namespace lowbit::core::cpu {
 namespace gemm {
 
-const TileConfig& pick_tile_config(const char* op, int config, int64_t rows, int64_t prepared_m) {
-  if (config >= 0) {
-    LOWBIT_REQUIRE(config < kNumTileConfigs, ErrorCode::invalid_argument, op, ": config must be -1 or below ",
-                   kNumTileConfigs, " on the cpu backend (got ", config, ")");
-    return kTileConfigs[config];
+namespace {
+
+// Measured here (AVX-512), decoding a weight costs about as much as
+// multiplying it with 6-8 rows of A: up to 8 rows the tile is shared by them
+// all with long K chunks; above, the M block grows so decoding stays a small
+// fraction of the work.
+int heuristic_index(int64_t m) {
+  if (m <= 8) return 0;
+  if (m <= 64) return 1;
+  return 2;
+}
+
+}  // namespace
+
+KernelConfig kernel_config_of(const TileConfig& c) { return {"cpu", c.mb, c.nt, c.kc, 0}; }
+
+std::vector<KernelConfig> tile_configs(int64_t rows, int64_t prepared_m) {
+  const int first = heuristic_index(prepared_m > 0 ? prepared_m : rows);
+  std::vector<KernelConfig> out{kernel_config_of(kTileConfigs[first])};
+  for (int i = 0; i < kNumTileConfigs; ++i) {
+    if (i != first) out.push_back(kernel_config_of(kTileConfigs[i]));
   }
-  const int64_t m = prepared_m > 0 ? prepared_m : rows;
-  // Measured here (AVX-512), decoding a weight costs about as much as
-  // multiplying it with 6-8 rows of A: up to 8 rows the tile is shared by
-  // them all with long K chunks; above, the M block grows so decoding stays
-  // a small fraction of the work.
-  if (m <= 8) return kTileConfigs[0];
-  if (m <= 64) return kTileConfigs[1];
-  return kTileConfigs[2];
+  return out;
+}
+
+const TileConfig& pick_tile_config(const char* op, const KernelConfig& config, int64_t rows, int64_t prepared_m) {
+  if (config.empty()) return kTileConfigs[heuristic_index(prepared_m > 0 ? prepared_m : rows)];
+  std::string known;
+  for (const TileConfig& c : kTileConfigs) {
+    if (kernel_config_of(c) == config) return c;
+    known += (known.empty() ? "" : ", ") + kernel_config_of(c).name();
+  }
+  core::fail(ErrorCode::invalid_argument, core::cat(op, ": config '", config.name(),
+                                                    "' is not a cpu kernel config (the cpu backend runs ", known, ")"));
 }
 
 void prepare_a(const TensorRef& A, const int32_t* perm, int64_t M, int64_t K, int64_t lda, float* a32) {
@@ -222,6 +243,13 @@ void matmul_fast(const MatmulArgs& a, void* workspace, Stream) {
   const RowsDecoder decode(w);
   with_store(a.out, N, f.with_bias ? w.bias.ptr<const float>() : nullptr, a.kName,
              [&](const auto& store) { gemm::run_tiles(M, N, K, s.a32, lda, cfg, decode, store); });
+}
+
+std::vector<KernelConfig> matmul_fast_configs(const MatmulArgs& a) {
+  return gemm::tile_configs(rows_of(a.A), a.prepared_m);
+}
+std::vector<KernelConfig> matmul_4bit_fast_configs(const Matmul4bitArgs& a) {
+  return gemm::tile_configs(rows_of(a.A), 0);
 }
 
 size_t matmul_4bit_fast_workspace(const Matmul4bitArgs& a) { return Scratch::bytes(rows_of(a.A), a.A.size(-1), a.N); }

@@ -3,6 +3,8 @@
 // "cpu" (priority 10: tiles of W dequantized to fp32, OpenMP, vectorized).
 #pragma once
 
+#include <vector>
+
 #include "lowbit/ops/gemm.h"
 
 namespace lowbit::core::cpu {
@@ -14,7 +16,9 @@ size_t matmul_4bit_reference_workspace(const Matmul4bitArgs& a);
 
 void matmul_fast(const MatmulArgs& a, void* workspace, Stream stream);
 size_t matmul_fast_workspace(const MatmulArgs& a);
+std::vector<KernelConfig> matmul_fast_configs(const MatmulArgs& a);
 void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream stream);
 size_t matmul_4bit_fast_workspace(const Matmul4bitArgs& a);
+std::vector<KernelConfig> matmul_4bit_fast_configs(const Matmul4bitArgs& a);
 
 }  // namespace lowbit::core::cpu

@@ -8,9 +8,10 @@ namespace lowbit::core::cpu {
 void register_gemm_ops() {
   constexpr DeviceType kCpu = DeviceType::cpu;
   OpRegistry<MatmulArgs>::add({"cpu-reference", kCpu, 0, matmul_reference, matmul_reference_workspace});
-  OpRegistry<MatmulArgs>::add({"cpu", kCpu, 10, matmul_fast, matmul_fast_workspace});
+  OpRegistry<MatmulArgs>::add({"cpu", kCpu, 10, matmul_fast, matmul_fast_workspace, matmul_fast_configs});
   OpRegistry<Matmul4bitArgs>::add({"cpu-reference", kCpu, 0, matmul_4bit_reference, matmul_4bit_reference_workspace});
-  OpRegistry<Matmul4bitArgs>::add({"cpu", kCpu, 10, matmul_4bit_fast, matmul_4bit_fast_workspace});
+  OpRegistry<Matmul4bitArgs>::add(
+      {"cpu", kCpu, 10, matmul_4bit_fast, matmul_4bit_fast_workspace, matmul_4bit_fast_configs});
 }
 
 }  // namespace lowbit::core::cpu

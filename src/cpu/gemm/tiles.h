@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "cpu/quant/parallel.h"
+#include "lowbit/ops/kernel_config.h"
 #include "lowbit/tensor.h"
 
 namespace lowbit::core::cpu::gemm {
@@ -19,7 +21,6 @@ namespace lowbit::core::cpu::gemm {
 inline constexpr int kVec = 16;
 
 struct TileConfig {
-  const char* name;
   int mb;  // output rows (of A) per task
   int nt;  // output columns (rows of W) per task
   int kc;  // columns of K per dequantized W tile; a multiple of kVec
@@ -29,17 +30,21 @@ struct TileConfig {
 // accumulators [mb, nt] (<= 32 KB) live on each thread's stack, sized to
 // stay in L1/L2 while the A block [mb, kc] streams through.
 inline constexpr TileConfig kTileConfigs[] = {
-    {"m8_n16_k512", 8, 16, 512},      // small M: long K chunks, the tile is used by <= 8 rows
-    {"m32_n32_k256", 32, 32, 256},    // mid M
-    {"m128_n64_k256", 128, 64, 256},  // large M: a decoded tile serves 128 rows
+    {8, 16, 512},    // small M: long K chunks, the tile is used by <= 8 rows
+    {32, 32, 256},   // mid M
+    {128, 64, 256},  // large M: a decoded tile serves 128 rows
 };
 inline constexpr int kNumTileConfigs = static_cast<int>(sizeof(kTileConfigs) / sizeof(kTileConfigs[0]));
 inline constexpr int kMaxTileFloats = 64 * 256;
 inline constexpr int kMaxAccFloats = 128 * 64;
 
-// The config to run: `config` when >= 0 (validated), else the heuristic on
-// the prepared M (rows when none was prepared).
-const TileConfig& pick_tile_config(const char* op, int config, int64_t rows, int64_t prepared_m);
+// A tile config by value: family "cpu", block_m = mb, block_n = nt, block_k = kc.
+KernelConfig kernel_config_of(const TileConfig& c);
+// The configs for the prepared M (rows when none was prepared), best first.
+std::vector<KernelConfig> tile_configs(int64_t rows, int64_t prepared_m);
+// The config to run: `config` when given (one of kTileConfigs, else an error
+// naming them), else the first of tile_configs.
+const TileConfig& pick_tile_config(const char* op, const KernelConfig& config, int64_t rows, int64_t prepared_m);
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "cuda/gemm/params.h"
+#include "cuda/gemm/shapes.h"
 #include "lowbit/ops/gemm.h"
 
 namespace lowbit::cuda::gemm {
@@ -46,28 +47,24 @@ KernelInfo table_kernel(int lb, bool bf16, int mt);
 // The tiles layout's kernels, one instance function per decoder (one
 // translation unit each): integer codes of 1, 2, 4, 8 bits, and the 4-bit
 // tables; shape: an index into the kernel's shape list.
-// - tiles_mma_kernel_* (tiles_mma.cuh, kernels_tiles_*.cu): kTilesShapes of
-//   tiles_instances.cuh;
+// - tiles_mma_kernel_* (tiles_mma.cuh, kernels_tiles_*.cu): kTilesShapes;
 // - tiles_wgmma_kernel_* (tiles_wgmma.cuh, sm_90a, kernels_wgmma_*.cu): 4- and
-//   8-bit codes and the tables only, kWgmmaShapes of wgmma_instances.cuh;
-// - tiles_stream_kernel_* (tiles_stream.cuh, kernels_stream_*.cu): kStreamShapes
-//   of stream_instances.cuh.
+//   8-bit codes and the tables only, kWgmmaShapes;
+// - tiles_stream_kernel_* (tiles_stream.cuh, kernels_stream_*.cu): kStreamShapes.
+// (shapes.h lists them; an instance this build leaves out is empty.)
 KernelInfo tiles_mma_kernel_b1(bool bf16, int shape);
 KernelInfo tiles_mma_kernel_b2(bool bf16, int shape);
 KernelInfo tiles_mma_kernel_b4(bool bf16, int shape);
 KernelInfo tiles_mma_kernel_b8(bool bf16, int shape);
 KernelInfo tiles_mma_kernel_table(bool bf16, int shape);
-int tiles_num_shapes();
 KernelInfo tiles_wgmma_kernel_b4(bool bf16, int shape);
 KernelInfo tiles_wgmma_kernel_b8(bool bf16, int shape);
 KernelInfo tiles_wgmma_kernel_table(bool bf16, int shape);
-int wgmma_num_shapes();
 KernelInfo tiles_stream_kernel_b1(bool bf16, int shape);
 KernelInfo tiles_stream_kernel_b2(bool bf16, int shape);
 KernelInfo tiles_stream_kernel_b4(bool bf16, int shape);
 KernelInfo tiles_stream_kernel_b8(bool bf16, int shape);
 KernelInfo tiles_stream_kernel_table(bool bf16, int shape);
-int stream_num_shapes();
 
 // One tiles-layout kernel's instance functions by decoder (null: the kernel
 // does not take those codes).

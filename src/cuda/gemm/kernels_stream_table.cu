@@ -5,6 +5,4 @@ namespace lowbit::cuda::gemm {
 KernelInfo tiles_stream_kernel_table(bool bf16, int shape) {
   return stream_instance_at<TileTable::template Of>(bf16, shape);
 }
-
-int stream_num_shapes() { return kNumStreamShapes; }
 }  // namespace lowbit::cuda::gemm

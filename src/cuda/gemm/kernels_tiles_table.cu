@@ -6,7 +6,3 @@ KernelInfo tiles_mma_kernel_table(bool bf16, int shape) {
   return tiles_instance_at<TileTable::template Of>(bf16, shape);
 }
 }  // namespace lowbit::cuda::gemm
-
-namespace lowbit::cuda::gemm {
-int tiles_num_shapes() { return kNumTilesShapes; }
-}  // namespace lowbit::cuda::gemm

@@ -6,7 +6,3 @@ KernelInfo tiles_wgmma_kernel_table(bool bf16, int shape) {
   return wgmma_instance_at<TileTable::template Of>(bf16, shape);
 }
 }  // namespace lowbit::cuda::gemm
-
-namespace lowbit::cuda::gemm {
-int wgmma_num_shapes() { return kNumWgmmaShapes; }
-}  // namespace lowbit::cuda::gemm

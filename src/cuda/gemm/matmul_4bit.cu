@@ -100,21 +100,36 @@ __global__ void __launch_bounds__(32 * kWarps) cuda_core_kernel(const CoreParams
   }
 }
 
-// The path for these arguments: the forced one where it fits, else the
-// fused kernel for small M and dequantize + cuBLASLt above.
-Path path_of(const Matmul4bitArgs& a) {
-  LOWBIT_REQUIRE(a.config < kNumPaths, ErrorCode::invalid_argument, op, ": config must be -1 or below ", kNumPaths,
-                 " on cuda (got ", a.config, ")");
-  const bool fused = fused_fits(a), gemm = dequant_gemm_fits(a);
-  switch (a.config) {
-    case kFused: return fused ? kFused : kCudaCore;
-    case kDequantGemm: return gemm ? kDequantGemm : kCudaCore;
-    case kCudaCore: return kCudaCore;
-    default: break;
+// Null when the path runs these arguments, else why not.
+const char* cannot_run(const Matmul4bitArgs& a, Path path) {
+  switch (path) {
+    case kFused: return fused_fits(a) ? nullptr : "the fused kernel does not take these dtypes, K or alignment";
+    case kDequantGemm: return dequant_gemm_fits(a) ? nullptr : "cuBLASLt has no GEMM from A's dtype to out's";
+    default: return nullptr;
   }
+}
+
+// The heuristic: the fused kernel for small M, dequantize + cuBLASLt above.
+Path heuristic_path(const Matmul4bitArgs& a) {
+  const bool fused = fused_fits(a), gemm = dequant_gemm_fits(a);
   if (fused && rows_of(a) <= kFusedMaxM) return kFused;
   if (gemm) return kDequantGemm;
   return fused ? kFused : kCudaCore;
+}
+
+// The path for these arguments: the forced one (an error where it cannot
+// run), else the heuristic's.
+Path path_of(const Matmul4bitArgs& a) {
+  if (a.config.empty()) return heuristic_path(a);
+  for (int i = 0; i < kNumPaths; ++i) {
+    if (a.config.name() != kPathNames[i]) continue;
+    const char* why = cannot_run(a, static_cast<Path>(i));
+    LOWBIT_REQUIRE(why == nullptr, ErrorCode::invalid_argument, op, ": config '", kPathNames[i],
+                   "' cannot run here: ", why);
+    return static_cast<Path>(i);
+  }
+  core::fail(ErrorCode::invalid_argument,
+             core::cat(op, ": config '", a.config.name(), "' is not a cuda path (fused, dequant_gemm or cuda_core)"));
 }
 
 }  // namespace
@@ -170,6 +185,15 @@ size_t matmul_4bit_workspace(const Matmul4bitArgs& a) {
   return bnb4::dequant_gemm_workspace(a);
 }
 
-int matmul_4bit_num_configs() { return bnb4::kNumPaths; }
+std::vector<KernelConfig> matmul_4bit_configs(const Matmul4bitArgs& a) {
+  if (a.A.numel() == 0) return {};  // no rows: nothing runs
+  DeviceGuard guard(a.A.device.index, Matmul4bitArgs::kName);
+  const bnb4::Path first = bnb4::heuristic_path(a);
+  std::vector<KernelConfig> out{{bnb4::kPathNames[first]}};
+  for (int i = 0; i < bnb4::kNumPaths; ++i) {
+    if (i != first && bnb4::cannot_run(a, static_cast<bnb4::Path>(i)) == nullptr) out.push_back({bnb4::kPathNames[i]});
+  }
+  return out;
+}
 
 }  // namespace lowbit::cuda

@@ -22,8 +22,11 @@
 
 namespace lowbit::cuda::bnb4 {
 
+// The paths, by their config names (Matmul4bitArgs::config): "fused",
+// "dequant_gemm", "cuda_core".
 enum Path : int { kFused = 0, kDequantGemm = 1, kCudaCore = 2 };
 inline constexpr int kNumPaths = 3;
+inline constexpr const char* kPathNames[kNumPaths] = {"fused", "dequant_gemm", "cuda_core"};
 
 enum class FloatKind : uint8_t { f32, f16, bf16 };
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "lowbit/ops/gemm.h"
 
@@ -11,14 +12,16 @@ namespace lowbit::cuda {
 
 void matmul(const MatmulArgs& a, void* workspace, Stream stream);
 size_t matmul_workspace(const MatmulArgs& a);
-// Kernel configs MatmulArgs::config may name (tests sweep them).
-int matmul_num_configs();
+// The kernel configs MatmulArgs::config may name for these arguments, the
+// heuristic's first (kernel_configs); none when A has no rows.
+std::vector<KernelConfig> matmul_configs(const MatmulArgs& a);
 // bitsandbytes matmul_4bit on a 4-bit QuantState (Matmul4bitArgs). The
 // workspace holds the dequantized weight and cuBLASLt's scratch on the paths
 // that use them (zero bytes otherwise).
 void matmul_4bit(const Matmul4bitArgs& a, void* workspace, Stream stream);
 size_t matmul_4bit_workspace(const Matmul4bitArgs& a);
-// Paths Matmul4bitArgs::config may name (tests sweep them).
-int matmul_4bit_num_configs();
+// The paths Matmul4bitArgs::config may name for these arguments, the
+// heuristic's first: "fused", "dequant_gemm", "cuda_core".
+std::vector<KernelConfig> matmul_4bit_configs(const Matmul4bitArgs& a);
 
 }  // namespace lowbit::cuda

@@ -10,18 +10,6 @@
 
 namespace lowbit::cuda::gemm {
 
-// The kernel's configs {m_tiles, row_tiles, warps, depth, blocks}
-// (StreamShape): M tiles of 8 and 16 with 8 warps a block and 2 blocks an
-// SM; M tile 16 with 16 warps and one block an SM (twice the shared memory a
-// block for the activations: fewer K splits when they, not the GPU's fill,
-// set the count); M tile 32, 16 warps of one row tile, one block an SM; M
-// tile 64, 12 warps of one row tile (165 registers), one block an SM. The
-// heuristic's choices for M <= 8, 16, 32, and M <= 64 where wgmma does not
-// serve (matmul.cu).
-inline constexpr StreamShape kStreamShapes[] = {
-    {1, 2, 8, 4, 2}, {2, 2, 8, 4, 2}, {2, 2, 16, 4, 1}, {4, 1, 16, 4, 1}, {8, 1, 12, 4, 1}};
-inline constexpr int kNumStreamShapes = static_cast<int>(sizeof(kStreamShapes) / sizeof(kStreamShapes[0]));
-
 template <class Dec, class T, StreamShape kShape>
 KernelInfo stream_instance() {
   using S = TilesStreamShape<Dec, kShape.m_tiles, kShape.row_tiles, kShape.warps, kShape.depth>;
@@ -41,7 +29,7 @@ KernelInfo stream_instance() {
 // The instance of shape `index` (kStreamShapes) for fp16 or bf16 activations.
 template <template <class> class DecOf>
 KernelInfo stream_instance_at(bool bf16, int index) {
-  return shape_instance_at<kNumStreamShapes>(bf16, index, [](auto i, auto t) {
+  return shape_instance_at<kStreamShapes>(bf16, index, [](auto i, auto t) {
     using T = decltype(t);
     return stream_instance<DecOf<T>, T, kStreamShapes[decltype(i)::value]>();
   });

@@ -11,17 +11,6 @@
 
 namespace lowbit::cuda::gemm {
 
-// The kernel's configs (MatmulArgs::config indexes them for the tiles layout):
-// {m_tiles, row_tiles, stage_tiles, warps, stages}, see TilesShape. 0-3: M
-// tiles 8..64 with 4 stages (two blocks an SM at M tiles 8 and 16); 4-5: M
-// tiles 8 and 16 with 3 stages (three blocks an SM, two with the 4-bit
-// tables' 32 KB lookup table), the heuristic's choice (matmul.cu). (4 row
-// tiles a warp with one tile column a stage was no faster at M = 1 and
-// slower at 16.)
-inline constexpr TilesShape kTilesShapes[] = {{1, 2, 2, 8, 4}, {2, 2, 2, 8, 4}, {4, 1, 2, 8, 4},
-                                              {8, 1, 1, 8, 4}, {1, 2, 2, 8, 3}, {2, 2, 2, 8, 3}};
-inline constexpr int kNumTilesShapes = static_cast<int>(sizeof(kTilesShapes) / sizeof(kTilesShapes[0]));
-
 // A shape's tiles per stage for a bit width: columns from 64 (the A
 // swizzle's 8 chunks) to 512, and A's stage at most 8 KB.
 constexpr TilesShape tiles_shape_for(TilesShape s, int bits) {
@@ -48,25 +37,31 @@ KernelInfo tiles_instance() {
   return k;
 }
 
-// Instance `index` of a kernel's list of kCount shapes for fp16 or bf16
+// Instance `index` of a family's shape list (shapes.h) for fp16 or bf16
 // activations: make(std::integral_constant<int, I>{}, T{}) builds shape I's
 // (the kernels' *_instance_at below and in wgmma_ / stream_instances.cuh).
-template <class T, class Make, int... I>
+// Shapes this build leaves out (built() false) give an empty KernelInfo.
+template <class T, const auto& kShapes, class Make, int... I>
 KernelInfo shape_instance(int index, Make make, std::integer_sequence<int, I...>) {
   KernelInfo k;
-  ((index == I ? (k = make(std::integral_constant<int, I>{}, T{}), 0) : 0), ...);
+  auto one = [&](auto i) {
+    if constexpr (built(kShapes[decltype(i)::value])) {
+      if (index == decltype(i)::value) k = make(i, T{});
+    }
+  };
+  (one(std::integral_constant<int, I>{}), ...);
   return k;
 }
-template <int kCount, class Make>
+template <const auto& kShapes, class Make>
 KernelInfo shape_instance_at(bool bf16, int index, Make make) {
-  using Seq = std::make_integer_sequence<int, kCount>;
-  return bf16 ? shape_instance<BF16>(index, make, Seq{}) : shape_instance<F16>(index, make, Seq{});
+  using Seq = std::make_integer_sequence<int, count_of(kShapes)>;
+  return bf16 ? shape_instance<BF16, kShapes>(index, make, Seq{}) : shape_instance<F16, kShapes>(index, make, Seq{});
 }
 
 // The instance of shape `index` (kTilesShapes) for fp16 or bf16 activations.
 template <template <class> class DecOf>
 KernelInfo tiles_instance_at(bool bf16, int index) {
-  return shape_instance_at<kNumTilesShapes>(bf16, index, [](auto i, auto t) {
+  return shape_instance_at<kTilesShapes>(bf16, index, [](auto i, auto t) {
     using T = decltype(t);
     return tiles_instance<DecOf<T>, T, tiles_shape_for(kTilesShapes[decltype(i)::value], DecOf<T>::kBits)>();
   });

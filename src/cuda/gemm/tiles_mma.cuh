@@ -40,16 +40,11 @@
 #include "cuda/gemm/kernel.cuh"
 #include "cuda/gemm/mma.cuh"
 #include "cuda/gemm/params.h"
+#include "cuda/gemm/shapes.h"
 
 namespace lowbit::cuda::gemm {
 
 constexpr int cmin(int a, int b) { return a < b ? a : b; }
-
-// A config of the kernel: n8 tiles of M a block (MT), row tiles a warp
-// (RT), tile columns a stage (TPS), warps and pipeline stages a block.
-struct TilesShape {
-  int m_tiles, row_tiles, stage_tiles, warps, stages;
-};
 
 template <class Dec, int MT_, int RT_, int TPS, int kWarps_, int kStages_>
 struct TilesMmaShape {

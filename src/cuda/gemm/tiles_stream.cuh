@@ -45,16 +45,10 @@
 #include "cuda/gemm/kernel.cuh"
 #include "cuda/gemm/mma.cuh"
 #include "cuda/gemm/params.h"
+#include "cuda/gemm/shapes.h"
 #include "cuda/gemm/tiles_mma.cuh"
 
 namespace lowbit::cuda::gemm {
-
-// A config of the kernel: n8 tiles of M a block (MT), row tiles a warp
-// (RT), warps a block, tiles prefetched a row tile, and the blocks an SM its
-// registers (launch bounds) and shared memory (the host's split) are sized for.
-struct StreamShape {
-  int m_tiles, row_tiles, warps, depth, blocks;
-};
 
 template <class Dec, int MT_, int RT_, int kWarps_, int kDepth_>
 struct TilesStreamShape {

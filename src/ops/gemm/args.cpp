@@ -124,8 +124,6 @@ void check(const MatmulArgs& a) {
   ops::gemm::require_dtype_field(op, "accum_dtype", a.accum_dtype, {DType::f32, DType::f16});
   LOWBIT_REQUIRE(a.prepared_m >= 0, ErrorCode::invalid_argument, op, ": prepared_m must be >= 0 (got ", a.prepared_m,
                  ")");
-  LOWBIT_REQUIRE(a.config >= -1, ErrorCode::invalid_argument, op,
-                 ": config must be -1 (heuristic) or a config index (got ", a.config, ")");
   const PackedWeightRef& w = a.weight;
   core::require_same_device(op, {{"A", &a.A},
                                  {"out", &a.out},
@@ -137,6 +135,7 @@ void check(const MatmulArgs& a) {
 }
 size_t workspace_size(const MatmulArgs& a) { return ops::backend_workspace(a, a.A.device); }
 void run(const MatmulArgs& a, void* ws, Stream s) { ops::dispatch(a, a.A.device, ws, s); }
+std::vector<KernelConfig> kernel_configs(const MatmulArgs& a) { return ops::backend_configs(a, a.A.device); }
 
 void check(const Matmul4bitArgs& a) {
   const char* op = Matmul4bitArgs::kName;
@@ -163,8 +162,6 @@ void check(const Matmul4bitArgs& a) {
     core::require_numel(op, "bias", a.bias, a.N);
     core::require_contiguous(op, "bias", a.bias);
   }
-  LOWBIT_REQUIRE(a.config >= -1, ErrorCode::invalid_argument, op,
-                 ": config must be -1 (heuristic) or a config index (got ", a.config, ")");
   core::require_same_device(op, {{"A", &a.A},
                                  {"out", &a.out},
                                  {"packed", &a.packed},
@@ -174,5 +171,6 @@ void check(const Matmul4bitArgs& a) {
 }
 size_t workspace_size(const Matmul4bitArgs& a) { return ops::backend_workspace(a, a.A.device); }
 void run(const Matmul4bitArgs& a, void* ws, Stream s) { ops::dispatch(a, a.A.device, ws, s); }
+std::vector<KernelConfig> kernel_configs(const Matmul4bitArgs& a) { return ops::backend_configs(a, a.A.device); }
 
 }  // namespace lowbit

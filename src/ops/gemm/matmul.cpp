@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "core/registry.h"
 #include "core/weight_format.h"
 #include "ops/common.h"
 #include "ops/gemm/common.h"
@@ -88,8 +89,10 @@ void Matmul::forward(const TensorRef& A, const PackedWeight& W, const TensorRef&
   check_weight_matches(config_, W.format);
   const MatmulArgs a = args(A, W.ref(), out);
   check(a);  // before sizing the workspace, which reads A's shape
-  Tensor ws = ops::workspace_on(workspace_size(a), A.device, stream);
-  run(a, ws.data(), stream);
+  // The backend chosen, checked and sized once: then one run.
+  const core::OpImpl<MatmulArgs>& impl = core::OpRegistry<MatmulArgs>::select(A.device);
+  Tensor ws = ops::workspace_on(impl.workspace ? impl.workspace(a) : 0, A.device, stream);
+  impl.run(a, ws.data(), stream);
 }
 
 Tensor Matmul::forward(const TensorRef& A, const PackedWeight& W, Stream stream) const {

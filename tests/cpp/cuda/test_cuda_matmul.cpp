@@ -43,12 +43,12 @@ void check_cuda_matmul(const MatmulConfig& c, int64_t M, int64_t offset, const s
   const PackedWeight W = mm.transform_weight(w);
   const DeviceView a = device_view(M, c.K, c.A_dtype, offset);
   copy(a.ref, A.ref());
-#if defined(LOWBIT_WITH_CUDA)
-  const int configs = cuda::matmul_num_configs();
-#else
-  const int configs = 0;
-#endif
-  for (int config = -1; config < configs; ++config) {
+  std::vector<KernelConfig> configs{KernelConfig{}};
+  {
+    const DeviceView probe = device_view(M, c.N, c.out_dtype, out_offset);
+    for (KernelConfig& k : kernel_configs(mm.args(a.ref, W.ref(), probe.ref))) configs.push_back(std::move(k));
+  }
+  for (const KernelConfig& config : configs) {
     const DeviceView out_view = device_view(M, c.N, c.out_dtype, out_offset);
     MatmulArgs args = mm.args(a.ref, W.ref(), out_view.ref);
     args.config = config;
@@ -60,7 +60,7 @@ void check_cuda_matmul(const MatmulConfig& c, int64_t M, int64_t offset, const s
     Tensor out = Tensor::empty({M, c.N}, c.out_dtype, Device::cuda(0));
     copy(out.ref(), out_view.ref);
     expect_close(oracle, out, matmul_tolerance(c.A_dtype, c.out_dtype, c.accum_dtype, c.K, DeviceType::cuda),
-                 what + " M=" + std::to_string(M) + " config " + std::to_string(config));
+                 what + " M=" + std::to_string(M) + " config " + (config.empty() ? "heuristic" : config.name()));
   }
 }
 
@@ -75,6 +75,55 @@ MatmulConfig config(WeightType type, int64_t N, int64_t K, int64_t group, bool z
   c.zeros_mode = ZerosMode::quantized;
   c.out_dtype = DType::f32;
   return c;
+}
+
+// The heuristic's pick by value, first in kernel_configs, on a Hopper GPU
+// (elsewhere wgmma is filtered out); a config that cannot run says why.
+TEST(CudaMatmul, SelectionByValue) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+  bool hopper = false;
+#if defined(LOWBIT_WITH_CUDA)
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  hopper = prop.major == 9 && prop.minor == 0;
+#endif
+  struct Want {
+    WeightType type;
+    int64_t M;
+    const char* first;
+  };
+  const Want wants[] = {
+      {WeightType::nf4, 1, "stream_m8_n256"},
+      {WeightType::int4, 32, "stream_m32_n256"},
+      {WeightType::int4, 64, hopper ? "wgmma_m64_n256_k64" : "stream_m64_n192"},
+      {WeightType::nf4, 128, hopper ? "wgmma_m128_n128_k128" : "mma_m64_n128_s4"},
+      {WeightType::int8, 4096, hopper ? "wgmma_m256_n128_k128" : "mma_m64_n128_s4"},
+      {WeightType::int2, 100, "mma_m64_n128_s4"},
+  };
+  for (const Want& w : wants) {
+    MatmulConfig c = config(w.type, 64, 512, 128, false);
+    c.M = {w.M};
+    const Matmul mm(c, Device::cuda(0));
+    const PackedWeight W = mm.transform_weight(random_weight(c, DType::f16, false));
+    const Tensor A = Tensor::empty({w.M, c.K}, c.A_dtype, Device::cuda(0));
+    const Tensor out = Tensor::empty({w.M, c.N}, c.out_dtype, Device::cuda(0));
+    const std::vector<KernelConfig> configs = kernel_configs(mm.args(A, W.ref(), out));
+    ASSERT_FALSE(configs.empty());
+    EXPECT_EQ(configs.front().name(), w.first) << weight_type_name(w.type) << " M=" << w.M;
+  }
+  MatmulConfig c = config(WeightType::int2, 64, 512, 128, false);
+  const Matmul mm(c, Device::cuda(0));
+  const PackedWeight W = mm.transform_weight(random_weight(c, DType::f16, false));
+  const Tensor A = Tensor::empty({8, c.K}, c.A_dtype, Device::cuda(0));
+  const Tensor out = Tensor::empty({8, c.N}, c.out_dtype, Device::cuda(0));
+  MatmulArgs a = mm.args(A, W.ref(), out);
+  a.config = parse_kernel_config("wgmma_m128_n128_k128");
+  expect_error([&] { (void)workspace_size(a); }, ErrorCode::invalid_argument,
+               {"matmul: config 'wgmma_m128_n128_k128' cannot run int2 here: ",
+                hopper ? "wgmma takes 4- and 8-bit codes only" : "wgmma needs an sm_90 device"});
+  a.config = parse_kernel_config("rows_m8_n128");
+  expect_error([&] { (void)workspace_size(a); }, ErrorCode::invalid_argument,
+               {"matmul: config 'rows_m8_n128' is not a cuda kernel config of the tiles layout"});
 }
 
 TEST(CudaMatmul, MisalignedAIsGathered) {

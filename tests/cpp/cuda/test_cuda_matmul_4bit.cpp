@@ -51,8 +51,8 @@ struct Case {
     return std::string(quant4_type_name()) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
            " bs=" + std::to_string(blocksize) + (nested ? " nested" : "") + " M=" + std::to_string(M) + " A " +
            std::string(dtype_name(a_dtype)) + " out " + std::string(dtype_name(out_dtype)) +
-           (bias ? " bias " + std::string(dtype_name(bias_dtype)) : "") + " offsets " + std::to_string(a_offset) +
-           "/" + std::to_string(out_offset) + "/" + std::to_string(packed_offset);
+           (bias ? " bias " + std::string(dtype_name(bias_dtype)) : "") + " offsets " + std::to_string(a_offset) + "/" +
+           std::to_string(out_offset) + "/" + std::to_string(packed_offset);
   }
   const char* quant4_type_name() const { return type == Quant4Type::nf4 ? "nf4" : "fp4"; }
 };
@@ -66,7 +66,7 @@ struct Prepared {
   int64_t blocksize2 = 256;
   Oracle oracle;
 
-  Matmul4bitArgs args(int config) const {
+  Matmul4bitArgs args(const KernelConfig& config = {}) const {
     Matmul4bitArgs a;
     a.A = A.ref;
     a.packed = packed.ref;
@@ -112,18 +112,26 @@ Prepared prepare(const Case& c) {
 void expect_output(const Prepared& p, const std::string& what) {
   Tensor out = Tensor::empty({p.c.M, p.c.N}, p.c.out_dtype, Device::cuda(0));
   copy(out.ref(), p.out.ref);
-  expect_close(p.oracle, out, matmul_tolerance(p.c.a_dtype, p.c.out_dtype, DType::f32, p.c.K, DeviceType::cuda),
-               what);
+  expect_close(p.oracle, out, matmul_tolerance(p.c.a_dtype, p.c.out_dtype, DType::f32, p.c.K, DeviceType::cuda), what);
 }
 
 void poison(const Prepared& p, cudaStream_t s) {
   ASSERT_EQ(cudaMemsetAsync(p.out.ref.data, 0xff, p.out.ref.nbytes(), s), cudaSuccess);
 }
 
-// Every config, then the heuristic, on the default stream.
+std::string label(const KernelConfig& c) { return c.empty() ? "heuristic" : c.name(); }
+
+// The heuristic (the empty config), then every config listed for the inputs.
+std::vector<KernelConfig> heuristic_and_configs(const Prepared& p) {
+  std::vector<KernelConfig> all{KernelConfig{}};
+  for (KernelConfig& k : kernel_configs(p.args())) all.push_back(std::move(k));
+  return all;
+}
+
+// The heuristic, then every config, on the default stream.
 void check_every_path(const Case& c) {
   const Prepared p = prepare(c);
-  for (int config = -1; config < cuda::matmul_4bit_num_configs(); ++config) {
+  for (const KernelConfig& config : heuristic_and_configs(p)) {
     const Matmul4bitArgs a = p.args(config);
     check(a);
     const size_t bytes = workspace_size(a);
@@ -131,7 +139,7 @@ void check_every_path(const Case& c) {
     poison(p, nullptr);
     run(a, ws.data(), Stream{});
     synchronize(Stream{});
-    expect_output(p, c.name() + " config " + std::to_string(config));
+    expect_output(p, c.name() + " config " + label(config));
   }
 }
 
@@ -198,7 +206,7 @@ TEST(CudaMatmul4bit, LlamaSizedK) {
 // Captured in a CUDA graph (strict global mode: an allocation or a
 // synchronization anywhere fails the capture) and replayed; `warm` runs the
 // op once on this thread before capturing.
-void check_captured(int config, int64_t M, bool warm) {
+void check_captured(const KernelConfig& config, int64_t M, bool warm) {
   Case c;
   c.N = 96;
   c.K = 512;
@@ -230,7 +238,7 @@ void check_captured(int config, int64_t M, bool warm) {
   poison(p, s);
   ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-  expect_output(p, c.name() + " config " + std::to_string(config) + " replayed" + (warm ? "" : " (cold thread)"));
+  expect_output(p, c.name() + " config " + label(config) + " replayed" + (warm ? "" : " (cold thread)"));
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(s);
@@ -238,11 +246,11 @@ void check_captured(int config, int64_t M, bool warm) {
 
 TEST(CudaMatmul4bit, CapturedInAGraph) {
   LOWBIT_REQUIRE_CUDA_DEVICE();
-  for (int config = -1; config < cuda::matmul_4bit_num_configs(); ++config) {
-    for (int64_t M : {1, 40, 80}) check_captured(config, M, true);
+  for (const char* config : {"", "fused", "dequant_gemm", "cuda_core"}) {
+    for (int64_t M : {1, 40, 80}) check_captured(parse_kernel_config(config), M, true);
   }
   // The first call of a host thread makes cuBLASLt's handle and plan inside the capture.
-  std::thread([] { check_captured(1, 40, false); }).join();
+  std::thread([] { check_captured(parse_kernel_config("dequant_gemm"), 40, false); }).join();
 }
 
 #endif  // LOWBIT_WITH_CUDA

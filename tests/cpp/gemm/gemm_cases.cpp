@@ -227,25 +227,7 @@ CloseCase<MatmulArgs> matmul_case(const std::string& name, const QuantizedWeight
   cc.oracle = matmul_oracle(A, dequantized.empty() ? expected_dequant(w) : dequantized, c.N, c.K,
                             c.with_bias ? to_floats(w.bias) : std::vector<float>());
   cc.tolerance = [c](DeviceType d) { return matmul_tolerance(c.A_dtype, c.out_dtype, c.accum_dtype, c.K, d); };
-  cc.configs = matmul_configs;
   return cc;
-}
-
-int matmul_configs(const core::OpImpl<MatmulArgs>& impl) {
-  const std::string name = impl.name;
-  if (name == "cpu") return core::cpu::gemm::kNumTileConfigs;
-#if defined(LOWBIT_WITH_CUDA)
-  if (name == "cuda") return cuda::matmul_num_configs();
-#endif
-  return 0;
-}
-int matmul_4bit_configs(const core::OpImpl<Matmul4bitArgs>& impl) {
-  const std::string name = impl.name;
-  if (name == "cpu") return core::cpu::gemm::kNumTileConfigs;
-#if defined(LOWBIT_WITH_CUDA)
-  if (name == "cuda") return cuda::matmul_4bit_num_configs();
-#endif
-  return 0;
 }
 
 std::string describe(const MatmulConfig& c) {

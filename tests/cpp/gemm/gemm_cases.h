@@ -35,10 +35,6 @@ Oracle matmul_oracle(const Tensor& A, const std::vector<float>& W, int64_t N, in
 CloseCase<MatmulArgs> matmul_case(const std::string& name, const QuantizedWeight& w, const Tensor& A,
                                   const std::vector<float>& dequantized = {});
 
-// Kernel configs of each matmul implementation (the harness sweeps them).
-int matmul_configs(const core::OpImpl<MatmulArgs>& impl);
-int matmul_4bit_configs(const core::OpImpl<Matmul4bitArgs>& impl);
-
 std::string describe(const MatmulConfig& c);
 
 }  // namespace lowbit::test

@@ -39,7 +39,6 @@ CloseCase<Matmul4bitArgs> bnb_case(const std::string& name, const Tensor& A, con
   c.oracle = matmul_oracle(A, W, N, K, bias.defined() ? to_floats(bias) : std::vector<float>());
   const DType a_dtype = A.dtype(), out = A.dtype();
   c.tolerance = [a_dtype, out, K](DeviceType dev) { return matmul_tolerance(a_dtype, out, DType::f32, K, dev); };
-  c.configs = matmul_4bit_configs;
   return c;
 }
 

@@ -183,12 +183,11 @@ TEST(MatmulErrors, Forward) {
   expect_error([&] { check(e); }, bad, {"matmul: weight.scale is required (got none)"});
   e = a, e.weight.format.group_size = 64;
   expect_error([&] { check(e); }, bad, {"matmul: weight.scale must have shape [4, 1] (got [4, 2])"});
-  e = a, e.config = -2;
-  expect_error([&] { check(e); }, bad, {"matmul: config must be -1 (heuristic) or a config index (got -2)"});
-  e = a, e.config = 7;
+  e = a, e.config = parse_kernel_config("wgmma_m128_n128_k128");
   const Tensor ws = Tensor::empty({static_cast<int64_t>(workspace_size(e))}, DType::u8);
   expect_error([&] { ops::run_impl(core::OpRegistry<MatmulArgs>::find("cpu"), e, ws.data(), {}); }, bad,
-               {"matmul: config must be -1 or below 3 on the cpu backend (got 7)"});
+               {"matmul: config 'wgmma_m128_n128_k128' is not a cpu kernel config (the cpu backend runs "
+                "cpu_m8_n16_k512, cpu_m32_n32_k256, cpu_m128_n64_k256)"});
   e = a, e.out = TensorRef::contiguous(out.data(), DType::f16, {2, 4}, Device::cuda(0));
   expect_error([&] { check(e); }, ErrorCode::device_mismatch, {"matmul: out must be on cpu like A (got cuda:0)"});
   expect_error([&] { run(a, nullptr); }, bad, {"matmul: workspace of", "bytes is required"});

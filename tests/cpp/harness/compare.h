@@ -28,9 +28,9 @@ struct Oracle {
 };
 
 struct Tolerance {
-  double rel = 0.0;    // output rounding, relative to |value|
-  double terms = 0.0;  // accumulation and operand rounding, relative to magnitude
-  double abs = 0.0;    // the output dtype's subnormal spacing
+  double rel = 0.0;      // output rounding, relative to |value|
+  double terms = 0.0;    // accumulation and operand rounding, relative to magnitude
+  double abs = 0.0;      // the output dtype's subnormal spacing
   double a_terms = 0.0;  // operand rounding into subnormals, relative to Σ|a|
 };
 
@@ -51,13 +51,22 @@ struct CloseCase {
   std::function<Args(Device device, const TensorRef& out, std::vector<Tensor>& keep)> make;
   Oracle oracle;
   std::function<Tolerance(DeviceType device)> tolerance;
-  // How many kernel configs an implementation has (Args::config runs -1,
-  // then 0 .. n-1); none swept when null or 0.
-  std::function<int(const core::OpImpl<Args>&)> configs;
 };
 
+// The configs an implementation lists for the case's arguments on `device`
+// (OpImpl::configs), none when it has no such list.
 template <class Args>
-Tensor run_close(const CloseCase<Args>& c, const core::OpImpl<Args>& impl, Device device, int config) {
+std::vector<KernelConfig> configs_of(const CloseCase<Args>& c, const core::OpImpl<Args>& impl, Device device) {
+  if (!impl.configs) return {};
+  std::vector<Tensor> keep;
+  Tensor out = Tensor::empty(Shape(c.output.shape.data(), c.output.shape.size()), c.output.dtype, device);
+  const Args args = c.make(device, out.ref(), keep);
+  check(args);
+  return impl.configs(args);
+}
+
+template <class Args>
+Tensor run_close(const CloseCase<Args>& c, const core::OpImpl<Args>& impl, Device device, const KernelConfig& config) {
   std::vector<Tensor> keep;
   Guarded out(c.output.shape, c.output.dtype, device);
   Args args = c.make(device, out.ref(), keep);
@@ -67,19 +76,21 @@ Tensor run_close(const CloseCase<Args>& c, const core::OpImpl<Args>& impl, Devic
   Tensor ws = ws_bytes ? Tensor::empty({static_cast<int64_t>(ws_bytes)}, DType::u8, device) : Tensor();
   ops::run_impl(impl, args, ws.data(), Stream{});
   synchronize(Stream{});
-  return out.fetch(c.name + " on " + impl.name + " config " + std::to_string(config));
+  return out.fetch(c.name + " on " + impl.name + " config " + (config.empty() ? "heuristic" : config.name()));
 }
 
+// Every implementation, with its heuristic and then each config it lists.
 template <class Args>
 void run_on_all_backends_close(const CloseCase<Args>& c) {
   for (const auto& impl : core::OpRegistry<Args>::all()) {
     if (impl.device == DeviceType::cuda && !cuda_available()) continue;
     const Device device = impl.device == DeviceType::cuda ? Device::cuda(0) : Device::cpu();
-    const int n = c.configs ? c.configs(impl) : 0;
-    for (int config = -1; config < n; ++config) {
+    std::vector<KernelConfig> configs{KernelConfig{}};
+    for (KernelConfig& k : configs_of(c, impl, device)) configs.push_back(std::move(k));
+    for (const KernelConfig& config : configs) {
       const Tensor got = run_close(c, impl, device, config);
       expect_close(c.oracle, got, c.tolerance(impl.device),
-                   c.name + " [" + impl.name + (config >= 0 ? " config " + std::to_string(config) : "") + "]");
+                   c.name + " [" + impl.name + (config.empty() ? "" : " config " + config.name()) + "]");
     }
   }
 }
