@@ -59,10 +59,10 @@ KernelConfig parse_kernel_config(std::string_view name) {
     const std::string_view t = tokens[i];
     LOWBIT_REQUIRE(!t.empty(), ErrorCode::invalid_argument, kOp, ": '", name,
                    "' has an empty part (expected family[_m<rows>][_n<rows>][_k<columns>][_s<stages>])");
-    for (const char ch : t) {
-      LOWBIT_REQUIRE((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'), ErrorCode::invalid_argument, kOp, ": '",
-                     name, "': the family '", t, "' must be lowercase letters and digits");
-    }
+    bool ok = t[0] >= 'a' && t[0] <= 'z';
+    for (const char ch : t) ok = ok && ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'));
+    LOWBIT_REQUIRE(ok, ErrorCode::invalid_argument, kOp, ": '", name, "': the family '", t,
+                   "' must be lowercase letters and digits, a letter first in each part");
     if (!c.family.empty()) c.family += '_';
     c.family += t;
   }

@@ -1,4 +1,4 @@
-// KernelInfo of one instance of rows_mma_kernel (used by the kernels_*.cu).
+// KernelInfo of one instance of rows_mma_kernel (used by rows_instances.cuh and kernels_generic.cu).
 #pragma once
 
 #include "cuda/gemm/kernel.cuh"

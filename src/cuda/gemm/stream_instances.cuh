@@ -1,5 +1,5 @@
 // KernelInfo of the tiles-layout streaming kernel's instances (used by the
-// kernels_stream_*.cu, one translation unit per decoder).
+// generated instances/tiles_stream_*.cu, one translation unit per decoder).
 #pragma once
 
 #include <utility>

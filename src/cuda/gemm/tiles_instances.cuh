@@ -1,6 +1,6 @@
 // KernelInfo of the tiles-layout mma.sync kernel's instances (used by the
-// kernels_tiles_*.cu, one translation unit per decoder so they compile in
-// parallel).
+// generated instances/tiles_mma_*.cu, one translation unit per decoder so they
+// compile in parallel).
 #pragma once
 
 #include <type_traits>

@@ -1,5 +1,5 @@
 // KernelInfo of the tiles-layout wgmma kernel's instances (used by the
-// kernels_wgmma_*.cu, one translation unit per decoder).
+// generated instances/tiles_wgmma_*.cu, one translation unit per decoder).
 #pragma once
 
 #include "cuda/gemm/kernels.h"

@@ -27,6 +27,7 @@ TEST(KernelConfig, MalformedNamesAreRefused) {
   expect_error([] { parse_kernel_config("m128_n64"); }, bad, {"parse_kernel_config: 'm128_n64' starts with a field"});
   expect_error([] { parse_kernel_config("wgmma__m64"); }, bad, {"'wgmma__m64' has an empty part"});
   expect_error([] { parse_kernel_config("Wgmma_m64"); }, bad, {"the family 'Wgmma' must be lowercase"});
+  expect_error([] { parse_kernel_config("7"); }, bad, {"the family '7' must be", "a letter first"});
   expect_error([] { parse_kernel_config("wgmma_m64_big"); }, bad, {"'big' after the fields is not a field"});
   expect_error([] { parse_kernel_config("wgmma_n64_m64"); }, bad, {"in the order m, n, k, s"});
   expect_error([] { parse_kernel_config("wgmma_m64_m64"); }, bad, {"in the order m, n, k, s"});

@@ -1,8 +1,0 @@
-// Integer-decoder instances for 8-bit weights (magic_instances.cuh).
-#include "cuda/gemm/magic_instances.cuh"
-
-namespace lowbit::cuda::gemm {
-
-KernelInfo magic_kernel_b8(int lb, bool bf16, int mt) { return magic_bits<8>(lb, bf16, mt); }
-
-}  // namespace lowbit::cuda::gemm
