@@ -4,6 +4,7 @@
 #include "core/check.h"
 #include "lowbit/ops/gemm.h"
 #include "ops/common.h"
+#include "ops/dispatch.h"
 
 namespace lowbit::capi {
 namespace {
@@ -29,8 +30,7 @@ Matmul4bitArgs matmul_4bit_args(const char* op, const DLTensor* A, const DLTenso
 void run_matmul_4bit(const Matmul4bitArgs& a, void* stream) {
   check(a);
   const Stream s{stream};
-  const Tensor ws = ops::workspace_on(workspace_size(a), a.A.device, s);
-  run(a, ws.data(), s);
+  ops::run_with_workspace(a, a.A.device, s);
 }
 
 }  // namespace

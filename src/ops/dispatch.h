@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "core/registry.h"
+#include "ops/common.h"
 
 namespace lowbit::ops {
 
@@ -37,6 +38,16 @@ template <class Args>
 void dispatch(const Args& args, Device device, void* workspace, Stream stream) {
   check(args);
   run_impl(core::OpRegistry<Args>::select(device), args, workspace, stream);
+}
+
+// The allocating overloads' run: args checked once, the device's backend
+// picked once, its workspace taken from the stream-ordered allocator.
+template <class Args>
+void run_with_workspace(const Args& args, Device device, Stream stream) {
+  check(args);
+  const core::OpImpl<Args>& impl = core::OpRegistry<Args>::select(device);
+  const Tensor ws = workspace_on(impl.workspace ? impl.workspace(args) : 0, device, stream);
+  impl.run(args, ws.data(), stream);
 }
 
 }  // namespace lowbit::ops

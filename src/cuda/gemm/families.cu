@@ -47,7 +47,9 @@ void split_k(Plan& plan, int64_t blocks_n, int m_tile, int threads, int64_t min_
   plan.grid = dim3(static_cast<unsigned>(blocks_n), static_cast<unsigned>(blocks_m), static_cast<unsigned>(p.splits));
 }
 
-const char* smem_exceeds(const KernelInfo& k) {
+// Null when the instance exists and its shared memory fits, else why not.
+const char* instance_fault(const KernelInfo& k) {
+  if (k.kernel == nullptr) return "no instance for the format's codes";
   const size_t most = static_cast<size_t>(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, op));
   return k.smem > most ? "its shared memory exceeds the device's per block" : nullptr;
 }
@@ -80,8 +82,7 @@ KernelInfo rows_kernel(const WeightFormat& f, bool bf16, int mt) {
 KernelConfig rows_config(int s) { return {"rows", 8 * kRowsShapes[s].mt, 16 * kRowsShapes[s].warps, 0, 0}; }
 
 const char* rows_cannot(const Problem& pr, int s) {
-  const KernelInfo k = rows_kernel(pr.args->weight.format, pr.bf16, kRowsShapes[s].mt);
-  return k.kernel == nullptr ? "no instance for the format" : smem_exceeds(k);
+  return instance_fault(rows_kernel(pr.args->weight.format, pr.bf16, kRowsShapes[s].mt));
 }
 
 Plan rows_plan(const Problem& pr, int s) {
@@ -102,6 +103,11 @@ Plan rows_plan(const Problem& pr, int s) {
 
 // ------------------------------------------------------------------ tiles
 
+// A tiles-layout family's instance for the problem's codes and dtype.
+KernelInfo tiles_kernel(const TilesFamily& f, const Problem& pr, int s) {
+  return tiles_kernel_for(f, pr.p.bits, pr.table, pr.bf16, s);
+}
+
 // The tiles kernels copy A in 16-byte chunks of 16-byte-aligned rows.
 void gather_unaligned_a(Plan& plan) {
   if (!plan.p.a_vec) plan.a_lda = ceil_div(plan.p.K, int64_t{8}) * 8;
@@ -112,17 +118,12 @@ KernelConfig mma_config(int s) {
   return {"mma", 8 * t.m_tiles, t.warps * t.row_tiles * core::kTileRows, 0, t.stages};
 }
 
-KernelInfo mma_kernel(const Problem& pr, int s) { return tiles_kernel_for(kTilesMma, pr.p.bits, pr.table, pr.bf16, s); }
-
-const char* mma_cannot(const Problem& pr, int s) {
-  const KernelInfo k = mma_kernel(pr, s);
-  return k.kernel == nullptr ? "no instance for the format's codes" : smem_exceeds(k);
-}
+const char* mma_cannot(const Problem& pr, int s) { return instance_fault(tiles_kernel(kTilesMma, pr, s)); }
 
 Plan mma_plan(const Problem& pr, int s) {
   Plan plan;
   plan.p = pr.p;
-  plan.k = mma_kernel(pr, s);
+  plan.k = tiles_kernel(kTilesMma, pr, s);
   prepare(plan.k, op);
   // 2 stages a split at least.
   split_k(plan, ceil_div(plan.p.N, int64_t{plan.k.n_tile}), plan.k.m_tile, plan.k.threads, 2);
@@ -135,22 +136,17 @@ KernelConfig wgmma_config(int s) {
   return {"wgmma", w.block_m, 64 * w.consumers, w.stage_k, 0};
 }
 
-KernelInfo wgmma_kernel(const Problem& pr, int s) {
-  return tiles_kernel_for(kTilesWgmma, pr.p.bits, pr.table, pr.bf16, s);
-}
-
 const char* wgmma_cannot(const Problem& pr, int s) {
   if (!device_is_sm90(op)) return "wgmma needs an sm_90 device (Hopper)";
   if (pr.p.bits != 4 && pr.p.bits != 8) return "wgmma takes 4- and 8-bit codes only";
-  const KernelInfo k = wgmma_kernel(pr, s);
-  return k.kernel == nullptr ? "no instance for the format's codes" : smem_exceeds(k);
+  return instance_fault(tiles_kernel(kTilesWgmma, pr, s));
 }
 
 Plan wgmma_plan(const Problem& pr, int s) {
   Plan plan;
   plan.p = pr.p;
   Params& p = plan.p;
-  plan.k = wgmma_kernel(pr, s);
+  plan.k = tiles_kernel(kTilesWgmma, pr, s);
   prepare(plan.k, op);
   // One block an SM: split K only to fill one wave (partial sums of large M
   // cost more than the idle SMs they would fill).
@@ -169,16 +165,13 @@ KernelConfig stream_config(int s) {
   return {"stream", 8 * t.m_tiles, t.warps * t.row_tiles * core::kTileRows, 0, 0};
 }
 
-KernelInfo stream_kernel(const Problem& pr, int s) {
-  return tiles_kernel_for(kTilesStream, pr.p.bits, pr.table, pr.bf16, s);
-}
-
 const char* stream_cannot(const Problem& pr, int s) {
   const WeightFormat& f = pr.args->weight.format;
   if (static_cast<int64_t>(f.groups()) * pr.p.np * 4 >= (int64_t{1} << 31)) {
     return "the streaming kernel addresses a group's scales in 32 bits";
   }
-  return stream_kernel(pr, s).kernel == nullptr ? "no instance for the format's codes" : nullptr;
+  // Its shared memory grows with the split: the plan sizes the split to fit.
+  return tiles_kernel(kTilesStream, pr, s).kernel == nullptr ? "no instance for the format's codes" : nullptr;
 }
 
 // K splits: ranges of whole tiles whose activations (the block's rows of M)
@@ -189,7 +182,7 @@ Plan stream_plan(const Problem& pr, int s) {
   Plan plan;
   plan.p = pr.p;
   Params& p = plan.p;
-  plan.k = stream_kernel(pr, s);
+  plan.k = tiles_kernel(kTilesStream, pr, s);
   const int64_t blocks_n = ceil_div(p.N, int64_t{plan.k.n_tile});
   const int64_t blocks_m = m_blocks(p, plan.k.m_tile);
   const int64_t rows = std::min<int64_t>(p.M, plan.k.m_tile);

@@ -9,7 +9,6 @@ namespace lowbit::cuda::gemm {
 struct KernelInfo {
   const void* kernel = nullptr;  // a __global__ taking (Params), or (CUtensorMap, Params) when tma; null: none
   bool tma = false;              // takes A's tensor map first (the wgmma kernel)
-  bool stream = false;           // the streaming kernels: smem grows with the split (A's rows)
   int blocks = 0;                // streaming kernels: blocks an SM they are sized for
   size_t smem = 0;               // dynamic shared memory bytes (streaming kernels: without A)
   int chunk = 0;                 // columns of K per chunk: 4 spans of E

@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <string>
 
 #include "core/check.h"
 #include "core/quant_math.h"
@@ -121,15 +122,16 @@ Path heuristic_path(const Matmul4bitArgs& a) {
 // run), else the heuristic's.
 Path path_of(const Matmul4bitArgs& a) {
   if (a.config.empty()) return heuristic_path(a);
+  const std::string name = a.config.name();
   for (int i = 0; i < kNumPaths; ++i) {
-    if (a.config.name() != kPathNames[i]) continue;
+    if (name != kPathNames[i]) continue;
     const char* why = cannot_run(a, static_cast<Path>(i));
     LOWBIT_REQUIRE(why == nullptr, ErrorCode::invalid_argument, op, ": config '", kPathNames[i],
                    "' cannot run here: ", why);
     return static_cast<Path>(i);
   }
   core::fail(ErrorCode::invalid_argument,
-             core::cat(op, ": config '", a.config.name(), "' is not a cuda path (fused, dequant_gemm or cuda_core)"));
+             core::cat(op, ": config '", name, "' is not a cuda path (fused, dequant_gemm or cuda_core)"));
 }
 
 }  // namespace

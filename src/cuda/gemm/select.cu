@@ -1,4 +1,6 @@
 // Enumerate → filter → rank (select.h).
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "core/check.h"
@@ -38,38 +40,42 @@ struct Preference {
 
 KernelConfig named(const char* name) { return parse_kernel_config(name); }
 
-std::vector<Preference> preferences(WeightLayout layout, int64_t m) {
-  if (layout == WeightLayout::rows) {
-    // M <= 8: one n8 tile and 8 warps (more loads in flight than 4); M <= 16:
-    // two n8 tiles (no wasted columns at 16); larger: four n8 tiles and 8
-    // warps, the most weight reuse a block.
-    if (m <= 8) return {{named("rows_m8_n128")}};
-    if (m <= 16) return {{named("rows_m16_n64")}};
-    return {{named("rows_m32_n128")}};
-  }
-  // Small M streams the weight once with A in shared memory (at M <= 16 the
-  // 16-warp shape where the activations' shared memory, not the GPU's fill,
-  // sets the K splits past one wave); from 64 rows wgmma where it runs; the
-  // mma.sync tiles where neither does.
-  const KernelConfig mma_small = named("mma_m8_n256_s3"), mma_large = named("mma_m64_n128_s4");
-  if (m <= 8) return {{named("stream_m8_n256")}, {mma_small}};
-  if (m <= 16) return {{named("stream_m16_n256"), true}, {named("stream_m16_n512")}, {mma_small}};
-  if (m <= 32) return {{named("stream_m32_n256")}, {mma_small}};
-  if (m <= 64) return {{named("wgmma_m64_n256_k64")}, {named("stream_m64_n192")}, {mma_small}};
-  if (m <= 128) return {{named("wgmma_m128_n128_k128")}, {mma_large}};
-  return {{named("wgmma_m256_n128_k128")}, {mma_large}};
+// One rung: the order of preference up to a prepared M.
+struct Rung {
+  int64_t max_m;
+  std::vector<Preference> order;
+};
+constexpr int64_t kAnyM = std::numeric_limits<int64_t>::max();
+
+// Made once (parsing names on every call would cost).
+const std::vector<Rung>& ladder(WeightLayout layout) {
+  // rows: M <= 8: one n8 tile and 8 warps (more loads in flight than 4);
+  // M <= 16: two n8 tiles (no wasted columns at 16); larger: four n8 tiles and
+  // 8 warps, the most weight reuse a block.
+  static const std::vector<Rung> rows = {
+      {8, {{named("rows_m8_n128")}}}, {16, {{named("rows_m16_n64")}}}, {kAnyM, {{named("rows_m32_n128")}}}};
+  // tiles: small M streams the weight once with A in shared memory (at M <= 16
+  // the 16-warp shape where the activations' shared memory, not the GPU's
+  // fill, sets the K splits past one wave); from 64 rows wgmma where it runs;
+  // the mma.sync tiles where neither does.
+  static const std::vector<Rung> tiles = [] {
+    const Preference mma_small{named("mma_m8_n256_s3")}, mma_large{named("mma_m64_n128_s4")};
+    return std::vector<Rung>{{8, {{named("stream_m8_n256")}, mma_small}},
+                             {16, {{named("stream_m16_n256"), true}, {named("stream_m16_n512")}, mma_small}},
+                             {32, {{named("stream_m32_n256")}, mma_small}},
+                             {64, {{named("wgmma_m64_n256_k64")}, {named("stream_m64_n192")}, mma_small}},
+                             {128, {{named("wgmma_m128_n128_k128")}, mma_large}},
+                             {kAnyM, {{named("wgmma_m256_n128_k128")}, mma_large}}};
+  }();
+  return layout == WeightLayout::rows ? rows : tiles;
 }
 
-// The preferences as values, made once (parsing names on every call would cost).
 const std::vector<Preference>& preferences_at(WeightLayout layout, int64_t m) {
-  static const std::vector<Preference> kTable[] = {
-      preferences(WeightLayout::rows, 8),   preferences(WeightLayout::rows, 16),
-      preferences(WeightLayout::rows, 17),  preferences(WeightLayout::tiles, 8),
-      preferences(WeightLayout::tiles, 16), preferences(WeightLayout::tiles, 32),
-      preferences(WeightLayout::tiles, 64), preferences(WeightLayout::tiles, 128),
-      preferences(WeightLayout::tiles, 129)};
-  if (layout == WeightLayout::rows) return kTable[m <= 8 ? 0 : m <= 16 ? 1 : 2];
-  return kTable[m <= 8 ? 3 : m <= 16 ? 4 : m <= 32 ? 5 : m <= 64 ? 6 : m <= 128 ? 7 : 8];
+  const std::vector<Rung>& rungs = ladder(layout);
+  for (const Rung& r : rungs) {
+    if (m <= r.max_m) return r.order;
+  }
+  return rungs.back().order;
 }
 
 const Candidate* find(const std::vector<Candidate>& all, const KernelConfig& c) {

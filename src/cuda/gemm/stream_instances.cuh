@@ -16,7 +16,6 @@ KernelInfo stream_instance() {
   KernelInfo k;
   k.kernel = reinterpret_cast<const void*>(
       tiles_stream_kernel<Dec, T, kShape.m_tiles, kShape.row_tiles, kShape.warps, kShape.depth, kShape.blocks>);
-  k.stream = true;
   k.blocks = kShape.blocks;
   k.smem = S::kTabBytes;  // + A's rows for the split (the plan's)
   k.chunk = k.step = S::kKT;

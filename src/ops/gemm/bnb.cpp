@@ -3,6 +3,7 @@
 #include "core/check.h"
 #include "core/quant_math.h"
 #include "ops/common.h"
+#include "ops/dispatch.h"
 #include "ops/gemm/common.h"
 #include "ops/gemm/import_common.h"
 
@@ -104,8 +105,7 @@ Tensor matmul_4bit(const TensorRef& A, const TensorRef& packed, const QuantState
   args.N = N;
   args.blocksize = state.blocksize;
   args.type = type;
-  Tensor ws = ops::workspace_on(workspace_size(args), A.device, stream);
-  run(args, ws.data(), stream);
+  ops::run_with_workspace(args, A.device, stream);
   return out;
 }
 

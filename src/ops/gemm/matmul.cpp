@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "core/check.h"
-#include "core/registry.h"
 #include "core/weight_format.h"
 #include "ops/common.h"
+#include "ops/dispatch.h"
 #include "ops/gemm/common.h"
 
 namespace lowbit {
@@ -87,12 +87,7 @@ void Matmul::forward(const TensorRef& A, const PackedWeight& W, const TensorRef&
                  ": out dtype must be the config's out_dtype ", dtype_name(config_.out_dtype), " (got ",
                  dtype_name(out.dtype), ")");
   check_weight_matches(config_, W.format);
-  const MatmulArgs a = args(A, W.ref(), out);
-  check(a);  // before sizing the workspace, which reads A's shape
-  // The backend chosen, checked and sized once: then one run.
-  const core::OpImpl<MatmulArgs>& impl = core::OpRegistry<MatmulArgs>::select(A.device);
-  Tensor ws = ops::workspace_on(impl.workspace ? impl.workspace(a) : 0, A.device, stream);
-  impl.run(a, ws.data(), stream);
+  ops::run_with_workspace(args(A, W.ref(), out), A.device, stream);
 }
 
 Tensor Matmul::forward(const TensorRef& A, const PackedWeight& W, Stream stream) const {

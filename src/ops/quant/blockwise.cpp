@@ -91,16 +91,14 @@ void compress_absmax(const Tensor& absmax, int64_t nested_blocksize, QuantState&
   const Device device = absmax.device();
   Tensor offset = Tensor::empty({1}, DType::f32, device, stream);
   AbsmaxCenterArgs center{absmax, offset};
-  Tensor ws = workspace_on(workspace_size(center), device, stream);
-  run(center, ws.data(), stream);
+  run_with_workspace(center, device, stream);
 
   const Tensor& code = code_map_on("dynamic", device);
   const int64_t nb = absmax.numel();
   Tensor qabsmax = Tensor::empty({nb}, DType::u8, device, stream);
   Tensor absmax2 = Tensor::empty({ceil_div(nb, nested_blocksize)}, DType::f32, device, stream);
   QuantizeBlockwiseArgs q{absmax, code, qabsmax, absmax2, nested_blocksize};
-  Tensor ws2 = workspace_on(workspace_size(q), device, stream);
-  run(q, ws2.data(), stream);
+  run_with_workspace(q, device, stream);
 
   auto state2 = std::make_shared<QuantState>();
   state2->absmax = absmax2;
@@ -126,8 +124,7 @@ std::pair<Tensor, QuantState> quantize_blockwise(const TensorRef& input, const T
   Tensor out = Tensor::empty(input.sizes(), DType::u8, device, stream);
   Tensor absmax = Tensor::empty({ops::ceil_div(input.numel(), blocksize)}, DType::f32, device, stream);
   QuantizeBlockwiseArgs args{input, code_ref, out, absmax, blocksize};
-  Tensor ws = ops::workspace_on(workspace_size(args), device, stream);
-  run(args, ws.data(), stream);
+  ops::run_with_workspace(args, device, stream);
 
   QuantState state;
   state.code = code.present() ? Tensor::copy_of(code, device, stream) : code_t;
@@ -147,8 +144,7 @@ Tensor dequantize_blockwise(const TensorRef& q, const QuantState& state, std::op
                  ": quant state must hold absmax and code (got an empty state)");
   Tensor out = Tensor::empty(q.sizes(), out_dtype.value_or(state.dtype), q.device, stream);
   DequantizeBlockwiseArgs args{q, state.code, state.absmax, ops::nested_of(state), out, state.blocksize};
-  Tensor ws = ops::workspace_on(workspace_size(args), q.device, stream);
-  run(args, ws.data(), stream);
+  ops::run_with_workspace(args, q.device, stream);
   return out;
 }
 

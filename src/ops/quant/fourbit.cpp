@@ -76,8 +76,7 @@ std::pair<Tensor, QuantState> quantize_4bit(const TensorRef& input, int64_t bloc
   Tensor out = Tensor::empty({(n + 1) / 2, 1}, DType::u8, device, stream);
   Tensor absmax = Tensor::empty({ops::ceil_div(n, blocksize)}, DType::f32, device, stream);
   Quantize4bitArgs args{input, out, absmax, blocksize, type};
-  Tensor ws = ops::workspace_on(workspace_size(args), device, stream);
-  run(args, ws.data(), stream);
+  ops::run_with_workspace(args, device, stream);
 
   QuantState state;
   // The serialized quant_map as bitsandbytes writes it (its fp4 code 8 is +0.0).
@@ -103,8 +102,7 @@ Tensor dequantize_4bit(const TensorRef& packed, const QuantState& state, std::op
   Tensor out = Tensor::empty(Shape(state.shape), dtype, packed.device, stream);
   Dequantize4bitArgs args{packed, state.absmax, ops::nested_of(state), out, state.blocksize,
                           quant4_from_name(state.quant_type)};
-  Tensor ws = ops::workspace_on(workspace_size(args), packed.device, stream);
-  run(args, ws.data(), stream);
+  ops::run_with_workspace(args, packed.device, stream);
   return out;
 }
 

@@ -97,8 +97,7 @@ Fp8Quantized act_quant(const TensorRef& x, int64_t block, bool ue8m0, Stream str
   Fp8Quantized r{Tensor::empty(x.sizes(), DType::f8_e4m3, x.device, stream),
                  Tensor::empty(Shape(sshape), DType::f32, x.device, stream)};
   ActQuantArgs args{x, r.values, r.scale, block, ue8m0};
-  Tensor ws = ops::workspace_on(workspace_size(args), x.device, stream);
-  run(args, ws.data(), stream);
+  ops::run_with_workspace(args, x.device, stream);
   return r;
 }
 
@@ -110,8 +109,7 @@ Fp8Quantized weight_quant(const TensorRef& w, int64_t block, Stream stream) {
   Fp8Quantized r{Tensor::empty({n, k}, DType::f8_e4m3, w.device, stream),
                  Tensor::empty({ops::ceil_div(n, block), ops::ceil_div(k, block)}, DType::f32, w.device, stream)};
   WeightQuantArgs args{w, r.values, r.scale, block};
-  Tensor ws = ops::workspace_on(workspace_size(args), w.device, stream);
-  run(args, ws.data(), stream);
+  ops::run_with_workspace(args, w.device, stream);
   return r;
 }
 
@@ -120,8 +118,7 @@ Tensor weight_dequant(const TensorRef& wq, const TensorRef& scale, int64_t block
   require_2d(WeightDequantArgs::kName, "input", wq);
   Tensor out = Tensor::empty(wq.sizes(), out_dtype, wq.device, stream);
   WeightDequantArgs args{wq, scale, out, block};
-  Tensor ws = ops::workspace_on(workspace_size(args), wq.device, stream);
-  run(args, ws.data(), stream);
+  ops::run_with_workspace(args, wq.device, stream);
   return out;
 }
 

@@ -76,8 +76,7 @@ Int8Quantized int8_vectorwise_quant(const TensorRef& a, float threshold, Stream 
                   {}};
   Tensor mask = threshold > 0.0f ? Tensor::empty({k}, DType::u8, a.device, stream) : Tensor();
   Int8VectorwiseQuantArgs args{a, r.values, r.row_stats, mask.ref(), threshold};
-  Tensor ws = ops::workspace_on(workspace_size(args), a.device, stream);
-  run(args, ws.data(), stream);
+  ops::run_with_workspace(args, a.device, stream);
   if (mask.defined()) {
     // The columns' count decides the result's size: read on the host (the
     // one wait of this op, as torch.nonzero's in bitsandbytes).
@@ -94,8 +93,7 @@ Tensor int8_vectorwise_dequant(const TensorRef& q, const TensorRef& row_stats, D
   core::require_present(Int8VectorwiseDequantArgs::kName, "input", q);
   Tensor out = Tensor::empty(q.sizes(), out_dtype, q.device, stream);
   Int8VectorwiseDequantArgs args{q, row_stats, out};
-  Tensor ws = ops::workspace_on(workspace_size(args), q.device, stream);
-  run(args, ws.data(), stream);
+  ops::run_with_workspace(args, q.device, stream);
   return out;
 }
 

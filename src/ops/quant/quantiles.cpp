@@ -34,8 +34,7 @@ Tensor estimate_quantiles(const TensorRef& input, float offset, int num_quantile
   if (num_quantiles < 256 && offset == 1.0f / 512.0f) offset = 1.0f / (2.0f * static_cast<float>(num_quantiles));
   Tensor out = Tensor::empty({256}, DType::f32, input.device, stream);
   EstimateQuantilesArgs args{input, out, offset};
-  Tensor ws = ops::workspace_on(workspace_size(args), input.device, stream);
-  run(args, ws.data(), stream);
+  ops::run_with_workspace(args, input.device, stream);
   if (num_quantiles == 256) return out;
   // bitsandbytes: out[torch.linspace(0, 255, num_quantiles).long()], the
   // linspace in float32 as torch computes it (from both ends). Gathered by
