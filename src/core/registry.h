@@ -16,17 +16,29 @@
 
 namespace lowbit::core {
 
+// A call a backend has prepared: the choices that depend only on the call's
+// shape (kernel, grid, K splits, workspace size) made once, then run with the
+// tensors of any call of that shape (the caller keys it: ops/gemm/matmul.cpp).
+template <class Args>
+struct PreparedOp {
+  virtual ~PreparedOp() = default;
+  virtual size_t workspace() const = 0;
+  virtual void run(const Args& args, void* workspace, Stream stream) const = 0;
+};
+
 template <class Args>
 struct OpImpl {
   using RunFn = void (*)(const Args& args, void* workspace, Stream stream);
   using WorkspaceFn = size_t (*)(const Args& args);
   using ConfigsFn = std::vector<KernelConfig> (*)(const Args& args);
+  using PrepareFn = std::shared_ptr<const PreparedOp<Args>> (*)(const Args& args);
   const char* name;  // "cpu-reference", "cpu", "cuda"
   DeviceType device;
   int priority;  // the highest-priority impl of a device serves run()
   RunFn run;
   WorkspaceFn workspace = nullptr;  // null: needs none
   ConfigsFn configs = nullptr;      // the kernel configs it can run for args, best first; null: none to choose
+  PrepareFn prepare = nullptr;      // null: run() makes its choices on every call
 };
 
 template <class Args>

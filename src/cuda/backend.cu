@@ -35,8 +35,9 @@ void cuda_synchronize(Stream stream) {
 
 template <class Args>
 void add(void (*run)(const Args&, void*, Stream), size_t (*workspace)(const Args&) = nullptr,
-         std::vector<KernelConfig> (*configs)(const Args&) = nullptr) {
-  OpRegistry<Args>::add(OpImpl<Args>{"cuda", DeviceType::cuda, 100, run, workspace, configs});
+         std::vector<KernelConfig> (*configs)(const Args&) = nullptr,
+         typename OpImpl<Args>::PrepareFn prepare = nullptr) {
+  OpRegistry<Args>::add(OpImpl<Args>{"cuda", DeviceType::cuda, 100, run, workspace, configs, prepare});
 }
 
 }  // namespace
@@ -55,7 +56,7 @@ void register_cuda_backend() {
   add<Int8VectorwiseQuantArgs>(cuda::int8_vectorwise_quant);
   add<Int8VectorwiseDequantArgs>(cuda::int8_vectorwise_dequant);
   add<EstimateQuantilesArgs>(cuda::estimate_quantiles, cuda::estimate_quantiles_workspace);
-  add<MatmulArgs>(cuda::matmul, cuda::matmul_workspace, cuda::matmul_configs);
+  add<MatmulArgs>(cuda::matmul, cuda::matmul_workspace, cuda::matmul_configs, cuda::matmul_prepare);
   add<Matmul4bitArgs>(cuda::matmul_4bit, cuda::matmul_4bit_workspace, cuda::matmul_4bit_configs);
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -215,6 +216,8 @@ std::vector<KernelConfig> kernel_configs(const Matmul4bitArgs& args);
 
 // ------------------------------------------------------------------- Matmul
 
+struct MatmulPlans;  // the backend plans of a Matmul's calls (src/ops/gemm/matmul.cpp)
+
 class Matmul {
  public:
   // Checks the config (throws lowbit::Error).
@@ -250,6 +253,9 @@ class Matmul {
   MatmulConfig config_;
   Device device_;
   WeightLayout layout_;
+  // Made on a call shape's first forward, then reused: forward is a lookup and
+  // a launch. Copies of a Matmul share them.
+  std::shared_ptr<MatmulPlans> plans_;
 };
 
 // The dequantized weight, fp32 [N, K] on the host, in the original column

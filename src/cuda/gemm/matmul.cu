@@ -150,6 +150,18 @@ PlanKey key_of(const MatmulArgs& a, int device) {
   return k;
 }
 
+// A plan's choices (kernel, grid, splits) with Params filled from the tensors
+// of `a`, a call of the shape the plan was made for.
+Plan with_tensors(const Plan& made, const MatmulArgs& a) {
+  Plan plan = made;
+  Params& p = plan.p;
+  p = Params{};
+  fill_params(p, a);
+  p.k_split = made.p.k_split;
+  p.splits = made.p.splits;
+  return plan;
+}
+
 // Plans kept per host thread before the cache starts over.
 constexpr size_t kMaxPlans = 256;
 
@@ -162,16 +174,7 @@ Plan plan_for(const MatmulArgs& a) {
   check(cudaGetDevice(&device), op, "cudaGetDevice");
   const PlanKey key = key_of(a, device);
   for (const auto& [k, cached] : plans) {
-    if (!(k == key)) continue;
-    Plan plan = cached;
-    Params& p = plan.p;
-    const int64_t k_split = p.k_split;
-    const int splits = p.splits;
-    p = Params{};
-    fill_params(p, a);
-    p.k_split = k_split;
-    p.splits = splits;
-    return plan;
+    if (k == key) return with_tensors(cached, a);
   }
   Plan plan = select_plan(problem_of(a));
   if (plans.size() >= kMaxPlans) plans.clear();
@@ -208,22 +211,23 @@ size_t matmul_workspace(const MatmulArgs& a) {
   return gemm::plan_for(a).bytes();
 }
 
-void matmul(const MatmulArgs& a, void* workspace, Stream stream) {
-  if (a.A.numel() == 0) return;  // no rows: nothing to write
-  DeviceGuard guard(a.A.device.index, gemm::op);
-  gemm::Plan plan = gemm::plan_for(a);
-  gemm::Params& p = plan.p;
-  LOWBIT_REQUIRE(plan.bytes() == 0 || workspace != nullptr, ErrorCode::invalid_argument, gemm::op, ": a workspace of ",
+namespace gemm {
+namespace {
+
+// Runs a plan whose Params hold the call's tensors: A gathered first when the
+// kernel cannot read it in place, the kernel, then the sum of the K splits.
+void launch(Plan& plan, void* workspace, cudaStream_t s) {
+  Params& p = plan.p;
+  LOWBIT_REQUIRE(plan.bytes() == 0 || workspace != nullptr, ErrorCode::invalid_argument, op, ": a workspace of ",
                  plan.bytes(), " bytes is required (workspace_size); got none");
-  const cudaStream_t s = to_cuda(stream);
   auto blocks_for = [](int64_t total) {
     return static_cast<int>(
-        std::max<int64_t>(1, std::min<int64_t>(ceil_div(total, int64_t{256}), int64_t{8} * sm_count(gemm::op))));
+        std::max<int64_t>(1, std::min<int64_t>(ceil_div(total, int64_t{256}), int64_t{8} * sm_count(op))));
   };
   if (plan.partial_bytes > 0) p.partial = static_cast<float*>(workspace);
   if (plan.a_lda) {
     auto* a_copy = reinterpret_cast<uint16_t*>(static_cast<char*>(workspace) + plan.partial_bytes);
-    gemm::gather_a_launch(p, a_copy, plan.a_lda, blocks_for(p.M * plan.a_lda), s);
+    gather_a_launch(p, a_copy, plan.a_lda, blocks_for(p.M * plan.a_lda), s);
     p.A = a_copy;
     p.lda = plan.a_lda;
     p.perm = nullptr;
@@ -234,12 +238,44 @@ void matmul(const MatmulArgs& a, void* workspace, Stream stream) {
   if (plan.k.tma) {
     // A [M, K] in boxes of [rows of M a block, 64] (the kernel's stage).
     tmap = tensor_map_2d_u16(p.A, static_cast<uint64_t>(p.M), static_cast<uint64_t>(p.K),
-                             static_cast<uint64_t>(p.lda) * 2, static_cast<uint32_t>(plan.k.m_tile), 64, gemm::op);
+                             static_cast<uint64_t>(p.lda) * 2, static_cast<uint32_t>(plan.k.m_tile), 64, op);
   }
   check(cudaLaunchKernel(plan.k.kernel, plan.grid, dim3(plan.k.threads), plan.k.tma ? args_tma : args_plain,
                          plan.k.smem, s),
-        gemm::op, "launch of the matmul kernel");
-  if (p.splits > 1) gemm::reduce_splits_launch(p, blocks_for(p.M * p.N), s, device_is_sm90(gemm::op));
+        op, "launch of the matmul kernel");
+  if (p.splits > 1) reduce_splits_launch(p, blocks_for(p.M * p.N), s, device_is_sm90(op));
+}
+
+// A plan made once for a caller that keys it by the call's shape (Matmul).
+class PreparedMatmul final : public core::PreparedOp<MatmulArgs> {
+ public:
+  PreparedMatmul(Plan plan, int device) : plan_(std::move(plan)), device_(device) {}
+  size_t workspace() const override { return plan_.bytes(); }
+  void run(const MatmulArgs& a, void* workspace, Stream stream) const override {
+    DeviceGuard guard(device_, op);
+    Plan plan = with_tensors(plan_, a);
+    launch(plan, workspace, to_cuda(stream));
+  }
+
+ private:
+  Plan plan_;
+  int device_;
+};
+
+}  // namespace
+}  // namespace gemm
+
+void matmul(const MatmulArgs& a, void* workspace, Stream stream) {
+  if (a.A.numel() == 0) return;  // no rows: nothing to write
+  DeviceGuard guard(a.A.device.index, gemm::op);
+  gemm::Plan plan = gemm::plan_for(a);
+  gemm::launch(plan, workspace, to_cuda(stream));
+}
+
+std::shared_ptr<const core::PreparedOp<MatmulArgs>> matmul_prepare(const MatmulArgs& a) {
+  LOWBIT_REQUIRE(a.A.numel() > 0, ErrorCode::internal, gemm::op, ": a plan needs rows of A");
+  DeviceGuard guard(a.A.device.index, gemm::op);
+  return std::make_shared<gemm::PreparedMatmul>(gemm::select_plan(gemm::problem_of(a)), a.A.device.index);
 }
 
 }  // namespace lowbit::cuda

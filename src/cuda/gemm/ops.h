@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
+#include "core/registry.h"
 #include "lowbit/ops/gemm.h"
 
 namespace lowbit::cuda {
@@ -15,6 +17,9 @@ size_t matmul_workspace(const MatmulArgs& a);
 // The kernel configs MatmulArgs::config may name for these arguments, the
 // heuristic's first (kernel_configs); none when A has no rows.
 std::vector<KernelConfig> matmul_configs(const MatmulArgs& a);
+// The plan for calls of a's shape (its device, rows, format, dtypes, config
+// and A's alignment), made without the per-thread cache; A has rows.
+std::shared_ptr<const core::PreparedOp<MatmulArgs>> matmul_prepare(const MatmulArgs& a);
 // bitsandbytes matmul_4bit on a 4-bit QuantState (Matmul4bitArgs). The
 // workspace holds the dequantized weight and cuBLASLt's scratch on the paths
 // that use them (zero bytes otherwise).

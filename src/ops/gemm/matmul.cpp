@@ -1,14 +1,55 @@
 // The Matmul class: a checked config bound to a device, packing weights into
 // that device's layout and running the matmul primitive for any M.
 #include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #include "core/check.h"
+#include "core/registry.h"
 #include "core/weight_format.h"
 #include "ops/common.h"
 #include "ops/dispatch.h"
 #include "ops/gemm/common.h"
 
 namespace lowbit {
+
+// A backend's plans for one Matmul, keyed by what its choices depend on
+// beyond the config: the device, the rows of A (grid and K splits), A's
+// 16-byte alignment (read in place or gathered) and the packed weight's scale
+// dtype and permutation.
+struct MatmulPlans {
+  using Plan = std::shared_ptr<const core::PreparedOp<MatmulArgs>>;
+  struct Key {
+    int device = 0;
+    int64_t rows = 0;
+    bool a_aligned = false, perm = false;
+    DType scale_dtype{};
+    bool operator==(const Key&) const = default;
+  };
+  // Call shapes kept before the list starts over (a caller sweeping M).
+  static constexpr size_t kMax = 64;
+
+  Plan get(const Key& key, const core::OpImpl<MatmulArgs>& impl, const MatmulArgs& a) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex);
+      for (const auto& [k, plan] : plans) {
+        if (k == key) return plan;
+      }
+    }
+    Plan plan = impl.prepare(a);  // outside the lock: selection may query the device
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (plans.size() >= kMax) plans.clear();
+    plans.emplace_back(key, plan);
+    return plan;
+  }
+
+  std::mutex mutex;
+  std::vector<std::pair<Key, Plan>> plans;
+};
+
 namespace {
 
 Tensor to_device(const Tensor& t, Device device) { return t.defined() ? t.to(device) : t; }
@@ -37,6 +78,7 @@ Matmul::Matmul(MatmulConfig config, Device device) : config_(std::move(config)),
   std::sort(config_.M.begin(), config_.M.end());
   config_.M.erase(std::unique(config_.M.begin(), config_.M.end()), config_.M.end());
   layout_ = ops::gemm::layout_for(device_, config_);
+  plans_ = std::make_shared<MatmulPlans>();
 }
 
 int64_t Matmul::prepared_m(int64_t m) const {
@@ -87,7 +129,22 @@ void Matmul::forward(const TensorRef& A, const PackedWeight& W, const TensorRef&
                  ": out dtype must be the config's out_dtype ", dtype_name(config_.out_dtype), " (got ",
                  dtype_name(out.dtype), ")");
   check_weight_matches(config_, W.format);
-  ops::run_with_workspace(args(A, W.ref(), out), A.device, stream);
+  const MatmulArgs a = args(A, W.ref(), out);
+  const core::OpImpl<MatmulArgs>& impl = core::OpRegistry<MatmulArgs>::select(A.device);
+  if (impl.prepare == nullptr || A.numel() == 0 || plans_ == nullptr) {
+    ops::run_with_workspace(a, A.device, stream);
+    return;
+  }
+  check(a);
+  MatmulPlans::Key key;
+  key.device = A.device.index;
+  key.rows = A.numel() / A.size(-1);
+  key.a_aligned = reinterpret_cast<uintptr_t>(A.data) % 16 == 0;
+  key.perm = W.perm.defined();
+  key.scale_dtype = W.scale.defined() ? W.scale.dtype() : DType::f32;
+  const MatmulPlans::Plan plan = plans_->get(key, impl, a);
+  const Tensor ws = ops::workspace_on(plan->workspace(), A.device, stream);
+  plan->run(a, ws.data(), stream);
 }
 
 Tensor Matmul::forward(const TensorRef& A, const PackedWeight& W, Stream stream) const {

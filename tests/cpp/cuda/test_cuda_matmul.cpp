@@ -181,12 +181,14 @@ TEST(CudaMatmul, ActivationsSplitK) {
 TEST(CudaMatmul, RepeatedCallsFollowTheirOwnTensors) {
   LOWBIT_REQUIRE_CUDA_DEVICE();
   // A plan's choices are kept per shape: calls of one shape on other A and
-  // out buffers, A misaligned (read through the workspace), and shapes met
-  // again after others must each read and write their own tensors.
+  // out buffers, A misaligned (read through the workspace), shapes met again
+  // after others, and a copy of the Matmul (which shares its plans) must each
+  // read and write their own tensors.
   for (const MatmulConfig& c :
        {config(WeightType::int4, 136, 1024, 128, false), config(WeightType::uint4, 72, 512, 128, true)}) {
     const QuantizedWeight w = random_weight(c, DType::f16, false);
     const Matmul mm(c, Device::cuda(0));
+    const Matmul twin = mm;
     const PackedWeight W = mm.transform_weight(w);
     const std::vector<float> expected_w = expected_dequant(w);
     const auto tol = matmul_tolerance(c.A_dtype, c.out_dtype, c.accum_dtype, c.K, DeviceType::cuda);
@@ -196,7 +198,7 @@ TEST(CudaMatmul, RepeatedCallsFollowTheirOwnTensors) {
         const Tensor A = random_floats({M, c.K}, c.A_dtype, 0.5f);
         const DeviceView a = device_view(M, c.K, c.A_dtype, offset);
         copy(a.ref, A.ref());
-        const Tensor out = mm.forward(a.ref, W, Stream{});
+        const Tensor out = (call % 2 ? twin : mm).forward(a.ref, W, Stream{});
         synchronize(Stream{});
         expect_close(matmul_oracle(A, expected_w, c.N, c.K, {}), out, tol,
                      describe(c) + " call " + std::to_string(call++) + " M=" + std::to_string(M) + " A offset " +
