@@ -120,6 +120,7 @@ struct WeightFormat {
 
   int64_t groups() const { return group_size > 0 ? K / group_size : 1; }
   int64_t group_length() const { return group_size > 0 ? group_size : K; }
+  bool operator==(const WeightFormat&) const = default;
 };
 
 // Views of a packed weight (what MatmulArgs carries). In the `rows` layout:

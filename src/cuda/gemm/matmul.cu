@@ -116,11 +116,7 @@ Problem problem_of(const MatmulArgs& a) {
 // whether A can be read in place (16-byte aligned, no permutation).
 struct PlanKey {
   int device = 0;
-  WeightLayout layout{};
-  WeightType type{};
-  int64_t N = 0, K = 0, group_size = 0;
-  bool scaling = false, zeros = false;
-  ZerosMode zeros_mode{};
+  WeightFormat format;
   DType a_dtype{}, scale_dtype{};
   int64_t M = 0, prepared_m = 0;
   KernelConfig config;
@@ -129,19 +125,11 @@ struct PlanKey {
 };
 
 PlanKey key_of(const MatmulArgs& a, int device) {
-  const WeightFormat& f = a.weight.format;
   PlanKey k;
   k.device = device;
-  k.layout = f.layout;
-  k.type = f.type;
-  k.N = f.N;
-  k.K = f.K;
-  k.group_size = f.group_size;
-  k.scaling = f.with_scaling;
-  k.zeros = f.with_zeros;
-  k.zeros_mode = f.zeros_mode;
+  k.format = a.weight.format;
   k.a_dtype = a.A.dtype;
-  k.scale_dtype = f.with_scaling ? a.weight.scale.dtype : DType::f32;
+  k.scale_dtype = a.weight.format.with_scaling ? a.weight.scale.dtype : DType::f32;
   k.M = a.A.numel() / a.A.size(-1);
   k.prepared_m = a.prepared_m;
   k.config = a.config;
