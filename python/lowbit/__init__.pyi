@@ -15,6 +15,9 @@ from ._matmul import import_gptq as import_gptq
 from ._matmul import unpack_weight as unpack_weight
 from .functional import QuantState as QuantState
 from .functional import act_quant as act_quant
+from .functional import fp8_gemm as fp8_gemm
+from .functional import fp8_grouped_gemm_contiguous as fp8_grouped_gemm_contiguous
+from .functional import fp8_grouped_gemm_masked as fp8_grouped_gemm_masked
 from .functional import create_dynamic_map as create_dynamic_map
 from .functional import create_fp8_map as create_fp8_map
 from .functional import create_linear_map as create_linear_map

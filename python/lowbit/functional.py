@@ -46,6 +46,9 @@ __all__ = [
     "dequantize_fp4",
     "dequantize_nf4",
     "estimate_quantiles",
+    "fp8_gemm",
+    "fp8_grouped_gemm_contiguous",
+    "fp8_grouped_gemm_masked",
     "gemv_4bit",
     "get_4bit_type",
     "int8_vectorwise_dequant",
@@ -774,3 +777,90 @@ def weight_dequant(x: Array, s: Array, block_size: int = 128, *, dtype: Any = No
                                  _arrays.integer(block_size, call.op, "block_size"), _out_dtype(call.op, None, dtype), call.ctx)
     call.done()
     return call.result(raw)
+
+
+# --------------------------------------------------------- FP8 block GEMM
+
+
+def _fp8_arg(call: _arrays.Call, x: Array, name: str) -> Tuple[Any, str]:
+    """An e4m3 operand: float8_e4m3fn, or uint8 holding its bits (NumPy without ml_dtypes)."""
+    x_dtype = _arrays.dtype_name(getattr(x, "dtype", None))
+    if x_dtype not in ("float8_e4m3fn", "uint8"):  # checked here so that the message names the keyword
+        raise TypeError(f"{call.op}: {name} dtype must be float8_e4m3fn (or uint8 holding its bits; got {x_dtype})")
+    return call.arg(x, name, "float8_e4m3fn" if x_dtype == "uint8" else "")
+
+
+def _gemm_out_dtype(call: _arrays.Call, out: Optional[Array], out_dtype: Any) -> str:
+    """out's dtype when given; else out_dtype, torch.get_default_dtype() for PyTorch inputs (as DeepSeek's
+    fp8_gemm), float32 otherwise."""
+    if out_dtype is None and out is None and call.fw is _arrays.TORCH:
+        import torch
+
+        out_dtype = torch.get_default_dtype()
+    return _out_dtype(call.op, out, out_dtype)
+
+
+def fp8_gemm(a: Array, a_s: Array, b: Array, b_s: Array, out_dtype: Any = None, bias: Optional[Array] = None,
+             out: Optional[Array] = None, *, stream: Any = None) -> Array:
+    """DeepSeek-V3 block-scaled FP8 GEMM: ``out = a @ b.T`` with the blocks' scales.
+
+    ``out[m, n] = sum_kb (a[m, kb] . b[n, kb]) * a_s[m, kb] * b_s[n // 128, kb] (+ bias[n])``: each
+    128-wide K block's products summed in fp32, scaled, then added.
+
+    Parameters
+    ----------
+    a : array
+        float8_e4m3fn [..., K] (uint8 bits accepted), K a multiple of 16, contiguous.
+    a_s : array
+        float32 [..., ceil(K / 128)] (act_quant's scales; ue8m0 ones too).
+    b : array
+        float8_e4m3fn [N, K] (weight_quant's, or a checkpoint's ``weight``).
+    b_s : array
+        float32 [ceil(N / 128), ceil(K / 128)] (a checkpoint's ``weight_scale_inv``).
+    out_dtype : optional
+        float32/float16/bfloat16. Default: torch.get_default_dtype() for PyTorch inputs, float32 otherwise.
+    bias : array, optional
+        float32 [N].
+    out : array, optional
+        [..., N] written in place (its dtype is the output's); the call then returns ``out``.
+    """
+    call = _arrays.Call("fp8_gemm", a, "a", stream)
+    dtype = _gemm_out_dtype(call, out, out_dtype)
+    raw = _lowbit.fp8_gemm(_fp8_arg(call, a, "a"), call.arg(a_s, "a_s"), _fp8_arg(call, b, "b"), call.arg(b_s, "b_s"),
+                           call.opt(bias, "bias"), call.out(out, "out"), dtype, call.ctx)
+    call.done()
+    return out if out is not None else call.result(raw)
+
+
+def fp8_grouped_gemm_contiguous(a: Array, a_s: Array, b: Array, b_s: Array, m_indices: Array, out_dtype: Any = None,
+                                out: Optional[Array] = None, *, stream: Any = None) -> Array:
+    """Grouped FP8 GEMM for mixture-of-experts, DeepGEMM's contiguous layout.
+
+    Row ``m`` of ``a`` [M, K] belongs to expert ``m_indices[m]`` (int32 [M]; -1 marks a padding row, whose
+    output row is zeros): ``out[m] = fp8_gemm(a[m], a_s[m], b[e], b_s[e])`` with ``b`` [E, N, K] and ``b_s``
+    [E, ceil(N / 128), ceil(K / 128)]. Returns [M, N] (or fills ``out``).
+    """
+    call = _arrays.Call("fp8_grouped_gemm_contiguous", a, "a", stream)
+    dtype = _gemm_out_dtype(call, out, out_dtype)
+    raw = _lowbit.fp8_grouped_gemm_contiguous(_fp8_arg(call, a, "a"), call.arg(a_s, "a_s"), _fp8_arg(call, b, "b"),
+                                              call.arg(b_s, "b_s"), call.arg(m_indices, "m_indices"),
+                                              call.out(out, "out"), dtype, call.ctx)
+    call.done()
+    return out if out is not None else call.result(raw)
+
+
+def fp8_grouped_gemm_masked(a: Array, a_s: Array, b: Array, b_s: Array, masked_m: Array, out_dtype: Any = None,
+                            out: Optional[Array] = None, *, stream: Any = None) -> Array:
+    """Grouped FP8 GEMM for mixture-of-experts, DeepGEMM's masked layout (decode under CUDA graphs).
+
+    ``a`` [E, max_m, K], ``a_s`` [E, max_m, ceil(K / 128)], ``b`` [E, N, K], ``b_s`` [E, ceil(N / 128),
+    ceil(K / 128)], ``masked_m`` int32 [E] on a's device: expert ``e``'s first ``masked_m[e]`` rows are
+    multiplied, its other output rows are zeros. Returns [E, max_m, N] (or fills ``out``).
+    """
+    call = _arrays.Call("fp8_grouped_gemm_masked", a, "a", stream)
+    dtype = _gemm_out_dtype(call, out, out_dtype)
+    raw = _lowbit.fp8_grouped_gemm_masked(_fp8_arg(call, a, "a"), call.arg(a_s, "a_s"), _fp8_arg(call, b, "b"),
+                                          call.arg(b_s, "b_s"), call.arg(masked_m, "masked_m"), call.out(out, "out"),
+                                          dtype, call.ctx)
+    call.done()
+    return out if out is not None else call.result(raw)

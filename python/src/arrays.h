@@ -126,5 +126,6 @@ void bind_arrays(nb::module_& m);
 void bind_quant(nb::module_& m);
 void bind_quant_state(nb::module_& m);
 void bind_gemm(nb::module_& m);
+void bind_fp8_gemm(nb::module_& m);
 
 }  // namespace lowbit::python

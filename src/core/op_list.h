@@ -2,6 +2,7 @@
 // registry's explicit instantiations and by tests that iterate over ops.
 #pragma once
 
+#include "lowbit/ops/fp8_gemm.h"
 #include "lowbit/ops/gemm.h"
 #include "lowbit/ops/quant.h"
 
@@ -18,4 +19,7 @@
   X(Int8VectorwiseDequantArgs)     \
   X(EstimateQuantilesArgs)         \
   X(MatmulArgs)                    \
-  X(Matmul4bitArgs)
+  X(Matmul4bitArgs)                \
+  X(Fp8GemmArgs)                   \
+  X(Fp8GroupedGemmContiguousArgs)  \
+  X(Fp8GroupedGemmMaskedArgs)

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "lowbit/ops/fp8_gemm.h"
 #include "lowbit/ops/gemm.h"
 
 namespace lowbit::core::cpu {
@@ -20,5 +21,13 @@ std::vector<KernelConfig> matmul_fast_configs(const MatmulArgs& a);
 void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream stream);
 size_t matmul_4bit_fast_workspace(const Matmul4bitArgs& a);
 std::vector<KernelConfig> matmul_4bit_fast_configs(const Matmul4bitArgs& a);
+
+// The block-scaled FP8 GEMMs (fp8_gemm.cpp): float64 references and the fast paths.
+void fp8_gemm_reference(const Fp8GemmArgs& a, void* workspace, Stream stream);
+void fp8_gemm_fast(const Fp8GemmArgs& a, void* workspace, Stream stream);
+void fp8_grouped_contiguous_reference(const Fp8GroupedGemmContiguousArgs& a, void* workspace, Stream stream);
+void fp8_grouped_contiguous_fast(const Fp8GroupedGemmContiguousArgs& a, void* workspace, Stream stream);
+void fp8_grouped_masked_reference(const Fp8GroupedGemmMaskedArgs& a, void* workspace, Stream stream);
+void fp8_grouped_masked_fast(const Fp8GroupedGemmMaskedArgs& a, void* workspace, Stream stream);
 
 }  // namespace lowbit::core::cpu

@@ -12,6 +12,12 @@ void register_gemm_ops() {
   OpRegistry<Matmul4bitArgs>::add({"cpu-reference", kCpu, 0, matmul_4bit_reference, matmul_4bit_reference_workspace});
   OpRegistry<Matmul4bitArgs>::add(
       {"cpu", kCpu, 10, matmul_4bit_fast, matmul_4bit_fast_workspace, matmul_4bit_fast_configs});
+  OpRegistry<Fp8GemmArgs>::add({"cpu-reference", kCpu, 0, fp8_gemm_reference});
+  OpRegistry<Fp8GemmArgs>::add({"cpu", kCpu, 10, fp8_gemm_fast});
+  OpRegistry<Fp8GroupedGemmContiguousArgs>::add({"cpu-reference", kCpu, 0, fp8_grouped_contiguous_reference});
+  OpRegistry<Fp8GroupedGemmContiguousArgs>::add({"cpu", kCpu, 10, fp8_grouped_contiguous_fast});
+  OpRegistry<Fp8GroupedGemmMaskedArgs>::add({"cpu-reference", kCpu, 0, fp8_grouped_masked_reference});
+  OpRegistry<Fp8GroupedGemmMaskedArgs>::add({"cpu", kCpu, 10, fp8_grouped_masked_fast});
 }
 
 }  // namespace lowbit::core::cpu

@@ -1,0 +1,228 @@
+// The CPU block-scaled FP8 GEMMs: "cpu-reference" (each K block's products
+// summed in float64, scaled and summed in float64) and "cpu" (tiles of b
+// decoded to fp32 once per block of rows, fp32 block sums, OpenMP over
+// 128-row blocks of N). The grouped layouts reduce to runs of rows that share
+// an expert's b; rows that are padding or past an expert's count get zeros.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "core/check.h"
+#include "core/float_convert.h"
+#include "core/hd.h"
+#include "cpu/gemm/impls.h"
+#include "cpu/quant/parallel.h"
+
+namespace lowbit::core::cpu {
+namespace {
+
+constexpr int64_t kBlock = kFp8ScaleBlock;
+
+// All 256 e4m3 codes as fp32 (decoding by table, not by bit arithmetic).
+const std::array<float, 256>& e4m3_table() {
+  static const std::array<float, 256> t = [] {
+    std::array<float, 256> v{};
+    for (int i = 0; i < 256; ++i) v[static_cast<size_t>(i)] = e4m3_to_f32(static_cast<uint8_t>(i));
+    return v;
+  }();
+  return t;
+}
+
+// Rows [row0, row0 + rows) of a GEMM against one b ([N, K], its scales
+// [ceil(N/128), ceil(K/128)]), written to out rows of the same index.
+struct Rows {
+  const uint8_t* a;   // [*, K]
+  const float* a_s;   // [*, kb]
+  const uint8_t* b;   // [N, K]
+  const float* b_s;   // [nb, kb]
+  const float* bias;  // [N] or null
+  void* out;          // [*, N]
+  DType out_dtype;
+  int64_t N, K;
+};
+
+void store(const Rows& r, int64_t m, int64_t n, double v) {
+  const float f = static_cast<float>(v);
+  const int64_t i = m * r.N + n;
+  switch (r.out_dtype) {
+    case DType::f32: static_cast<float*>(r.out)[i] = f; break;
+    case DType::f16: static_cast<uint16_t*>(r.out)[i] = f32_to_f16(f); break;
+    default: static_cast<uint16_t*>(r.out)[i] = f32_to_bf16(f); break;
+  }
+}
+
+void zero_rows(const Rows& r, int64_t row0, int64_t rows) {
+  for (int64_t m = row0; m < row0 + rows; ++m) {
+    for (int64_t n = 0; n < r.N; ++n) store(r, m, n, 0.0);
+  }
+}
+
+void reference_rows(const Rows& r, int64_t row0, int64_t rows) {
+  const std::array<float, 256>& dec = e4m3_table();
+  const int64_t kb = ceil_div(r.K, kBlock);
+  parallel_for(rows, rows * r.N * r.K, [&](int64_t i) {
+    const int64_t m = row0 + i;
+    for (int64_t n = 0; n < r.N; ++n) {
+      double acc = 0.0;
+      for (int64_t k0 = 0, j = 0; k0 < r.K; k0 += kBlock, ++j) {
+        double block = 0.0;
+        for (int64_t k = k0; k < std::min(r.K, k0 + kBlock); ++k) {
+          block += static_cast<double>(dec[r.a[m * r.K + k]]) * static_cast<double>(dec[r.b[n * r.K + k]]);
+        }
+        acc += block * static_cast<double>(r.a_s[m * kb + j]) * static_cast<double>(r.b_s[(n / kBlock) * kb + j]);
+      }
+      if (r.bias != nullptr) acc += static_cast<double>(r.bias[n]);
+      store(r, m, n, acc);
+    }
+  });
+}
+
+// Rows of M a task handles at once: their fp32 sums of one 128-row block of
+// N (32 KB) and a decoded row of a stay in L1/L2 beside the b tile (64 KB).
+constexpr int64_t kRowsATask = 64;
+
+void fast_rows(const Rows& r, int64_t row0, int64_t rows) {
+  const std::array<float, 256>& dec = e4m3_table();
+  const int64_t kb = ceil_div(r.K, kBlock);
+  const int64_t n_blocks = ceil_div(r.N, kBlock);
+  const int64_t m_tasks = ceil_div(rows, kRowsATask);
+  parallel_for(n_blocks * m_tasks, rows * r.N * r.K, [&](int64_t task) {
+    const int64_t nb = task / m_tasks;
+    const int64_t mt0 = row0 + (task % m_tasks) * kRowsATask;
+    const int64_t mrows = std::min(kRowsATask, row0 + rows - mt0);
+    const int64_t n0 = nb * kBlock;
+    const int64_t nrows = std::min(kBlock, r.N - n0);
+    std::vector<float> tile(static_cast<size_t>(kBlock * kBlock));
+    std::vector<float> arow(static_cast<size_t>(kBlock));
+    std::vector<float> acc(static_cast<size_t>(kRowsATask * kBlock), 0.0f);
+    for (int64_t j = 0; j < kb; ++j) {
+      const int64_t k0 = j * kBlock;
+      const int64_t klen = std::min(kBlock, r.K - k0);
+      for (int64_t n = 0; n < nrows; ++n) {
+        const uint8_t* src = r.b + (n0 + n) * r.K + k0;
+        float* dst = tile.data() + n * kBlock;
+        for (int64_t k = 0; k < klen; ++k) dst[k] = dec[src[k]];
+      }
+      const float sb = r.b_s[nb * kb + j];
+      for (int64_t i = 0; i < mrows; ++i) {
+        const int64_t m = mt0 + i;
+        const uint8_t* src = r.a + m * r.K + k0;
+        for (int64_t k = 0; k < klen; ++k) arow[static_cast<size_t>(k)] = dec[src[k]];
+        const float s = r.a_s[m * kb + j] * sb;
+        float* out = acc.data() + i * kBlock;
+        for (int64_t n = 0; n < nrows; ++n) {
+          // Eight partial sums: independent lanes the compiler vectorizes.
+          const float* w = tile.data() + n * kBlock;
+          float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          int64_t k = 0;
+          for (; k + 8 <= klen; k += 8) {
+            for (int l = 0; l < 8; ++l) part[l] += arow[static_cast<size_t>(k + l)] * w[k + l];
+          }
+          for (; k < klen; ++k) part[0] += arow[static_cast<size_t>(k)] * w[k];
+          const float dot = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+          out[n] += dot * s;
+        }
+      }
+    }
+    for (int64_t i = 0; i < mrows; ++i) {
+      for (int64_t n = 0; n < nrows; ++n) {
+        float v = acc[static_cast<size_t>(i * kBlock + n)];
+        if (r.bias != nullptr) v += r.bias[n0 + n];
+        store(r, mt0 + i, n0 + n, v);
+      }
+    }
+  });
+}
+
+using RowsFn = void (*)(const Rows&, int64_t, int64_t);
+
+void require_cpu_config(const char* op, const KernelConfig& config) {
+  LOWBIT_REQUIRE(config.empty(), ErrorCode::invalid_argument, op, ": config '", config.name(),
+                 "' is not a cpu kernel config (the cpu backend has one kernel and no configs)");
+}
+
+void gemm(const Fp8GemmArgs& a, RowsFn fn) {
+  require_cpu_config(Fp8GemmArgs::kName, a.config);
+  const int64_t K = a.a.size(-1);
+  Rows r{a.a.ptr<const uint8_t>(), a.a_s.ptr<const float>(), a.b.ptr<const uint8_t>(), a.b_s.ptr<const float>(),
+         a.bias.present() ? a.bias.ptr<const float>() : nullptr, a.out.data, a.out.dtype, a.b.shape[0], K};
+  fn(r, 0, a.a.numel() / K);
+}
+
+// Rows of one expert of a grouped call: a, its scales and out at row 0 of the
+// expert's run; b and b_s at the expert's matrix.
+Rows expert_rows(const TensorRef& a, const TensorRef& a_s, const TensorRef& b, const TensorRef& b_s,
+                 const TensorRef& out, int64_t e) {
+  const int64_t N = b.shape[1], K = b.shape[2];
+  const int64_t kb = ceil_div(K, kBlock);
+  return Rows{a.ptr<const uint8_t>(),
+              a_s.ptr<const float>(),
+              b.ptr<const uint8_t>() + e * N * K,
+              b_s.ptr<const float>() + e * ceil_div(N, kBlock) * kb,
+              nullptr,
+              out.data,
+              out.dtype,
+              N,
+              K};
+}
+
+void grouped_contiguous(const Fp8GroupedGemmContiguousArgs& a, RowsFn fn) {
+  const char* op = Fp8GroupedGemmContiguousArgs::kName;
+  require_cpu_config(op, a.config);
+  const int64_t M = a.a.shape[0], E = a.b.shape[0];
+  const int32_t* ids = a.m_indices.ptr<const int32_t>();
+  for (int64_t m = 0; m < M; ++m) {
+    LOWBIT_REQUIRE(ids[m] >= -1 && ids[m] < E, ErrorCode::invalid_argument, op, ": m_indices[", m, "] is ", ids[m],
+                   "; expected an expert in [0, ", E, ") or -1 (padding)");
+  }
+  // Runs of rows with one expert each.
+  for (int64_t m0 = 0; m0 < M;) {
+    int64_t m1 = m0 + 1;
+    while (m1 < M && ids[m1] == ids[m0]) ++m1;
+    const Rows r = expert_rows(a.a, a.a_s, a.b, a.b_s, a.out, ids[m0] < 0 ? 0 : ids[m0]);
+    if (ids[m0] < 0) {
+      zero_rows(r, m0, m1 - m0);
+    } else {
+      fn(r, m0, m1 - m0);
+    }
+    m0 = m1;
+  }
+}
+
+void grouped_masked(const Fp8GroupedGemmMaskedArgs& a, RowsFn fn) {
+  const char* op = Fp8GroupedGemmMaskedArgs::kName;
+  require_cpu_config(op, a.config);
+  const int64_t E = a.a.shape[0], max_m = a.a.shape[1], K = a.a.shape[2], N = a.b.shape[1];
+  const int32_t* counts = a.masked_m.ptr<const int32_t>();
+  for (int64_t e = 0; e < E; ++e) {
+    LOWBIT_REQUIRE(counts[e] >= 0 && counts[e] <= max_m, ErrorCode::invalid_argument, op, ": masked_m[", e, "] is ",
+                   counts[e], "; expected a row count in [0, ", max_m, "]");
+  }
+  const int64_t kb = ceil_div(K, kBlock);
+  for (int64_t e = 0; e < E; ++e) {
+    Rows r = expert_rows(a.a, a.a_s, a.b, a.b_s, a.out, e);
+    r.a += e * max_m * K;
+    r.a_s += e * max_m * kb;
+    r.out = static_cast<char*>(a.out.data) + e * max_m * N * (dtype_bits(a.out.dtype) / 8);
+    fn(r, 0, counts[e]);
+    zero_rows(r, counts[e], max_m - counts[e]);
+  }
+}
+
+}  // namespace
+
+void fp8_gemm_reference(const Fp8GemmArgs& a, void*, Stream) { gemm(a, reference_rows); }
+void fp8_gemm_fast(const Fp8GemmArgs& a, void*, Stream) { gemm(a, fast_rows); }
+void fp8_grouped_contiguous_reference(const Fp8GroupedGemmContiguousArgs& a, void*, Stream) {
+  grouped_contiguous(a, reference_rows);
+}
+void fp8_grouped_contiguous_fast(const Fp8GroupedGemmContiguousArgs& a, void*, Stream) {
+  grouped_contiguous(a, fast_rows);
+}
+void fp8_grouped_masked_reference(const Fp8GroupedGemmMaskedArgs& a, void*, Stream) {
+  grouped_masked(a, reference_rows);
+}
+void fp8_grouped_masked_fast(const Fp8GroupedGemmMaskedArgs& a, void*, Stream) { grouped_masked(a, fast_rows); }
+
+}  // namespace lowbit::core::cpu

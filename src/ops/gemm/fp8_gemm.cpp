@@ -1,0 +1,175 @@
+// Front ends of the block-scaled FP8 GEMMs (lowbit/ops/fp8_gemm.h): the
+// argument checks every backend relies on, and the allocating calls.
+#include "lowbit/ops/fp8_gemm.h"
+
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "ops/common.h"
+#include "ops/dispatch.h"
+
+namespace lowbit {
+namespace {
+
+int64_t blocks(int64_t n) { return ops::ceil_div(n, kFp8ScaleBlock); }
+
+std::string shape_of(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// A present, contiguous tensor of one of `dtypes` and exactly `shape`.
+void require_tensor(const char* op, const char* name, const TensorRef& t, std::initializer_list<DType> dtypes,
+                    const std::vector<int64_t>& shape) {
+  core::require_present(op, name, t);
+  core::require_dtype(op, name, t, dtypes);
+  core::require_contiguous(op, name, t);
+  const std::vector<int64_t> got(t.sizes().begin(), t.sizes().end());
+  LOWBIT_REQUIRE(got == shape, ErrorCode::invalid_argument, op, ": ", name, " must have shape ", shape_of(shape),
+                 " (got ", core::shape_str(t), ")");
+}
+
+// a: e4m3, contiguous, `dims` dimensions (0: at least one), K a positive
+// multiple of 16. Returns K.
+int64_t check_a(const char* op, const TensorRef& a, int dims) {
+  core::require_present(op, "a", a);
+  core::require_dtype(op, "a", a, {DType::f8_e4m3});
+  core::require_contiguous(op, "a", a);
+  if (dims > 0) {
+    LOWBIT_REQUIRE(a.ndim == dims, ErrorCode::invalid_argument, op, ": a must be ", dims, "-D (got ", a.ndim, "-D ",
+                   core::shape_str(a), ")");
+  } else {
+    LOWBIT_REQUIRE(a.ndim >= 1, ErrorCode::invalid_argument, op, ": a must have at least 1 dimension (got a scalar)");
+  }
+  const int64_t K = a.size(-1);
+  LOWBIT_REQUIRE(K > 0 && K % 16 == 0, ErrorCode::invalid_argument, op,
+                 ": K (a's last dimension) must be a positive multiple of 16 (got ", K, ")");
+  return K;
+}
+
+// b: e4m3 [N, K] (experts == 0) or [experts, N, K], contiguous. Returns N.
+int64_t check_b(const char* op, const TensorRef& b, int64_t K, int64_t experts) {
+  core::require_present(op, "b", b);
+  core::require_dtype(op, "b", b, {DType::f8_e4m3});
+  core::require_contiguous(op, "b", b);
+  const int dims = experts > 0 ? 3 : 2;
+  LOWBIT_REQUIRE(b.ndim == dims, ErrorCode::invalid_argument, op, ": b must be ", dims == 2 ? "2-D [N, K]" : "3-D [E, N, K]",
+                 " (got ", b.ndim, "-D ", core::shape_str(b), ")");
+  LOWBIT_REQUIRE(b.size(-1) == K, ErrorCode::invalid_argument, op, ": b's last dimension (", b.size(-1),
+                 ") must equal a's K (", K, ")");
+  if (experts > 0) {
+    LOWBIT_REQUIRE(b.shape[0] == experts, ErrorCode::invalid_argument, op, ": b must hold one matrix per expert: ",
+                   experts, " (got ", b.shape[0], ")");
+  }
+  return b.size(-2);
+}
+
+std::vector<int64_t> leading(const TensorRef& t, int64_t last) {
+  std::vector<int64_t> s(t.sizes().begin(), t.sizes().end());
+  s.back() = last;
+  return s;
+}
+
+}  // namespace
+
+void check(const Fp8GemmArgs& a) {
+  const char* op = Fp8GemmArgs::kName;
+  const int64_t K = check_a(op, a.a, 0);
+  const int64_t N = check_b(op, a.b, K, 0);
+  require_tensor(op, "a_s", a.a_s, {DType::f32}, leading(a.a, blocks(K)));
+  require_tensor(op, "b_s", a.b_s, {DType::f32}, {blocks(N), blocks(K)});
+  if (a.bias.present()) require_tensor(op, "bias", a.bias, {DType::f32}, {N});
+  require_tensor(op, "out", a.out, core::kFloatDTypes, leading(a.a, N));
+  core::require_same_device(op, {{"a", &a.a},
+                                 {"a_s", &a.a_s},
+                                 {"b", &a.b},
+                                 {"b_s", &a.b_s},
+                                 {"bias", &a.bias},
+                                 {"out", &a.out}});
+}
+size_t workspace_size(const Fp8GemmArgs& a) { return ops::backend_workspace(a, a.a.device); }
+void run(const Fp8GemmArgs& a, void* ws, Stream s) { ops::dispatch(a, a.a.device, ws, s); }
+
+void check(const Fp8GroupedGemmContiguousArgs& a) {
+  const char* op = Fp8GroupedGemmContiguousArgs::kName;
+  const int64_t K = check_a(op, a.a, 2);
+  const int64_t M = a.a.shape[0];
+  core::require_present(op, "b", a.b);
+  LOWBIT_REQUIRE(a.b.ndim == 3 && a.b.shape[0] >= 1, ErrorCode::invalid_argument, op,
+                 ": b must be 3-D [E, N, K] with E >= 1 (got ", core::shape_str(a.b), ")");
+  const int64_t E = a.b.shape[0];
+  const int64_t N = check_b(op, a.b, K, E);
+  require_tensor(op, "a_s", a.a_s, {DType::f32}, {M, blocks(K)});
+  require_tensor(op, "b_s", a.b_s, {DType::f32}, {E, blocks(N), blocks(K)});
+  require_tensor(op, "m_indices", a.m_indices, {DType::i32}, {M});
+  require_tensor(op, "out", a.out, core::kFloatDTypes, {M, N});
+  core::require_same_device(op, {{"a", &a.a},
+                                 {"a_s", &a.a_s},
+                                 {"b", &a.b},
+                                 {"b_s", &a.b_s},
+                                 {"m_indices", &a.m_indices},
+                                 {"out", &a.out}});
+}
+size_t workspace_size(const Fp8GroupedGemmContiguousArgs& a) { return ops::backend_workspace(a, a.a.device); }
+void run(const Fp8GroupedGemmContiguousArgs& a, void* ws, Stream s) { ops::dispatch(a, a.a.device, ws, s); }
+
+void check(const Fp8GroupedGemmMaskedArgs& a) {
+  const char* op = Fp8GroupedGemmMaskedArgs::kName;
+  const int64_t K = check_a(op, a.a, 3);
+  const int64_t E = a.a.shape[0], max_m = a.a.shape[1];
+  LOWBIT_REQUIRE(E >= 1, ErrorCode::invalid_argument, op, ": a must hold at least one expert (got ",
+                 core::shape_str(a.a), ")");
+  const int64_t N = check_b(op, a.b, K, E);
+  require_tensor(op, "a_s", a.a_s, {DType::f32}, {E, max_m, blocks(K)});
+  require_tensor(op, "b_s", a.b_s, {DType::f32}, {E, blocks(N), blocks(K)});
+  require_tensor(op, "masked_m", a.masked_m, {DType::i32}, {E});
+  require_tensor(op, "out", a.out, core::kFloatDTypes, {E, max_m, N});
+  core::require_same_device(op, {{"a", &a.a},
+                                 {"a_s", &a.a_s},
+                                 {"b", &a.b},
+                                 {"b_s", &a.b_s},
+                                 {"masked_m", &a.masked_m},
+                                 {"out", &a.out}});
+}
+size_t workspace_size(const Fp8GroupedGemmMaskedArgs& a) { return ops::backend_workspace(a, a.a.device); }
+void run(const Fp8GroupedGemmMaskedArgs& a, void* ws, Stream s) { ops::dispatch(a, a.a.device, ws, s); }
+
+Tensor fp8_gemm(const TensorRef& a, const TensorRef& a_s, const TensorRef& b, const TensorRef& b_s, DType out_dtype,
+                const TensorRef& bias, Stream stream) {
+  const char* op = Fp8GemmArgs::kName;
+  check_a(op, a, 0);
+  core::require_present(op, "b", b);
+  LOWBIT_REQUIRE(b.ndim == 2, ErrorCode::invalid_argument, op, ": b must be 2-D [N, K] (got ", b.ndim, "-D ",
+                 core::shape_str(b), ")");
+  Tensor out = Tensor::empty(Shape(leading(a, b.shape[0])), out_dtype, a.device, stream);
+  ops::run_with_workspace(Fp8GemmArgs{a, a_s, b, b_s, bias, out, {}}, a.device, stream);
+  return out;
+}
+
+Tensor fp8_grouped_gemm_contiguous(const TensorRef& a, const TensorRef& a_s, const TensorRef& b, const TensorRef& b_s,
+                                   const TensorRef& m_indices, DType out_dtype, Stream stream) {
+  const char* op = Fp8GroupedGemmContiguousArgs::kName;
+  check_a(op, a, 2);
+  core::require_present(op, "b", b);
+  LOWBIT_REQUIRE(b.ndim == 3, ErrorCode::invalid_argument, op, ": b must be 3-D [E, N, K] (got ", b.ndim, "-D ",
+                 core::shape_str(b), ")");
+  Tensor out = Tensor::empty({a.shape[0], b.shape[1]}, out_dtype, a.device, stream);
+  ops::run_with_workspace(Fp8GroupedGemmContiguousArgs{a, a_s, b, b_s, m_indices, out, {}}, a.device, stream);
+  return out;
+}
+
+Tensor fp8_grouped_gemm_masked(const TensorRef& a, const TensorRef& a_s, const TensorRef& b, const TensorRef& b_s,
+                               const TensorRef& masked_m, DType out_dtype, Stream stream) {
+  const char* op = Fp8GroupedGemmMaskedArgs::kName;
+  check_a(op, a, 3);
+  core::require_present(op, "b", b);
+  LOWBIT_REQUIRE(b.ndim == 3, ErrorCode::invalid_argument, op, ": b must be 3-D [E, N, K] (got ", b.ndim, "-D ",
+                 core::shape_str(b), ")");
+  Tensor out = Tensor::empty({a.shape[0], a.shape[1], b.shape[1]}, out_dtype, a.device, stream);
+  ops::run_with_workspace(Fp8GroupedGemmMaskedArgs{a, a_s, b, b_s, masked_m, out, {}}, a.device, stream);
+  return out;
+}
+
+}  // namespace lowbit
