@@ -1,5 +1,6 @@
 // C entry points of the quantization ops: DLTensors in, Args out, then the
 // op's own check / workspace_size / run.
+#include "lowbit/ops/fp8_gemm.h"
 #include "lowbit/ops/quant.h"
 
 #include <string>
@@ -142,6 +143,53 @@ lowbit_status lowbit_weight_dequant(const DLTensor* input, const DLTensor* scale
     a.out = to_ref(op, "out", out);
     a.block = block;
     run_op(a, a.input.device, stream);
+  });
+}
+
+lowbit_status lowbit_fp8_gemm(const DLTensor* a, const DLTensor* a_s, const DLTensor* b, const DLTensor* b_s,
+                              const DLTensor* bias, DLTensor* out, void* stream) {
+  constexpr const char* op = Fp8GemmArgs::kName;
+  return guarded(op, [&] {
+    Fp8GemmArgs x;
+    x.a = to_ref(op, "a", a, &capi::kFp8FromUint8);
+    x.a_s = to_ref(op, "a_s", a_s);
+    x.b = to_ref(op, "b", b, &capi::kFp8FromUint8);
+    x.b_s = to_ref(op, "b_s", b_s);
+    x.bias = to_ref(op, "bias", bias);
+    x.out = to_ref(op, "out", out);
+    run_op(x, x.a.device, stream);
+  });
+}
+
+lowbit_status lowbit_fp8_grouped_gemm_contiguous(const DLTensor* a, const DLTensor* a_s, const DLTensor* b,
+                                                 const DLTensor* b_s, const DLTensor* m_indices, DLTensor* out,
+                                                 void* stream) {
+  constexpr const char* op = Fp8GroupedGemmContiguousArgs::kName;
+  return guarded(op, [&] {
+    Fp8GroupedGemmContiguousArgs x;
+    x.a = to_ref(op, "a", a, &capi::kFp8FromUint8);
+    x.a_s = to_ref(op, "a_s", a_s);
+    x.b = to_ref(op, "b", b, &capi::kFp8FromUint8);
+    x.b_s = to_ref(op, "b_s", b_s);
+    x.m_indices = to_ref(op, "m_indices", m_indices);
+    x.out = to_ref(op, "out", out);
+    run_op(x, x.a.device, stream);
+  });
+}
+
+lowbit_status lowbit_fp8_grouped_gemm_masked(const DLTensor* a, const DLTensor* a_s, const DLTensor* b,
+                                             const DLTensor* b_s, const DLTensor* masked_m, DLTensor* out,
+                                             void* stream) {
+  constexpr const char* op = Fp8GroupedGemmMaskedArgs::kName;
+  return guarded(op, [&] {
+    Fp8GroupedGemmMaskedArgs x;
+    x.a = to_ref(op, "a", a, &capi::kFp8FromUint8);
+    x.a_s = to_ref(op, "a_s", a_s);
+    x.b = to_ref(op, "b", b, &capi::kFp8FromUint8);
+    x.b_s = to_ref(op, "b_s", b_s);
+    x.masked_m = to_ref(op, "masked_m", masked_m);
+    x.out = to_ref(op, "out", out);
+    run_op(x, x.a.device, stream);
   });
 }
 

@@ -233,6 +233,55 @@ static void test_weight_fp8(void) {
   CHECK(worst <= 1.0 + 1e-6, "weight fp8 round trip at %g of its bound", worst);
 }
 
+/* Exact sums: a = 1.0 (code 0x38), b[0] = 2.0 (0x40), b[1] = 0.5 (0x30); every
+ * product and scale a power of two. */
+static void test_fp8_gemm(void) {
+  enum { M = 2, N = 3, K = 160, KB = 2, E = 2 };
+  static uint8_t a[M * K], b[E * N * K];
+  static float a_s[M * KB], b_s[E * KB], bias[N], out[M * N], grouped[M * N], masked[E * M * N];
+  static int32_t ids[M] = {1, -1}, counts[E] = {1, 0};
+  int64_t a_shape[2] = {M, K}, as_shape[2] = {M, KB}, b_shape[2] = {N, K}, bs_shape[2] = {1, KB}, n = N;
+  int64_t out_shape[2] = {M, N}, m = M, e = E;
+  int64_t gb_shape[3] = {E, N, K}, gbs_shape[3] = {E, 1, KB}, ma_shape[3] = {E, 1, K}, mas_shape[3] = {E, 1, KB};
+  int64_t mo_shape[3] = {E, 1, N};
+  DLTensor ta = make_tensor(a, kDLUInt, 8, 2, a_shape), tas = make_tensor(a_s, kDLFloat, 32, 2, as_shape);
+  DLTensor tb = make_tensor(b, kDLUInt, 8, 2, b_shape), tbs = make_tensor(b_s, kDLFloat, 32, 2, bs_shape);
+  DLTensor tbias = make_tensor(bias, kDLFloat, 32, 1, &n), tout = make_tensor(out, kDLFloat, 32, 2, out_shape);
+  DLTensor tids = make_tensor(ids, kDLInt, 32, 1, &m), tcounts = make_tensor(counts, kDLInt, 32, 1, &e);
+  DLTensor tgb = make_tensor(b, kDLUInt, 8, 3, gb_shape), tgbs = make_tensor(b_s, kDLFloat, 32, 3, gbs_shape);
+  DLTensor tgo = make_tensor(grouped, kDLFloat, 32, 2, out_shape);
+  DLTensor tma = make_tensor(a, kDLUInt, 8, 3, ma_shape), tmas = make_tensor(a_s, kDLFloat, 32, 3, mas_shape);
+  DLTensor tmo = make_tensor(masked, kDLFloat, 32, 3, mo_shape);
+  int i, ok = 1;
+
+  for (i = 0; i < M * K; ++i) a[i] = 0x38;
+  for (i = 0; i < E * N * K; ++i) b[i] = i < N * K ? 0x40 : 0x30;
+  for (i = 0; i < M * KB; ++i) a_s[i] = 0.5f;
+  for (i = 0; i < E * KB; ++i) b_s[i] = 0.25f;
+  for (i = 0; i < N; ++i) bias[i] = (float)i;
+  CHECK_OK(lowbit_fp8_gemm(&ta, &tas, &tb, &tbs, &tbias, &tout, NULL));
+  for (i = 0; i < M * N; ++i) ok &= out[i] == K * 2.0f * 0.125f + (float)(i % N);
+  CHECK(ok, "fp8_gemm: out[0] = %g, want %g", out[0], K * 2.0 * 0.125);
+
+  CHECK_OK(lowbit_fp8_grouped_gemm_contiguous(&ta, &tas, &tgb, &tgbs, &tids, &tgo, NULL));
+  ok = 1;
+  for (i = 0; i < N; ++i) ok &= grouped[i] == K * 0.5f * 0.125f && grouped[N + i] == 0.0f;
+  CHECK(ok, "fp8_grouped_gemm_contiguous: expert 1 for row 0, zeros for the padding row (got %g, %g)", grouped[0],
+        grouped[N]);
+
+  /* a as [E = 2, max_m = 1, K]: expert 0 has its row, expert 1 none. */
+  CHECK_OK(lowbit_fp8_grouped_gemm_masked(&tma, &tmas, &tgb, &tgbs, &tcounts, &tmo, NULL));
+  ok = 1;
+  for (i = 0; i < N; ++i) ok &= masked[i] == K * 2.0f * 0.125f && masked[N + i] == 0.0f;
+  CHECK(ok, "fp8_grouped_gemm_masked: expert 0's row, zeros past expert 1's count (got %g, %g)", masked[0],
+        masked[N]);
+
+  ids[0] = 7;
+  CHECK(lowbit_fp8_grouped_gemm_contiguous(&ta, &tas, &tgb, &tgbs, &tids, &tgo, NULL) == LOWBIT_INVALID_ARGUMENT,
+        "an expert id out of range is invalid_argument");
+  ids[0] = 1;
+}
+
 static void test_int8(void) {
   enum { ROWS = 3, K = 50 };
   static float a[ROWS * K], back[ROWS * K], stats[ROWS];
@@ -341,6 +390,7 @@ int main(void) {
   test_act_quant(LOWBIT_DL_FLOAT8_E4M3FN);
   test_act_quant(kDLUInt);
   test_weight_fp8();
+  test_fp8_gemm();
   test_int8();
   test_estimate_quantiles();
   test_layouts();

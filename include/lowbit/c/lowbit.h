@@ -138,6 +138,29 @@ LOWBIT_C_API lowbit_status lowbit_weight_quant(const DLTensor* input, DLTensor* 
 LOWBIT_C_API lowbit_status lowbit_weight_dequant(const DLTensor* input, const DLTensor* scale, DLTensor* out,
                                                  int64_t block, void* stream);
 
+/* Block-scaled FP8 GEMM (DeepSeek-V3; docs/formats.md, "FP8 block GEMM"):
+ * out[..., N] = sum over 128-wide K blocks kb of (a[..., kb] . b[:, kb]^T)
+ * * a_s[..., kb] * b_s[n / 128, kb] (+ bias). a float8_e4m3fn (or uint8) [..., K],
+ * K a multiple of 16; a_s float32 [..., ceil(K/128)]; b float8_e4m3fn (or
+ * uint8) [N, K]; b_s float32 [ceil(N/128), ceil(K/128)]; bias float32 [N] or
+ * NULL; out float32/float16/bfloat16 [..., N]. All contiguous. */
+LOWBIT_C_API lowbit_status lowbit_fp8_gemm(const DLTensor* a, const DLTensor* a_s, const DLTensor* b,
+                                           const DLTensor* b_s, const DLTensor* bias, DLTensor* out, void* stream);
+/* Grouped, contiguous layout: a [M, K], a_s [M, ceil(K/128)], b [E, N, K],
+ * b_s [E, ceil(N/128), ceil(K/128)], m_indices int32 [M] (the expert of each
+ * row; -1: padding, its output row zeros), out [M, N]. */
+LOWBIT_C_API lowbit_status lowbit_fp8_grouped_gemm_contiguous(const DLTensor* a, const DLTensor* a_s,
+                                                              const DLTensor* b, const DLTensor* b_s,
+                                                              const DLTensor* m_indices, DLTensor* out,
+                                                              void* stream);
+/* Grouped, masked layout: a [E, max_m, K], a_s [E, max_m, ceil(K/128)],
+ * b [E, N, K], b_s [E, ceil(N/128), ceil(K/128)], masked_m int32 [E] on a's
+ * device (expert e's first masked_m[e] rows; its other output rows zeros),
+ * out [E, max_m, N]. */
+LOWBIT_C_API lowbit_status lowbit_fp8_grouped_gemm_masked(const DLTensor* a, const DLTensor* a_s, const DLTensor* b,
+                                                          const DLTensor* b_s, const DLTensor* masked_m, DLTensor* out,
+                                                          void* stream);
+
 /* ---------------------------------------------------------- int8 (LLM.int8) */
 
 /* Row-wise int8: out int8 like input, row_stats float32 [rows]; with
