@@ -55,10 +55,7 @@ constexpr Case kCases[] = {
 void write_checkpoint(const fs::path& dir, const std::vector<DemoWeight>& weights) {
   fs::create_directories(dir);
   std::vector<std::pair<std::string, TensorRef>> tensors;
-  for (const DemoWeight& w : weights) {
-    const bool mlp = w.name == "gate_proj" || w.name == "up_proj" || w.name == "down_proj";
-    tensors.emplace_back(core::cat("model.layers.0.", mlp ? "mlp." : "self_attn.", w.name, ".weight"), w.host->ref());
-  }
+  for (const DemoWeight& w : weights) tensors.emplace_back(demo_weight_key(w.name), w.host->ref());
   io::save_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
   std::FILE* f = std::fopen((dir / "config.json").c_str(), "w");
   LOWBIT_REQUIRE(f != nullptr, ErrorCode::io_error, "demo: cannot write ", (dir / "config.json").string());
@@ -114,6 +111,11 @@ Row run_case(const Case& c, const fs::path& in, const fs::path& out, Device devi
 
 }  // namespace
 
+std::string demo_weight_key(const std::string& name) {
+  const bool mlp = name == "gate_proj" || name == "up_proj" || name == "down_proj";
+  return core::cat("model.layers.0.", mlp ? "mlp." : "self_attn.", name, ".weight");
+}
+
 void run_checkpoint_demo(const std::vector<DemoWeight>& weights, Device device) {
   const TempFolder tmp;
   const fs::path in = tmp.path() / "layer";
@@ -133,12 +135,17 @@ void run_checkpoint_demo(const std::vector<DemoWeight>& weights, Device device) 
                 r.rmse, r.max_abs, r.worst_cosine, human_bytes(static_cast<double>(r.file_bytes)).c_str(),
                 r.problems == 0 ? "pass" : "FAIL", r.seconds);
     std::fflush(stdout);
-    fs::remove_all(out);  // one output on disk at a time
+    if (c.format == io::Format::fp8_block) {
+      fs::rename(out, tmp.path() / "fp8");  // read again by the forward pass below
+    } else {
+      fs::remove_all(out);  // one output on disk at a time
+    }
   }
   std::printf(
       "\nbits/w and file: what the written files hold per weight (every key of the layout, read back);\n"
       "cosine: the worst weight's. checks: `lowbit inspect` finds every key, dtype, shape and state as the\n"
       "format's loader expects. time: read, quantize, measure and write, per format.\n");
+  run_fp8_forward(tmp.path() / "fp8", weights, device);
 }
 
 }  // namespace lowbit::cli

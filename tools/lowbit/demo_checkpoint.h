@@ -4,6 +4,7 @@
 // files written.
 #pragma once
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -17,5 +18,12 @@ struct DemoWeight {
 };
 
 void run_checkpoint_demo(const std::vector<DemoWeight>& weights, Device device);
+
+// The checkpoint key of a layer weight ("model.layers.0.self_attn.q_proj.weight").
+std::string demo_weight_key(const std::string& name);
+
+// The fp8-block checkpoint at `checkpoint` applied to activations through
+// act_quant + fp8_gemm, against the bf16 layer (demo_fp8.cpp).
+void run_fp8_forward(const std::filesystem::path& checkpoint, const std::vector<DemoWeight>& weights, Device device);
 
 }  // namespace lowbit::cli

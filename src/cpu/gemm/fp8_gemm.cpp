@@ -1,7 +1,7 @@
 // The CPU block-scaled FP8 GEMMs: "cpu-reference" (each K block's products
 // summed in float64, scaled and summed in float64) and "cpu" (tiles of b
-// decoded to fp32 once per block of rows, fp32 block sums, OpenMP over
-// 128-row blocks of N). The grouped layouts reduce to runs of rows that share
+// decoded to fp32 once per 64 rows of a, fp32 block sums, OpenMP over
+// 128-row blocks of N and 64-row blocks of M). The grouped layouts reduce to runs of rows that share
 // an expert's b; rows that are padding or past an expert's count get zeros.
 #include <algorithm>
 #include <array>
@@ -79,9 +79,12 @@ void reference_rows(const Rows& r, int64_t row0, int64_t rows) {
 }
 
 // Rows of M a task handles at once: their fp32 sums of one 128-row block of
-// N (32 KB) and a decoded row of a stay in L1/L2 beside the b tile (64 KB).
+// N (32 KB) stay in L2 beside the decoded b tile (64 KB).
 constexpr int64_t kRowsATask = 64;
 
+// b's tile [128 rows of N, 128 of K] is decoded K-major (tile[k][n], rows past
+// N zero), so a row of a times the tile is 128 broadcast-multiply-adds over
+// contiguous n: vector lanes without horizontal sums.
 void fast_rows(const Rows& r, int64_t row0, int64_t rows) {
   const std::array<float, 256>& dec = e4m3_table();
   const int64_t kb = ceil_div(r.K, kBlock);
@@ -93,36 +96,29 @@ void fast_rows(const Rows& r, int64_t row0, int64_t rows) {
     const int64_t mrows = std::min(kRowsATask, row0 + rows - mt0);
     const int64_t n0 = nb * kBlock;
     const int64_t nrows = std::min(kBlock, r.N - n0);
-    std::vector<float> tile(static_cast<size_t>(kBlock * kBlock));
-    std::vector<float> arow(static_cast<size_t>(kBlock));
+    std::vector<float> tile(static_cast<size_t>(kBlock * kBlock), 0.0f);
     std::vector<float> acc(static_cast<size_t>(kRowsATask * kBlock), 0.0f);
+    alignas(64) float block[kBlock];
     for (int64_t j = 0; j < kb; ++j) {
       const int64_t k0 = j * kBlock;
       const int64_t klen = std::min(kBlock, r.K - k0);
       for (int64_t n = 0; n < nrows; ++n) {
         const uint8_t* src = r.b + (n0 + n) * r.K + k0;
-        float* dst = tile.data() + n * kBlock;
-        for (int64_t k = 0; k < klen; ++k) dst[k] = dec[src[k]];
+        for (int64_t k = 0; k < klen; ++k) tile[static_cast<size_t>(k * kBlock + n)] = dec[src[k]];
       }
       const float sb = r.b_s[nb * kb + j];
       for (int64_t i = 0; i < mrows; ++i) {
         const int64_t m = mt0 + i;
         const uint8_t* src = r.a + m * r.K + k0;
-        for (int64_t k = 0; k < klen; ++k) arow[static_cast<size_t>(k)] = dec[src[k]];
+        std::fill(block, block + kBlock, 0.0f);
+        for (int64_t k = 0; k < klen; ++k) {
+          const float av = dec[src[k]];
+          const float* w = tile.data() + k * kBlock;
+          for (int64_t n = 0; n < kBlock; ++n) block[n] += av * w[n];
+        }
         const float s = r.a_s[m * kb + j] * sb;
         float* out = acc.data() + i * kBlock;
-        for (int64_t n = 0; n < nrows; ++n) {
-          // Eight partial sums: independent lanes the compiler vectorizes.
-          const float* w = tile.data() + n * kBlock;
-          float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-          int64_t k = 0;
-          for (; k + 8 <= klen; k += 8) {
-            for (int l = 0; l < 8; ++l) part[l] += arow[static_cast<size_t>(k + l)] * w[k + l];
-          }
-          for (; k < klen; ++k) part[0] += arow[static_cast<size_t>(k)] * w[k];
-          const float dot = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
-          out[n] += dot * s;
-        }
+        for (int64_t n = 0; n < kBlock; ++n) out[n] += block[n] * s;
       }
     }
     for (int64_t i = 0; i < mrows; ++i) {

@@ -12,6 +12,7 @@
 #include "io/gptq.h"
 #include "io/io_test_util.h"
 #include "lowbit/io.h"
+#include "lowbit/ops/fp8_gemm.h"
 #include "lowbit/ops/quant.h"
 
 namespace lowbit {
@@ -236,6 +237,42 @@ TEST(CheckpointRoundTrip, GptqBitWidthsAndZeroFormatsReadBack) {
       }
     }
   }
+}
+
+TEST(CheckpointRoundTrip, Fp8BlockCheckpointRunsAForwardPass) {
+  // A DeepSeek-format layer as a serving stack reads it: the fp8 `weight` and
+  // its `weight_scale_inv`, activations through act_quant, then fp8_gemm.
+  ScratchDir dir;
+  test::write_tiny_checkpoint(dir / "in");
+  io::QuantizeOptions o;
+  o.format = io::Format::fp8_block;
+  o.measure_error = false;
+  io::quantize_checkpoint(dir / "in", dir / "q", o);
+  const std::string w = "model.layers.1.mlp.down_proj.weight";
+  const auto in = io::Checkpoint::open(dir / "in");
+  const auto q = io::Checkpoint::open(dir / "q");
+  const Tensor weight = q.file_of(w)->load(w), scale = q.file_of(w)->load(w + "_scale_inv");
+  ASSERT_EQ(weight.dtype(), DType::f8_e4m3);
+  const std::vector<float> original = test::floats_of(in.file_of(w)->view(w));
+  const int64_t N = weight.size(0), K = weight.size(1), M = 5;
+  std::vector<float> x(static_cast<size_t>(M * K));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) * 2.0f;
+  const Tensor xt = Tensor::copy_of(TensorRef::contiguous(x.data(), DType::f32, {M, K}), Device::cpu());
+  const Fp8Quantized a = act_quant(xt);
+  const Tensor out = fp8_gemm(a.values, a.scale, weight, scale, DType::f32);
+  double err = 0.0, ref = 0.0;
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      double exact = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        exact += static_cast<double>(x[static_cast<size_t>(m * K + k)]) * original[static_cast<size_t>(n * K + k)];
+      }
+      const double d = out.ptr<float>()[m * N + n] - exact;
+      err += d * d;
+      ref += exact * exact;
+    }
+  }
+  EXPECT_LT(std::sqrt(err / ref), 0.06) << "fp8 rounding of both operands is a few percent";
 }
 
 }  // namespace
