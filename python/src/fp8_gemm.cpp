@@ -9,52 +9,66 @@
 namespace lowbit::python {
 namespace {
 
+// The operands every layout shares, and the one tensor the layout adds
+// (bias, m_indices or masked_m).
+template <class Args, TensorRef Args::*kExtra>
+Args operands(const InArray& a, const InArray& a_s, const InArray& b, const InArray& b_s, const char* extra_name,
+              const std::optional<InArray>& extra) {
+  const char* op = Args::kName;
+  Args x;
+  x.a = to_ref(op, "a", a);
+  x.a_s = to_ref(op, "a_s", a_s);
+  x.b = to_ref(op, "b", b);
+  x.b_s = to_ref(op, "b_s", b_s);
+  x.*kExtra = to_ref(op, extra_name, extra);
+  return x;
+}
+
+// Runs into `out` when given (None returned), else returns allocate(dtype).
+template <class Args, class Allocate>
+nb::object finish(Args x, const std::optional<OutArray>& out, const std::string& out_dtype, const CallContext& ctx,
+                  Allocate allocate) {
+  if (out) {
+    x.out = to_ref(Args::kName, "out", *out);
+    run_op(x, x.a.device, ctx.stream);
+    return nb::none();
+  }
+  const DType dtype = parse_dtype_arg(Args::kName, "out_dtype", out_dtype);
+  return to_py(without_gil([&] { return allocate(dtype); }));
+}
+
 nb::object fp8_gemm_py(const InArray& a, const InArray& a_s, const InArray& b, const InArray& b_s,
                        const std::optional<InArray>& bias, const std::optional<OutArray>& out,
                        const std::string& out_dtype, nb::handle stream_arg) {
-  const char* op = Fp8GemmArgs::kName;
   const CallContext ctx = call_context(stream_arg);
   const CallScope scope(ctx);
-  const TensorRef ra = to_ref(op, "a", a), ras = to_ref(op, "a_s", a_s), rb = to_ref(op, "b", b),
-                  rbs = to_ref(op, "b_s", b_s), rbias = to_ref(op, "bias", bias);
-  if (out) {
-    run_op(Fp8GemmArgs{ra, ras, rb, rbs, rbias, to_ref(op, "out", *out), {}}, ra.device, ctx.stream);
-    return nb::none();
-  }
-  const DType dtype = parse_dtype_arg(op, "out_dtype", out_dtype);
-  return to_py(without_gil([&] { return fp8_gemm(ra, ras, rb, rbs, dtype, rbias, ctx.stream); }));
+  const auto x = operands<Fp8GemmArgs, &Fp8GemmArgs::bias>(a, a_s, b, b_s, "bias", bias);
+  return finish(x, out, out_dtype, ctx,
+                [&](DType d) { return fp8_gemm(x.a, x.a_s, x.b, x.b_s, d, x.bias, ctx.stream); });
 }
 
 nb::object contiguous_py(const InArray& a, const InArray& a_s, const InArray& b, const InArray& b_s,
                          const InArray& m_indices, const std::optional<OutArray>& out, const std::string& out_dtype,
                          nb::handle stream_arg) {
-  const char* op = Fp8GroupedGemmContiguousArgs::kName;
   const CallContext ctx = call_context(stream_arg);
   const CallScope scope(ctx);
-  const TensorRef ra = to_ref(op, "a", a), ras = to_ref(op, "a_s", a_s), rb = to_ref(op, "b", b),
-                  rbs = to_ref(op, "b_s", b_s), ids = to_ref(op, "m_indices", m_indices);
-  if (out) {
-    run_op(Fp8GroupedGemmContiguousArgs{ra, ras, rb, rbs, ids, to_ref(op, "out", *out), {}}, ra.device, ctx.stream);
-    return nb::none();
-  }
-  const DType dtype = parse_dtype_arg(op, "out_dtype", out_dtype);
-  return to_py(without_gil([&] { return fp8_grouped_gemm_contiguous(ra, ras, rb, rbs, ids, dtype, ctx.stream); }));
+  using Args = Fp8GroupedGemmContiguousArgs;
+  const auto x = operands<Args, &Args::m_indices>(a, a_s, b, b_s, "m_indices", m_indices);
+  return finish(x, out, out_dtype, ctx, [&](DType d) {
+    return fp8_grouped_gemm_contiguous(x.a, x.a_s, x.b, x.b_s, x.m_indices, d, ctx.stream);
+  });
 }
 
 nb::object masked_py(const InArray& a, const InArray& a_s, const InArray& b, const InArray& b_s,
                      const InArray& masked_m, const std::optional<OutArray>& out, const std::string& out_dtype,
                      nb::handle stream_arg) {
-  const char* op = Fp8GroupedGemmMaskedArgs::kName;
   const CallContext ctx = call_context(stream_arg);
   const CallScope scope(ctx);
-  const TensorRef ra = to_ref(op, "a", a), ras = to_ref(op, "a_s", a_s), rb = to_ref(op, "b", b),
-                  rbs = to_ref(op, "b_s", b_s), counts = to_ref(op, "masked_m", masked_m);
-  if (out) {
-    run_op(Fp8GroupedGemmMaskedArgs{ra, ras, rb, rbs, counts, to_ref(op, "out", *out), {}}, ra.device, ctx.stream);
-    return nb::none();
-  }
-  const DType dtype = parse_dtype_arg(op, "out_dtype", out_dtype);
-  return to_py(without_gil([&] { return fp8_grouped_gemm_masked(ra, ras, rb, rbs, counts, dtype, ctx.stream); }));
+  using Args = Fp8GroupedGemmMaskedArgs;
+  const auto x = operands<Args, &Args::masked_m>(a, a_s, b, b_s, "masked_m", masked_m);
+  return finish(x, out, out_dtype, ctx, [&](DType d) {
+    return fp8_grouped_gemm_masked(x.a, x.a_s, x.b, x.b_s, x.masked_m, d, ctx.stream);
+  });
 }
 
 }  // namespace

@@ -28,6 +28,24 @@ void run_op(const Args& args, Device device, void* stream) {
   run(args, scratch.data(), s);
 }
 
+// An FP8 GEMM call: the operands every layout shares, and the one tensor
+// the layout adds (bias, m_indices or masked_m).
+template <class Args, TensorRef Args::*kExtra>
+lowbit_status fp8_gemm_call(const char* extra_name, const DLTensor* a, const DLTensor* a_s, const DLTensor* b,
+                            const DLTensor* b_s, const DLTensor* extra, DLTensor* out, void* stream) {
+  constexpr const char* op = Args::kName;
+  return guarded(op, [&] {
+    Args x;
+    x.a = to_ref(op, "a", a, &kFp8FromUint8);
+    x.a_s = to_ref(op, "a_s", a_s);
+    x.b = to_ref(op, "b", b, &kFp8FromUint8);
+    x.b_s = to_ref(op, "b_s", b_s);
+    x.*kExtra = to_ref(op, extra_name, extra);
+    x.out = to_ref(op, "out", out);
+    run_op(x, x.a.device, stream);
+  });
+}
+
 }  // namespace
 }  // namespace lowbit::capi
 
@@ -148,49 +166,21 @@ lowbit_status lowbit_weight_dequant(const DLTensor* input, const DLTensor* scale
 
 lowbit_status lowbit_fp8_gemm(const DLTensor* a, const DLTensor* a_s, const DLTensor* b, const DLTensor* b_s,
                               const DLTensor* bias, DLTensor* out, void* stream) {
-  constexpr const char* op = Fp8GemmArgs::kName;
-  return guarded(op, [&] {
-    Fp8GemmArgs x;
-    x.a = to_ref(op, "a", a, &capi::kFp8FromUint8);
-    x.a_s = to_ref(op, "a_s", a_s);
-    x.b = to_ref(op, "b", b, &capi::kFp8FromUint8);
-    x.b_s = to_ref(op, "b_s", b_s);
-    x.bias = to_ref(op, "bias", bias);
-    x.out = to_ref(op, "out", out);
-    run_op(x, x.a.device, stream);
-  });
+  return capi::fp8_gemm_call<Fp8GemmArgs, &Fp8GemmArgs::bias>("bias", a, a_s, b, b_s, bias, out, stream);
 }
 
 lowbit_status lowbit_fp8_grouped_gemm_contiguous(const DLTensor* a, const DLTensor* a_s, const DLTensor* b,
                                                  const DLTensor* b_s, const DLTensor* m_indices, DLTensor* out,
                                                  void* stream) {
-  constexpr const char* op = Fp8GroupedGemmContiguousArgs::kName;
-  return guarded(op, [&] {
-    Fp8GroupedGemmContiguousArgs x;
-    x.a = to_ref(op, "a", a, &capi::kFp8FromUint8);
-    x.a_s = to_ref(op, "a_s", a_s);
-    x.b = to_ref(op, "b", b, &capi::kFp8FromUint8);
-    x.b_s = to_ref(op, "b_s", b_s);
-    x.m_indices = to_ref(op, "m_indices", m_indices);
-    x.out = to_ref(op, "out", out);
-    run_op(x, x.a.device, stream);
-  });
+  return capi::fp8_gemm_call<Fp8GroupedGemmContiguousArgs, &Fp8GroupedGemmContiguousArgs::m_indices>(
+      "m_indices", a, a_s, b, b_s, m_indices, out, stream);
 }
 
 lowbit_status lowbit_fp8_grouped_gemm_masked(const DLTensor* a, const DLTensor* a_s, const DLTensor* b,
                                              const DLTensor* b_s, const DLTensor* masked_m, DLTensor* out,
                                              void* stream) {
-  constexpr const char* op = Fp8GroupedGemmMaskedArgs::kName;
-  return guarded(op, [&] {
-    Fp8GroupedGemmMaskedArgs x;
-    x.a = to_ref(op, "a", a, &capi::kFp8FromUint8);
-    x.a_s = to_ref(op, "a_s", a_s);
-    x.b = to_ref(op, "b", b, &capi::kFp8FromUint8);
-    x.b_s = to_ref(op, "b_s", b_s);
-    x.masked_m = to_ref(op, "masked_m", masked_m);
-    x.out = to_ref(op, "out", out);
-    run_op(x, x.a.device, stream);
-  });
+  return capi::fp8_gemm_call<Fp8GroupedGemmMaskedArgs, &Fp8GroupedGemmMaskedArgs::masked_m>(
+      "masked_m", a, a_s, b, b_s, masked_m, out, stream);
 }
 
 lowbit_status lowbit_int8_vectorwise_quant(const DLTensor* input, DLTensor* out, DLTensor* row_stats,

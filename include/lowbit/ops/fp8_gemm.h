@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "lowbit/ops/declare_op.h"
 #include "lowbit/ops/kernel_config.h"
 #include "lowbit/tensor.h"
 
@@ -61,15 +62,9 @@ struct Fp8GroupedGemmMaskedArgs {
   KernelConfig config;
 };
 
-#define LOWBIT_DECLARE_OP(Args)            \
-  void check(const Args& args);            \
-  size_t workspace_size(const Args& args); \
-  void run(const Args& args, void* workspace = nullptr, Stream stream = {});
-
 LOWBIT_DECLARE_OP(Fp8GemmArgs)
 LOWBIT_DECLARE_OP(Fp8GroupedGemmContiguousArgs)
 LOWBIT_DECLARE_OP(Fp8GroupedGemmMaskedArgs)
-#undef LOWBIT_DECLARE_OP
 
 // Allocating front ends: out on a's device, of out_dtype.
 Tensor fp8_gemm(const TensorRef& a, const TensorRef& a_s, const TensorRef& b, const TensorRef& b_s,

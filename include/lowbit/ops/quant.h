@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "lowbit/ops/declare_op.h"
 #include "lowbit/quant_state.h"
 #include "lowbit/tensor.h"
 
@@ -138,11 +139,6 @@ struct EstimateQuantilesArgs {
   float offset = 1.0f / 512.0f;
 };
 
-#define LOWBIT_DECLARE_OP(Args)                      \
-  void check(const Args& args);                      \
-  size_t workspace_size(const Args& args);           \
-  void run(const Args& args, void* workspace = nullptr, Stream stream = {});
-
 LOWBIT_DECLARE_OP(QuantizeBlockwiseArgs)
 LOWBIT_DECLARE_OP(DequantizeBlockwiseArgs)
 LOWBIT_DECLARE_OP(Quantize4bitArgs)
@@ -154,7 +150,6 @@ LOWBIT_DECLARE_OP(WeightDequantArgs)
 LOWBIT_DECLARE_OP(Int8VectorwiseQuantArgs)
 LOWBIT_DECLARE_OP(Int8VectorwiseDequantArgs)
 LOWBIT_DECLARE_OP(EstimateQuantilesArgs)
-#undef LOWBIT_DECLARE_OP
 
 // ------------------------------------------------------- allocating front ends
 
