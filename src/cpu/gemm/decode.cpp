@@ -114,6 +114,16 @@ LOWBIT_SIMD_CLONES void decode_bytes(const uint8_t* row, WeightKind kind, int64_
     for (int64_t i = 0; i < len; ++i) out[i] = static_cast<float>(static_cast<int8_t>(p[i]));
   } else if (kind == WeightKind::uint) {
     for (int64_t i = 0; i < len; ++i) out[i] = static_cast<float>(p[i]);
+  } else if (kind == WeightKind::fp8) {
+    // Branch-free E4M3: exponent and mantissa moved into an fp32's place
+    // read as a float times 2^120 rebias exactly (subnormals included);
+    // 0x7f / 0xff are NaN, sign | 0x7fc00000 (core::e4m3_to_f32's bits).
+    for (int64_t i = 0; i < len; ++i) {
+      const uint32_t em = p[i] & 0x7fu;
+      const uint32_t nan = 0u - static_cast<uint32_t>(em == 0x7fu);  // all ones for NaN
+      const uint32_t mag = float_bits(bits_float(em << 20) * 0x1p120f);
+      out[i] = bits_float((mag & ~nan) | (0x7fc00000u & nan) | (static_cast<uint32_t>(p[i] & 0x80u) << 24));
+    }
   } else {
     for (int64_t i = 0; i < len; ++i) out[i] = vtab[p[i]];
   }

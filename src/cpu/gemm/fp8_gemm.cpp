@@ -1,7 +1,7 @@
 // The CPU block-scaled FP8 GEMMs: "cpu-reference" (each K block's products
 // summed in float64, scaled and summed in float64) and "cpu" (tiles of b
-// decoded to fp32 once per 64 rows of a, fp32 block sums, OpenMP over
-// 128-row blocks of N and 64-row blocks of M). The grouped layouts reduce to runs of rows that share
+// decoded to fp32 once per 64 rows of a, block sums by the matmul's dot
+// kernel, OpenMP over 128-row blocks of N and 64-row blocks of M). The grouped layouts reduce to runs of rows that share
 // an expert's b; rows that are padding or past an expert's count get zeros.
 #include <algorithm>
 #include <array>
@@ -12,6 +12,8 @@
 #include "core/float_convert.h"
 #include "core/hd.h"
 #include "cpu/gemm/impls.h"
+#include "cpu/gemm/kernels.h"
+#include "cpu/gemm/tiles.h"
 #include "cpu/quant/parallel.h"
 
 namespace lowbit::core::cpu {
@@ -78,51 +80,51 @@ void reference_rows(const Rows& r, int64_t row0, int64_t rows) {
   });
 }
 
-// Rows of M a task handles at once: their fp32 sums of one 128-row block of
-// N (32 KB) stay in L2 beside the decoded b tile (64 KB).
+// Rows of M a task handles at once: their decoded K block, its sums and the
+// running sums (32 KB each) stay in L2 beside the decoded b tile (64 KB).
 constexpr int64_t kRowsATask = 64;
 
-// b's tile [128 rows of N, 128 of K] is decoded K-major (tile[k][n], rows past
-// N zero), so a row of a times the tile is 128 broadcast-multiply-adds over
-// contiguous n: vector lanes without horizontal sums.
+// Per task (128 rows of N, up to 64 rows of M) and K block: b's tile and a's
+// rows decoded to fp32 (decode_bytes), their products summed by the matmul's
+// dot kernel (tile_dot), both vectorized per instruction set, then scaled
+// into the sums.
 void fast_rows(const Rows& r, int64_t row0, int64_t rows) {
-  const std::array<float, 256>& dec = e4m3_table();
   const int64_t kb = ceil_div(r.K, kBlock);
   const int64_t n_blocks = ceil_div(r.N, kBlock);
   const int64_t m_tasks = ceil_div(rows, kRowsATask);
   parallel_for(n_blocks * m_tasks, rows * r.N * r.K, [&](int64_t task) {
     const int64_t nb = task / m_tasks;
     const int64_t mt0 = row0 + (task % m_tasks) * kRowsATask;
-    const int64_t mrows = std::min(kRowsATask, row0 + rows - mt0);
+    const int mrows = static_cast<int>(std::min(kRowsATask, row0 + rows - mt0));
     const int64_t n0 = nb * kBlock;
-    const int64_t nrows = std::min(kBlock, r.N - n0);
-    std::vector<float> tile(static_cast<size_t>(kBlock * kBlock), 0.0f);
-    std::vector<float> acc(static_cast<size_t>(kRowsATask * kBlock), 0.0f);
-    alignas(64) float block[kBlock];
+    const int nrows = static_cast<int>(std::min(kBlock, r.N - n0));
+    // Per thread, kept across tasks and calls (freed memory handed back to
+    // the kernel would be faulted in and zeroed again on every task).
+    thread_local std::vector<float> b32(static_cast<size_t>(kBlock * kBlock)),
+        a32(static_cast<size_t>(kRowsATask * kBlock)), block(static_cast<size_t>(kRowsATask * kBlock)),
+        acc(static_cast<size_t>(kRowsATask * kBlock));
+    std::fill(acc.begin(), acc.end(), 0.0f);
     for (int64_t j = 0; j < kb; ++j) {
       const int64_t k0 = j * kBlock;
-      const int64_t klen = std::min(kBlock, r.K - k0);
-      for (int64_t n = 0; n < nrows; ++n) {
-        const uint8_t* src = r.b + (n0 + n) * r.K + k0;
-        for (int64_t k = 0; k < klen; ++k) tile[static_cast<size_t>(k * kBlock + n)] = dec[src[k]];
+      const int64_t klen = std::min(kBlock, r.K - k0);  // a multiple of 16 (kVec)
+      for (int n = 0; n < nrows; ++n) {
+        gemm::decode_bytes(r.b + (n0 + n) * r.K, WeightKind::fp8, k0, klen, nullptr, b32.data() + n * kBlock);
       }
+      for (int i = 0; i < mrows; ++i) {
+        gemm::decode_bytes(r.a + (mt0 + i) * r.K, WeightKind::fp8, k0, klen, nullptr, a32.data() + i * kBlock);
+      }
+      std::fill(block.begin(), block.end(), 0.0f);
+      gemm::tile_dot(a32.data(), kBlock, mrows, b32.data(), kBlock, nrows, klen, block.data(), kBlock);
       const float sb = r.b_s[nb * kb + j];
-      for (int64_t i = 0; i < mrows; ++i) {
-        const int64_t m = mt0 + i;
-        const uint8_t* src = r.a + m * r.K + k0;
-        std::fill(block, block + kBlock, 0.0f);
-        for (int64_t k = 0; k < klen; ++k) {
-          const float av = dec[src[k]];
-          const float* w = tile.data() + k * kBlock;
-          for (int64_t n = 0; n < kBlock; ++n) block[n] += av * w[n];
-        }
-        const float s = r.a_s[m * kb + j] * sb;
+      for (int i = 0; i < mrows; ++i) {
+        const float s = r.a_s[(mt0 + i) * kb + j] * sb;
+        const float* bl = block.data() + i * kBlock;
         float* out = acc.data() + i * kBlock;
-        for (int64_t n = 0; n < kBlock; ++n) out[n] += block[n] * s;
+        for (int n = 0; n < nrows; ++n) out[n] += bl[n] * s;
       }
     }
-    for (int64_t i = 0; i < mrows; ++i) {
-      for (int64_t n = 0; n < nrows; ++n) {
+    for (int i = 0; i < mrows; ++i) {
+      for (int n = 0; n < nrows; ++n) {
         float v = acc[static_cast<size_t>(i * kBlock + n)];
         if (r.bias != nullptr) v += r.bias[n0 + n];
         store(r, mt0 + i, n0 + n, v);
@@ -138,7 +140,7 @@ void require_cpu_config(const char* op, const KernelConfig& config) {
                  "' is not a cpu kernel config (the cpu backend has one kernel and no configs)");
 }
 
-void gemm(const Fp8GemmArgs& a, RowsFn fn) {
+void single(const Fp8GemmArgs& a, RowsFn fn) {
   require_cpu_config(Fp8GemmArgs::kName, a.config);
   const int64_t K = a.a.size(-1);
   Rows r{a.a.ptr<const uint8_t>(), a.a_s.ptr<const float>(), a.b.ptr<const uint8_t>(), a.b_s.ptr<const float>(),
@@ -208,8 +210,8 @@ void grouped_masked(const Fp8GroupedGemmMaskedArgs& a, RowsFn fn) {
 
 }  // namespace
 
-void fp8_gemm_reference(const Fp8GemmArgs& a, void*, Stream) { gemm(a, reference_rows); }
-void fp8_gemm_fast(const Fp8GemmArgs& a, void*, Stream) { gemm(a, fast_rows); }
+void fp8_gemm_reference(const Fp8GemmArgs& a, void*, Stream) { single(a, reference_rows); }
+void fp8_gemm_fast(const Fp8GemmArgs& a, void*, Stream) { single(a, fast_rows); }
 void fp8_grouped_contiguous_reference(const Fp8GroupedGemmContiguousArgs& a, void*, Stream) {
   grouped_contiguous(a, reference_rows);
 }

@@ -14,7 +14,8 @@ namespace lowbit::core::cpu::gemm {
 // (1, 2 or 4) in a rows-layout stream; k0 % 8 == 0 (group and tile starts
 // are). table16 holds 16 floats, of which the first 2^bits are read.
 void decode_small(const uint8_t* row, int bits, int64_t k0, int64_t len, const float* table16, float* out);
-// 8-bit codes: int8 / uint8 values converted, any other kind through vtab[256].
+// 8-bit codes: int8 / uint8 values converted, fp8 (E4M3) decoded, any other
+// kind through vtab[256].
 void decode_bytes(const uint8_t* row, WeightKind kind, int64_t k0, int64_t len, const float* vtab, float* out);
 // f16 / bf16 codes converted exactly (core::f16_to_f32's values).
 void decode_halves(const uint8_t* row, bool bf16, int64_t k0, int64_t len, float* out);

@@ -4,7 +4,10 @@
 #include <cmath>
 #include <limits>
 
+#include <cstring>
+
 #include "core/float_convert.h"
+#include "cpu/gemm/kernels.h"
 #include "harness/harness.h"
 #include "lowbit/ops/fp8_gemm.h"
 
@@ -105,6 +108,21 @@ std::vector<std::pair<std::string, std::vector<Tensor>>> run_every_impl(const Op
     out.emplace_back(impl.name, run_case(c, impl, device));
   }
   return out;
+}
+
+TEST(Fp8Gemm, CpuDecodeGivesEveryCodeTheCoreConversionsBits) {
+  // The fast path's vectorized E4M3 decode (shared with Matmul's fp8 weights).
+  uint8_t codes[256 + 16];
+  for (int i = 0; i < 256 + 16; ++i) codes[i] = static_cast<uint8_t>(i);
+  float got[256 + 16];
+  core::cpu::gemm::decode_bytes(codes, core::WeightKind::fp8, 0, 256 + 16, nullptr, got);
+  for (int i = 0; i < 256 + 16; ++i) {
+    const float want = core::e4m3_to_f32(codes[i]);
+    uint32_t w = 0, g = 0;
+    std::memcpy(&w, &want, 4);
+    std::memcpy(&g, &got[i], 4);
+    EXPECT_EQ(g, w) << "code 0x" << std::hex << i % 256;
+  }
 }
 
 TEST(Fp8Gemm, EveryBackendMatchesFloat64) {
