@@ -1,7 +1,8 @@
 // The CPU block-scaled FP8 GEMMs: "cpu-reference" (each K block's products
-// summed in float64, scaled and summed in float64) and "cpu" (tiles of b
-// decoded to fp32 once per 64 rows of a, block sums by the matmul's dot
-// kernel, OpenMP over 128-row blocks of N and 64-row blocks of M). The grouped layouts reduce to runs of rows that share
+// summed in float64, scaled and summed in float64) and "cpu" (up to 16 rows
+// of a: b streamed row by row with its scales folded in; more: tiles of b
+// decoded once per 64 rows of a, block sums by the matmul's dot kernel;
+// OpenMP over blocks of N and M). The grouped layouts reduce to runs of rows that share
 // an expert's b; rows that are padding or past an expert's count get zeros.
 #include <algorithm>
 #include <array>
@@ -88,7 +89,7 @@ constexpr int64_t kRowsATask = 64;
 // rows decoded to fp32 (decode_bytes), their products summed by the matmul's
 // dot kernel (tile_dot), both vectorized per instruction set, then scaled
 // into the sums.
-void fast_rows(const Rows& r, int64_t row0, int64_t rows) {
+void tile_rows(const Rows& r, int64_t row0, int64_t rows) {
   const int64_t kb = ceil_div(r.K, kBlock);
   const int64_t n_blocks = ceil_div(r.N, kBlock);
   const int64_t m_tasks = ceil_div(rows, kRowsATask);
@@ -131,6 +132,66 @@ void fast_rows(const Rows& r, int64_t row0, int64_t rows) {
       }
     }
   });
+}
+
+// A decode batch of rows at most (the stream path below serves it).
+constexpr int64_t kStreamRows = 16;
+// Rows of b decoded at once by the stream path.
+constexpr int kStreamChunk = 16;
+
+// x[k] *= scale[k / 128] over a row of K values (a loop per block: vectorized).
+void scale_blocks(float* x, int64_t K, const float* scale) {
+  for (int64_t k0 = 0, j = 0; k0 < K; k0 += kBlock, ++j) {
+    const float s = scale[j];
+    const int64_t end = std::min(K, k0 + kBlock);
+    for (int64_t k = k0; k < end; ++k) x[k] *= s;
+  }
+}
+
+// Few rows of a: b streamed row by row (K contiguous bytes, what hardware
+// prefetchers follow, where tiles read 128 rows 4 KB apart), each row decoded
+// with its blocks' scales multiplied in, a's rows likewise once; then one dot
+// over all of K per output (the same sums as per-block scaling, to fp32
+// rounding).
+void stream_rows(const Rows& r, int64_t row0, int64_t rows) {
+  const int64_t K = r.K, kb = ceil_div(K, kBlock);
+  const int mr = static_cast<int>(rows);
+  std::vector<float> a32(static_cast<size_t>(rows * K));
+  for (int64_t i = 0; i < rows; ++i) {
+    float* dst = a32.data() + i * K;
+    gemm::decode_bytes(r.a + (row0 + i) * K, WeightKind::fp8, 0, K, nullptr, dst);
+    scale_blocks(dst, K, r.a_s + (row0 + i) * kb);
+  }
+  const int64_t chunks = ceil_div(r.N, int64_t{kStreamChunk});
+  parallel_for(chunks, rows * r.N * K, [&](int64_t c) {
+    const int64_t n0 = c * kStreamChunk;
+    const int nr = static_cast<int>(std::min<int64_t>(kStreamChunk, r.N - n0));
+    thread_local std::vector<float> w32, acc;
+    w32.resize(static_cast<size_t>(kStreamChunk * K));
+    acc.assign(static_cast<size_t>(kStreamRows * kStreamChunk), 0.0f);
+    for (int j = 0; j < nr; ++j) {
+      float* dst = w32.data() + j * K;
+      gemm::decode_bytes(r.b + (n0 + j) * K, WeightKind::fp8, 0, K, nullptr, dst);
+      scale_blocks(dst, K, r.b_s + ((n0 + j) / kBlock) * kb);
+    }
+    gemm::tile_dot(a32.data(), K, mr, w32.data(), K, nr, K, acc.data(), kStreamChunk);
+    for (int i = 0; i < mr; ++i) {
+      for (int j = 0; j < nr; ++j) {
+        float v = acc[static_cast<size_t>(i * kStreamChunk + j)];
+        if (r.bias != nullptr) v += r.bias[n0 + j];
+        store(r, row0 + i, n0 + j, v);
+      }
+    }
+  });
+}
+
+// The fast path: the stream path for a decode batch, tiles above.
+void fast_rows(const Rows& r, int64_t row0, int64_t rows) {
+  if (rows <= kStreamRows) {
+    stream_rows(r, row0, rows);
+  } else {
+    tile_rows(r, row0, rows);
+  }
 }
 
 using RowsFn = void (*)(const Rows&, int64_t, int64_t);
