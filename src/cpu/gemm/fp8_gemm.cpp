@@ -2,11 +2,13 @@
 // summed in float64, scaled and summed in float64) and "cpu" (up to 16 rows
 // of a: b streamed row by row with its scales folded in; more: tiles of b
 // decoded once per 64 rows of a, block sums by the matmul's dot kernel;
-// OpenMP over blocks of N and M). The grouped layouts reduce to runs of rows that share
-// an expert's b; rows that are padding or past an expert's count get zeros.
+// OpenMP over blocks of N and M). The grouped layouts reduce to runs of rows
+// that share an expert's b; rows that are padding or past an expert's count
+// get zeros.
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "core/check.h"
@@ -16,6 +18,7 @@
 #include "cpu/gemm/kernels.h"
 #include "cpu/gemm/tiles.h"
 #include "cpu/quant/parallel.h"
+#include "cpu/quant/spans.h"
 
 namespace lowbit::core::cpu {
 namespace {
@@ -45,20 +48,27 @@ struct Rows {
   int64_t N, K;
 };
 
-void store(const Rows& r, int64_t m, int64_t n, double v) {
-  const float f = static_cast<float>(v);
-  const int64_t i = m * r.N + n;
+// v[j] += bias[n0 + j] where the call has a bias (the fast paths, in fp32).
+void add_bias(const Rows& r, int64_t n0, float* v, int64_t len) {
+  if (r.bias == nullptr) return;
+  for (int64_t j = 0; j < len; ++j) v[j] += r.bias[n0 + j];
+}
+
+// out[m, n0 .. n0 + len) = v rounded to out's dtype (from_f32_span).
+void store_row(const Rows& r, int64_t m, int64_t n0, const float* v, int64_t len) {
+  const int64_t i = m * r.N + n0;
   switch (r.out_dtype) {
-    case DType::f32: static_cast<float*>(r.out)[i] = f; break;
-    case DType::f16: static_cast<uint16_t*>(r.out)[i] = f32_to_f16(f); break;
-    default: static_cast<uint16_t*>(r.out)[i] = f32_to_bf16(f); break;
+    case DType::f32: from_f32_span(v, len, static_cast<float*>(r.out) + i); break;
+    case DType::f16: from_f32_span(v, len, static_cast<Half*>(r.out) + i); break;
+    default: from_f32_span(v, len, static_cast<BFloat16*>(r.out) + i); break;
   }
 }
 
+// Zero is all-zero bits in every output dtype.
 void zero_rows(const Rows& r, int64_t row0, int64_t rows) {
-  for (int64_t m = row0; m < row0 + rows; ++m) {
-    for (int64_t n = 0; n < r.N; ++n) store(r, m, n, 0.0);
-  }
+  const size_t bytes = static_cast<size_t>(dtype_bits(r.out_dtype) / 8);
+  std::memset(static_cast<char*>(r.out) + static_cast<size_t>(row0 * r.N) * bytes, 0,
+              static_cast<size_t>(rows * r.N) * bytes);
 }
 
 void reference_rows(const Rows& r, int64_t row0, int64_t rows) {
@@ -66,6 +76,7 @@ void reference_rows(const Rows& r, int64_t row0, int64_t rows) {
   const int64_t kb = ceil_div(r.K, kBlock);
   parallel_for(rows, rows * r.N * r.K, [&](int64_t i) {
     const int64_t m = row0 + i;
+    std::vector<float> row(static_cast<size_t>(r.N));
     for (int64_t n = 0; n < r.N; ++n) {
       double acc = 0.0;
       for (int64_t k0 = 0, j = 0; k0 < r.K; k0 += kBlock, ++j) {
@@ -76,8 +87,9 @@ void reference_rows(const Rows& r, int64_t row0, int64_t rows) {
         acc += block * static_cast<double>(r.a_s[m * kb + j]) * static_cast<double>(r.b_s[(n / kBlock) * kb + j]);
       }
       if (r.bias != nullptr) acc += static_cast<double>(r.bias[n]);
-      store(r, m, n, acc);
+      row[static_cast<size_t>(n)] = static_cast<float>(acc);
     }
+    store_row(r, m, 0, row.data(), r.N);
   });
 }
 
@@ -125,11 +137,8 @@ void tile_rows(const Rows& r, int64_t row0, int64_t rows) {
       }
     }
     for (int i = 0; i < mrows; ++i) {
-      for (int n = 0; n < nrows; ++n) {
-        float v = acc[static_cast<size_t>(i * kBlock + n)];
-        if (r.bias != nullptr) v += r.bias[n0 + n];
-        store(r, mt0 + i, n0 + n, v);
-      }
+      add_bias(r, n0, acc.data() + i * kBlock, nrows);
+      store_row(r, mt0 + i, n0, acc.data() + i * kBlock, nrows);
     }
   });
 }
@@ -176,17 +185,15 @@ void stream_rows(const Rows& r, int64_t row0, int64_t rows) {
     }
     gemm::tile_dot(a32.data(), K, mr, w32.data(), K, nr, K, acc.data(), kStreamChunk);
     for (int i = 0; i < mr; ++i) {
-      for (int j = 0; j < nr; ++j) {
-        float v = acc[static_cast<size_t>(i * kStreamChunk + j)];
-        if (r.bias != nullptr) v += r.bias[n0 + j];
-        store(r, row0 + i, n0 + j, v);
-      }
+      add_bias(r, n0, acc.data() + i * kStreamChunk, nr);
+      store_row(r, row0 + i, n0, acc.data() + i * kStreamChunk, nr);
     }
   });
 }
 
 // The fast path: the stream path for a decode batch, tiles above.
 void fast_rows(const Rows& r, int64_t row0, int64_t rows) {
+  if (rows == 0) return;  // b is not decoded for no rows (empty experts, M = 0)
   if (rows <= kStreamRows) {
     stream_rows(r, row0, rows);
   } else {
