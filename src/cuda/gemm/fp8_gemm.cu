@@ -57,8 +57,8 @@ void launch_tiles(const char* op, const fp8g::Params& p, int64_t slices, cudaStr
 void launch(const char* op, const fp8g::Params& p, int64_t slices, DType out_dtype, int device, Stream stream) {
   if (p.rows == 0 || p.N == 0) return;
   LOWBIT_REQUIRE(ceil_div(p.rows, kBM) <= INT32_MAX && ceil_div(p.N, kBN) <= 65535 && slices <= 65535,
-                 ErrorCode::invalid_argument, op, ": shape too large for the cuda kernel's grid (rows ", p.rows,
-                 ", N ", p.N, ", experts ", slices, ")");
+                 ErrorCode::invalid_argument, op, ": shape too large for the cuda kernel's grid (rows ", p.rows, ", N ",
+                 p.N, ", experts ", slices, ")");
   DeviceGuard guard(device, op);
   const bool async = aligned16(p.a) && aligned16(p.b);
   with_float_type(out_dtype, op, "out", [&](auto t) {

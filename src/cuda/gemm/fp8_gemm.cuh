@@ -29,9 +29,9 @@
 
 namespace lowbit::cuda::fp8g {
 
-constexpr int kBM = 64;    // rows of a (and out) per CTA
-constexpr int kBN = 128;   // rows of b (columns of out) per CTA: one b_s row
-constexpr int kBK = 128;   // K per stage: one scale block
+constexpr int kBM = 64;   // rows of a (and out) per CTA
+constexpr int kBN = 128;  // rows of b (columns of out) per CTA: one b_s row
+constexpr int kBK = 128;  // K per stage: one scale block
 constexpr int kStages = 3;
 constexpr int kWarpsM = 2, kWarpsN = 4;
 constexpr int kThreads = 32 * kWarpsM * kWarpsN;
@@ -124,8 +124,8 @@ __device__ __forceinline__ Byte* tile_at(Byte* tile, int row, int chunk) {
 // K block j of a (rows of expert e) and b (the CTA's N tile) into one
 // stage: each thread copies chunk tid % 8 of rows tid / 8 + 32 i.
 template <bool kAsync>
-__device__ __forceinline__ void load_stage(const Params& p, const uint8_t* a, const uint8_t* b, const int* codes,
-                                           int e, int64_t m0, int64_t n0, int j, uint8_t* sa, uint8_t* sb) {
+__device__ __forceinline__ void load_stage(const Params& p, const uint8_t* a, const uint8_t* b, const int* codes, int e,
+                                           int64_t m0, int64_t n0, int j, uint8_t* sa, uint8_t* sb) {
   constexpr int kRowStep = kThreads / kChunks;
   const int c = threadIdx.x % kChunks, r0 = threadIdx.x / kChunks;
   const int64_t k = static_cast<int64_t>(j) * kBK + c * 16;
@@ -237,7 +237,8 @@ __device__ void gemm_pass(const Params& p, const uint8_t* a, const float* a_s, O
     ptx::cp_async_wait_group<kStages - 2>();
     __syncthreads();  // block j visible; every warp done with block j - 1's stage
     const int next = j + kStages - 1;
-    if (next < p.kb) load_stage<kAsync>(p, a, b, codes, e, m0, n0, next, stage_a(next % kStages), stage_b(next % kStages));
+    if (next < p.kb)
+      load_stage<kAsync>(p, a, b, codes, e, m0, n0, next, stage_a(next % kStages), stage_b(next % kStages));
     ptx::cp_async_commit_group();
 
     const float sb = __ldg(b_s + j);
