@@ -6,8 +6,10 @@
 //   - a [64 x 128 bytes] and b [128 x 128 bytes] tiles pass through 3 shared
 //     memory stages (cp.async, or plain loads when a or b is not 16-byte
 //     aligned), rows swizzled (swizzle128) so ldmatrix reads them conflict-free;
-//   - sm_89+: mma.sync m16n8k32 on the e4m3 bytes; sm_80: the bytes decoded
-//     to f16 (exact: every e4m3 value is an f16 value) for two m16n8k16 steps;
+//   - kFp8Mma on sm_89+: mma.sync m16n8k32 on the e4m3 bytes; otherwise (and
+//     always in sm_80 code) the bytes decoded to f16 (exact: every e4m3 value
+//     is an f16 value) for two m16n8k16 steps, whose sums are fp32 (the FP8
+//     instruction's accumulator keeps fewer bits);
 //   - every row of the tile carries a code: the expert whose b it is
 //     multiplied by, or zeros, NaN, or nothing (past the rows). The CTA runs
 //     one pass per distinct expert among its rows (one pass when the router
@@ -142,7 +144,6 @@ __device__ __forceinline__ void load_stage(const Params& p, const uint8_t* a, co
   }
 }
 
-#if !(defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890)
 // Two e4m3 codes of w (bytes picked by byte_perm selector sel: 0x1404 for
 // bytes 0, 1; 0x3424 for bytes 2, 3) as f16x2, exactly: the 7 magnitude bits
 // become f16's exponent and top mantissa bits, times 2^8 for the bias
@@ -158,13 +159,16 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t w, uint32_t sel) {
   const uint32_t nan = __byte_perm(__vcmpeq4(w & 0x7f7f7f7fu, 0x7f7f7f7fu), 0, sel) & 0x7e007e00u;
   return r | nan;  // 480 (0x5f80) | 0x7e00: exponent all ones, mantissa non-zero
 }
-#endif
 
 // c += a[16 x 32] · b[32 x 8] on e4m3 fragments (ptx::mma_m16n8k32_e4m3's layout).
+template <bool kFp8Mma>
 __device__ __forceinline__ void mma_k32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  ptx::mma_m16n8k32_e4m3(c, a[0], a[1], a[2], a[3], b0, b1);
-#else
+  if constexpr (kFp8Mma) {
+    ptx::mma_m16n8k32_e4m3(c, a[0], a[1], a[2], a[3], b0, b1);
+    return;
+  }
+#endif
   // Register w's K 4t..4t+3 become m16n8k16's K 2t, 2t+1 (low pair) and
   // 2t+8, 2t+9 (high pair), the same permutation for a and b: the dot
   // products are unchanged.
@@ -173,10 +177,10 @@ __device__ __forceinline__ void mma_k32(float (&c)[4], const uint32_t (&a)[4], u
                         e4m3x2_to_f16x2(a[1], kHi), e4m3x2_to_f16x2(b0, kLo), e4m3x2_to_f16x2(b0, kHi));
   ptx::mma_m16n8k16_f16(c, e4m3x2_to_f16x2(a[2], kLo), e4m3x2_to_f16x2(a[3], kLo), e4m3x2_to_f16x2(a[2], kHi),
                         e4m3x2_to_f16x2(a[3], kHi), e4m3x2_to_f16x2(b1, kLo), e4m3x2_to_f16x2(b1, kHi));
-#endif
 }
 
 // part = this warp's 32 x 32 products of one K block (stage sa, sb), in fp32.
+template <bool kFp8Mma>
 __device__ __forceinline__ void block_products(const uint8_t* sa, const uint8_t* sb, int wm, int wn, int lane,
                                                float (&part)[kTilesM][kTilesN][4]) {
 #pragma unroll
@@ -203,7 +207,7 @@ __device__ __forceinline__ void block_products(const uint8_t* sa, const uint8_t*
 #pragma unroll
     for (int i = 0; i < kTilesM; ++i) {
 #pragma unroll
-      for (int jn = 0; jn < kTilesN; ++jn) mma_k32(part[i][jn], af[i], bf[jn][0], bf[jn][1]);
+      for (int jn = 0; jn < kTilesN; ++jn) mma_k32<kFp8Mma>(part[i][jn], af[i], bf[jn][0], bf[jn][1]);
     }
   }
 }
@@ -216,7 +220,7 @@ __device__ __forceinline__ float row_scale(const Params& p, const float* a_s, co
 
 // The tile's rows of expert e: every K block through the stages, each
 // block's fp32 sums scaled into acc, then out (+ bias) for those rows.
-template <class Out, bool kAsync>
+template <class Out, bool kAsync, bool kFp8Mma>
 __device__ void gemm_pass(const Params& p, const uint8_t* a, const float* a_s, Out* out, const int* codes, int e,
                           int64_t m0, int64_t n0, uint8_t* smem) {
   const uint8_t* b = p.b + static_cast<int64_t>(e) * p.N * p.K;
@@ -250,7 +254,7 @@ __device__ void gemm_pass(const Params& p, const uint8_t* a, const float* a_s, O
       sa[i][1] = row_scale(p, a_s, codes, e, m0, r + 8, j) * sb;
     }
     float part[kTilesM][kTilesN][4] = {};
-    block_products(stage_a(j % kStages), stage_b(j % kStages), wm, wn, lane, part);
+    block_products<kFp8Mma>(stage_a(j % kStages), stage_b(j % kStages), wm, wn, lane, part);
 #pragma unroll
     for (int i = 0; i < kTilesM; ++i) {
 #pragma unroll
@@ -283,7 +287,7 @@ __device__ void gemm_pass(const Params& p, const uint8_t* a, const float* a_s, O
 }
 
 // Grid: (M tiles, N tiles, z), z the expert in the masked layout, else 1.
-template <class Out, bool kAsync>
+template <class Out, bool kAsync, bool kFp8Mma>
 __global__ void __launch_bounds__(kThreads) fp8_gemm_tiles(Params p) {
   extern __shared__ __align__(128) uint8_t smem[];
   int* codes = reinterpret_cast<int*>(smem + kStages * (kTileA + kTileB));
@@ -302,7 +306,7 @@ __global__ void __launch_bounds__(kThreads) fp8_gemm_tiles(Params p) {
     int e = -1;
     for (int r = 0; r < kBM && e < 0; ++r) e = codes[r] >= 0 ? codes[r] : -1;
     if (e < 0) return;
-    gemm_pass<Out, kAsync>(p, a, a_s, out, codes, e, m0, n0, smem);
+    gemm_pass<Out, kAsync, kFp8Mma>(p, a, a_s, out, codes, e, m0, n0, smem);
     __syncthreads();  // every thread has read the codes of this pass
     if (threadIdx.x < kBM && codes[threadIdx.x] == e) codes[threadIdx.x] = kSkip;
   }

@@ -31,8 +31,9 @@ size_t matmul_4bit_workspace(const Matmul4bitArgs& a);
 // heuristic's first: "fused", "dequant_gemm", "cuda_core".
 std::vector<KernelConfig> matmul_4bit_configs(const Matmul4bitArgs& a);
 
-// The FP8 block GEMMs (lowbit/ops/fp8_gemm.h): one tile kernel, no workspace,
-// no configs (a non-empty config is invalid_argument).
+// The FP8 block GEMMs (lowbit/ops/fp8_gemm.h): one tile kernel, no workspace.
+// config: empty, "mma_e4m3_m64_n128_k128_s3" (FP8 tensor cores, sm_89+ code)
+// or "mma_f16_m64_n128_k128_s3" (e4m3 decoded to f16); others are invalid_argument.
 void fp8_gemm(const Fp8GemmArgs& a, void* workspace, Stream stream);
 void fp8_grouped_gemm_contiguous(const Fp8GroupedGemmContiguousArgs& a, void* workspace, Stream stream);
 void fp8_grouped_gemm_masked(const Fp8GroupedGemmMaskedArgs& a, void* workspace, Stream stream);

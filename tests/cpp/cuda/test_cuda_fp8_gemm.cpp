@@ -3,7 +3,8 @@
 // sized shape; views that are not 16-byte aligned (the kernel's plain-load
 // path); contiguous tiles whose rows mix experts, padding and ids outside
 // [-1, E) (NaN rows on CUDA); the masked layout captured in a CUDA graph and
-// replayed with new masked_m contents; a config the backend does not know.
+// replayed with new masked_m contents; the f16 config forced; a config the
+// backend does not know.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -21,6 +22,8 @@ using namespace lowbit::test;
 constexpr int64_t kB = kFp8ScaleBlock;
 int64_t blocks(int64_t n) { return (n + kB - 1) / kB; }
 const Device kGpu = Device::cuda(0);
+// The kernel's inner product on e4m3 decoded to f16 (any GPU).
+const std::string kF16Config = "mma_f16_m64_n128_k128_s3";
 
 // Random e4m3 codes without the NaNs (0x7f, 0xff).
 Tensor random_e4m3(std::vector<int64_t> shape) {
@@ -113,10 +116,10 @@ std::vector<float> cpu_gemm(const Operands& o, DType out_dtype, bool magnitude) 
 
 // fp8_gemm on the GPU with a and b (and out) starting at the given byte offsets.
 void check_gemm(int64_t M, int64_t N, int64_t K, bool bias, DType out_dtype, int64_t a_offset, int64_t b_offset,
-                int64_t out_offset) {
+                int64_t out_offset, const std::string& config = "") {
   const std::string what = "M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) + " " +
                            std::string(dtype_name(out_dtype)) + " offsets " + std::to_string(a_offset) + "/" +
-                           std::to_string(b_offset) + "/" + std::to_string(out_offset);
+                           std::to_string(b_offset) + "/" + std::to_string(out_offset) + " config '" + config + "'";
   const Operands o = random_operands(M, N, K, bias);
   const std::vector<float> want = cpu_gemm(o, out_dtype, false);
   const std::vector<float> mag = cpu_gemm(o, DType::f32, true);
@@ -124,7 +127,8 @@ void check_gemm(int64_t M, int64_t N, int64_t K, bool bias, DType out_dtype, int
   const Tensor a_s = o.a_s.to(kGpu), b_s = o.b_s.to(kGpu);
   const Tensor bias_gpu = bias ? o.bias.to(kGpu) : Tensor();
   const DeviceView out = device_view(Tensor::empty({M, N}, out_dtype), out_offset);
-  run(Fp8GemmArgs{a.ref, a_s.ref(), b.ref, b_s.ref(), bias ? bias_gpu.ref() : TensorRef{}, out.ref, {}});
+  run(Fp8GemmArgs{a.ref, a_s.ref(), b.ref, b_s.ref(), bias ? bias_gpu.ref() : TensorRef{}, out.ref,
+                  parse_kernel_config(config)});
   synchronize(Stream{});
   expect_close(want, mag, to_floats(out.ref), out_dtype, what);
 }
@@ -133,6 +137,7 @@ TEST(CudaFp8Gemm, DeepSeekShapeMatchesCpu) {
   LOWBIT_REQUIRE_CUDA_DEVICE();
   for (DType out_dtype : {DType::f32, DType::bf16}) check_gemm(300, 2112, 7168, false, out_dtype, 0, 0, 0);
   check_gemm(300, 2112, 7168, true, DType::f16, 0, 0, 0);
+  check_gemm(300, 2112, 7168, true, DType::f32, 0, 0, 0, kF16Config);
 }
 
 TEST(CudaFp8Gemm, MisalignedViewsMatchCpu) {
@@ -140,6 +145,7 @@ TEST(CudaFp8Gemm, MisalignedViewsMatchCpu) {
   check_gemm(65, 129, 272, true, DType::f32, 1, 0, 0);
   check_gemm(65, 129, 272, true, DType::bf16, 0, 3, 2);
   check_gemm(7, 300, 144, false, DType::f16, 5, 9, 2);
+  check_gemm(65, 129, 272, true, DType::f32, 1, 0, 0, kF16Config);
 }
 
 TEST(CudaFp8Gemm, ContiguousMixedTilesAndBadIds) {
@@ -223,6 +229,9 @@ TEST(CudaFp8Gemm, UnknownConfigIsInvalidArgument) {
   Fp8GemmArgs args{a.ref(), a_s.ref(), b.ref(), b_s.ref(), {}, out.ref(), {}};
   args.config = parse_kernel_config("mma_m64_n128_s3");
   expect_error([&] { run(args); }, ErrorCode::invalid_argument, {"fp8_gemm", "mma_m64_n128_s3", "not a cuda"});
+  args.config = parse_kernel_config(kF16Config);
+  run(args);
+  synchronize(Stream{});
 }
 
 }  // namespace
