@@ -1,6 +1,7 @@
-// The CUDA implementation of the matmul op (MatmulArgs), registered as
-// "cuda" by register_cuda_backend() (src/cuda/backend.cu). It reads the
-// `rows` layout; docs/gemm.md describes the kernels.
+// The CUDA implementations of the matmul op (MatmulArgs) and the block-scaled
+// FP8 GEMMs, registered as "cuda" by register_cuda_backend()
+// (src/cuda/backend.cu). The matmul reads the `rows` layout; docs/gemm.md and
+// docs/fp8_gemm.md describe the kernels.
 #pragma once
 
 #include <cstddef>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "core/registry.h"
+#include "lowbit/ops/fp8_gemm.h"
 #include "lowbit/ops/gemm.h"
 
 namespace lowbit::cuda {
@@ -28,5 +30,12 @@ size_t matmul_4bit_workspace(const Matmul4bitArgs& a);
 // The paths Matmul4bitArgs::config may name for these arguments, the
 // heuristic's first: "fused", "dequant_gemm", "cuda_core".
 std::vector<KernelConfig> matmul_4bit_configs(const Matmul4bitArgs& a);
+
+// The FP8 block GEMMs (lowbit/ops/fp8_gemm.h): one tile kernel, no workspace.
+// config: empty, "mma_e4m3_m64_n128_k128_s3" (FP8 tensor cores, sm_89+ code)
+// or "mma_f16_m64_n128_k128_s3" (e4m3 decoded to f16); others are invalid_argument.
+void fp8_gemm(const Fp8GemmArgs& a, void* workspace, Stream stream);
+void fp8_grouped_gemm_contiguous(const Fp8GroupedGemmContiguousArgs& a, void* workspace, Stream stream);
+void fp8_grouped_gemm_masked(const Fp8GroupedGemmMaskedArgs& a, void* workspace, Stream stream);
 
 }  // namespace lowbit::cuda

@@ -1,5 +1,6 @@
 // Warp-level tensor-core instructions (sm_80+): mma.sync m16n8k16 with fp32
-// accumulators, and the ldmatrix / stmatrix fragment moves of shared memory.
+// accumulators, mma.sync m16n8k32 on e4m3 (sm_89+), and the ldmatrix /
+// stmatrix fragment moves of shared memory.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,25 @@ __device__ __forceinline__ void mma_m16n8k16_bf16(float (&c)[4], uint32_t a0, ui
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+// c[4] += a[16x32] · b[32x8] on e4m3 operands (sm_89+; PTX ISA 8.4 for sm_90).
+// With g = lane / 4 and t = lane % 4, each register holds 4 bytes of K:
+//   a0: row g,     k 4t..4t+3     a1: row g + 8, k 4t..4t+3
+//   a2: row g,     k 16+4t..+3    a3: row g + 8, k 16+4t..+3
+//   b0: column g,  k 4t..4t+3     b1: column g,  k 16+4t..+3
+//   c0, c1: row g, columns 2t, 2t+1;  c2, c3: row g + 8, the same columns.
+// For rows with contiguous K these are the registers ldmatrix_x4 gives on
+// 8x16-byte matrices (each b16 pair of a row is 4 bytes of K).
+__device__ __forceinline__ void mma_m16n8k32_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                                  uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+#endif
 
 // Four 8x8 b16 matrices; lane i gives the row address of matrix i / 8, row
 // i % 8 (16 contiguous bytes); lane l receives row l / 4, columns 2(l % 4),

@@ -1,0 +1,237 @@
+// The CUDA FP8 block GEMMs' own paths, against the CPU backend ("cpu", the
+// highest-priority CPU implementation) on the same operands: a DeepSeek-V3
+// sized shape; views that are not 16-byte aligned (the kernel's plain-load
+// path); contiguous tiles whose rows mix experts, padding and ids outside
+// [-1, E) (NaN rows on CUDA); the masked layout captured in a CUDA graph and
+// replayed with new masked_m contents; the f16 config forced; a config the
+// backend does not know.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "harness/harness.h"
+#include "lowbit/ops/fp8_gemm.h"
+
+namespace {
+
+using namespace lowbit;
+using namespace lowbit::test;
+
+constexpr int64_t kB = kFp8ScaleBlock;
+int64_t blocks(int64_t n) { return (n + kB - 1) / kB; }
+const Device kGpu = Device::cuda(0);
+// The kernel's inner product on e4m3 decoded to f16 (any GPU).
+const std::string kF16Config = "mma_f16_m64_n128_k128_s3";
+
+// Random e4m3 codes without the NaNs (0x7f, 0xff).
+Tensor random_e4m3(std::vector<int64_t> shape) {
+  Tensor t = random_bytes(std::move(shape), DType::f8_e4m3);
+  auto* p = static_cast<uint8_t*>(t.data());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if ((p[i] & 0x7f) == 0x7f) p[i] ^= 0x01;
+  }
+  return t;
+}
+
+// |t|: the sign bits cleared (a GEMM of these gives the sum of the terms' magnitudes).
+Tensor magnitudes(const Tensor& t) {
+  Tensor m = t.to(Device::cpu());
+  auto* p = static_cast<uint8_t*>(m.data());
+  for (int64_t i = 0; i < m.numel(); ++i) p[i] &= 0x7f;
+  return m;
+}
+
+// Positive scales near 1/(16 * 448), so sums stay in every output dtype's range.
+Tensor random_scales(std::vector<int64_t> shape) {
+  Tensor t = Tensor::empty(Shape(shape), DType::f32);
+  float* p = t.ptr<float>();
+  std::uniform_real_distribution<float> exponent(-2.0f, 2.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = std::exp2(exponent(rng())) / (16.0f * 448.0f);
+  return t;
+}
+
+// A contiguous view on the GPU of host tensor `src`, starting `offset` bytes
+// into a buffer (any offset: a view that is not 16-byte aligned).
+struct DeviceView {
+  Tensor buffer;
+  TensorRef ref;
+};
+DeviceView device_view(const Tensor& src, int64_t offset) {
+  DeviceView d;
+  d.buffer = Tensor::empty({static_cast<int64_t>(src.nbytes()) + offset}, DType::u8, kGpu);
+  const std::vector<int64_t> shape(src.sizes().begin(), src.sizes().end());
+  d.ref = TensorRef::contiguous(static_cast<char*>(d.buffer.data()) + offset, src.dtype(), Shape(shape), kGpu);
+  copy(d.ref, src.ref());
+  return d;
+}
+
+// got (CUDA) against want (CPU) within fp32 accumulation of both (relative to
+// mag, the sum of the terms' magnitudes) and the output dtype's rounding;
+// rows of nan_rows must be NaN.
+void expect_close(const std::vector<float>& want, const std::vector<float>& mag, const std::vector<float>& got,
+                  DType out_dtype, const std::string& what, int64_t N = 1, const std::vector<int64_t>& nan_rows = {}) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  const double eps = out_dtype == DType::bf16 ? 1.0 / 128 : out_dtype == DType::f16 ? 1.0 / 1024 : 2e-6;
+  const double tiny = out_dtype == DType::f16 ? std::exp2(-23) : 1e-30;
+  int bad = 0;
+  for (size_t i = 0; i < want.size() && bad < 5; ++i) {
+    const int64_t row = static_cast<int64_t>(i) / N;
+    if (std::find(nan_rows.begin(), nan_rows.end(), row) != nan_rows.end()) {
+      if (!std::isnan(got[i])) {
+        ADD_FAILURE() << what << ": element " << i << " (row " << row << ") = " << got[i] << ", want NaN";
+        ++bad;
+      }
+      continue;
+    }
+    const double tol = 2e-5 * std::fabs(mag[i]) + eps * std::fabs(want[i]) + tiny;
+    if (!(std::fabs(static_cast<double>(got[i]) - want[i]) <= tol)) {
+      ADD_FAILURE() << what << ": element " << i << " = " << got[i] << ", want " << want[i] << " (tolerance " << tol
+                    << ")";
+      ++bad;
+    }
+  }
+}
+
+struct Operands {
+  Tensor a, a_s, b, b_s, bias;
+};
+
+Operands random_operands(int64_t M, int64_t N, int64_t K, bool bias) {
+  Operands o{random_e4m3({M, K}), random_scales({M, blocks(K)}), random_e4m3({N, K}),
+             random_scales({blocks(N), blocks(K)}), Tensor()};
+  if (bias) o.bias = random_floats({N}, DType::f32);
+  return o;
+}
+
+// The CPU's out of fp8_gemm as floats (magnitudes: |a| |b| and no bias).
+std::vector<float> cpu_gemm(const Operands& o, DType out_dtype, bool magnitude) {
+  const Tensor a = magnitude ? magnitudes(o.a) : o.a;
+  const Tensor b = magnitude ? magnitudes(o.b) : o.b;
+  Tensor out = Tensor::empty({o.a.sizes()[0], o.b.sizes()[0]}, out_dtype);
+  run(Fp8GemmArgs{a.ref(), o.a_s.ref(), b.ref(), o.b_s.ref(), magnitude ? TensorRef{} : o.bias.ref(), out.ref(), {}});
+  return to_floats(out.ref());
+}
+
+// fp8_gemm on the GPU with a and b (and out) starting at the given byte offsets.
+void check_gemm(int64_t M, int64_t N, int64_t K, bool bias, DType out_dtype, int64_t a_offset, int64_t b_offset,
+                int64_t out_offset, const std::string& config = "") {
+  const std::string what = "M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) + " " +
+                           std::string(dtype_name(out_dtype)) + " offsets " + std::to_string(a_offset) + "/" +
+                           std::to_string(b_offset) + "/" + std::to_string(out_offset) + " config '" + config + "'";
+  const Operands o = random_operands(M, N, K, bias);
+  const std::vector<float> want = cpu_gemm(o, out_dtype, false);
+  const std::vector<float> mag = cpu_gemm(o, DType::f32, true);
+  const DeviceView a = device_view(o.a, a_offset), b = device_view(o.b, b_offset);
+  const Tensor a_s = o.a_s.to(kGpu), b_s = o.b_s.to(kGpu);
+  const Tensor bias_gpu = bias ? o.bias.to(kGpu) : Tensor();
+  const DeviceView out = device_view(Tensor::empty({M, N}, out_dtype), out_offset);
+  run(Fp8GemmArgs{a.ref, a_s.ref(), b.ref, b_s.ref(), bias ? bias_gpu.ref() : TensorRef{}, out.ref,
+                  parse_kernel_config(config)});
+  synchronize(Stream{});
+  expect_close(want, mag, to_floats(out.ref), out_dtype, what);
+}
+
+TEST(CudaFp8Gemm, DeepSeekShapeMatchesCpu) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+  for (DType out_dtype : {DType::f32, DType::bf16}) check_gemm(300, 2112, 7168, false, out_dtype, 0, 0, 0);
+  check_gemm(300, 2112, 7168, true, DType::f16, 0, 0, 0);
+  check_gemm(300, 2112, 7168, true, DType::f32, 0, 0, 0, kF16Config);
+}
+
+TEST(CudaFp8Gemm, MisalignedViewsMatchCpu) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+  check_gemm(65, 129, 272, true, DType::f32, 1, 0, 0);
+  check_gemm(65, 129, 272, true, DType::bf16, 0, 3, 2);
+  check_gemm(7, 300, 144, false, DType::f16, 5, 9, 2);
+  check_gemm(65, 129, 272, true, DType::f32, 1, 0, 0, kF16Config);
+}
+
+TEST(CudaFp8Gemm, ContiguousMixedTilesAndBadIds) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+  const int64_t M = 150, N = 200, K = 272, E = 3;
+  const Tensor a = random_e4m3({M, K}), a_s = random_scales({M, blocks(K)});
+  const Tensor b = random_e4m3({E, N, K}), b_s = random_scales({E, blocks(N), blocks(K)});
+  // Runs not padded to any tile: each row's expert drawn at random, -1 among them.
+  Tensor ids = Tensor::empty({M}, DType::i32);
+  std::uniform_int_distribution<int> pick(-1, static_cast<int>(E) - 1);
+  for (int64_t m = 0; m < M; ++m) ids.ptr<int32_t>()[m] = pick(rng());
+  Tensor cpu_out = Tensor::empty({M, N}, DType::f32);
+  run(Fp8GroupedGemmContiguousArgs{a.ref(), a_s.ref(), b.ref(), b_s.ref(), ids.ref(), cpu_out.ref(), {}});
+  const Tensor abs_a = magnitudes(a), abs_b = magnitudes(b);
+  Tensor mag_out = Tensor::empty({M, N}, DType::f32);
+  run(Fp8GroupedGemmContiguousArgs{abs_a.ref(), a_s.ref(), abs_b.ref(), b_s.ref(), ids.ref(), mag_out.ref(), {}});
+  // Ids the CPU rejects: the CUDA kernel writes NaN rows instead.
+  const std::vector<int64_t> bad_rows{3, 64, 149};
+  ids.ptr<int32_t>()[3] = static_cast<int32_t>(E);
+  ids.ptr<int32_t>()[64] = -2;
+  ids.ptr<int32_t>()[149] = 1000;
+  Tensor out = Tensor::empty({M, N}, DType::f32, kGpu);
+  const Tensor ga = a.to(kGpu), ga_s = a_s.to(kGpu), gb = b.to(kGpu), gb_s = b_s.to(kGpu), gids = ids.to(kGpu);
+  run(Fp8GroupedGemmContiguousArgs{ga.ref(), ga_s.ref(), gb.ref(), gb_s.ref(), gids.ref(), out.ref(), {}});
+  synchronize(Stream{});
+  expect_close(to_floats(cpu_out.ref()), to_floats(mag_out.ref()), to_floats(out.ref()), DType::f32, "contiguous", N,
+               bad_rows);
+}
+
+TEST(CudaFp8Gemm, MaskedGraphReplaysWithNewCounts) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+#if defined(LOWBIT_WITH_CUDA)
+  const int64_t E = 4, max_m = 70, N = 256, K = 384;
+  const Tensor a = random_e4m3({E, max_m, K}), a_s = random_scales({E, max_m, blocks(K)});
+  const Tensor b = random_e4m3({E, N, K}), b_s = random_scales({E, blocks(N), blocks(K)});
+  const Tensor abs_a = magnitudes(a), abs_b = magnitudes(b);
+  const Tensor ga = a.to(kGpu), ga_s = a_s.to(kGpu), gb = b.to(kGpu), gb_s = b_s.to(kGpu);
+  Tensor counts = Tensor::empty({E}, DType::i32, kGpu);
+  Tensor out = Tensor::empty({E, max_m, N}, DType::bf16, kGpu);
+
+  cudaStream_t stream = nullptr;
+  LOWBIT_ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const Stream s{stream};
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  LOWBIT_ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  run(Fp8GroupedGemmMaskedArgs{ga.ref(), ga_s.ref(), gb.ref(), gb_s.ref(), counts.ref(), out.ref(), {}}, nullptr, s);
+  LOWBIT_ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
+  LOWBIT_ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+
+  // Counts past max_m and below 0 are clamped on CUDA; the CPU gets the clamped ones.
+  const std::vector<std::vector<int32_t>> runs{{70, 0, 1, 65}, {3, 70, 64, 0}, {-5, 200, 17, 70}};
+  for (const std::vector<int32_t>& c : runs) {
+    std::vector<int32_t> clamped(c);
+    for (int32_t& v : clamped) v = std::max(0, std::min(static_cast<int32_t>(max_m), v));
+    LOWBIT_ASSERT_CUDA(cudaMemcpy(counts.data(), c.data(), sizeof(int32_t) * c.size(), cudaMemcpyHostToDevice));
+    LOWBIT_ASSERT_CUDA(cudaMemset(out.data(), 0xff, out.nbytes()));  // NaN: an unwritten element shows
+    LOWBIT_ASSERT_CUDA(cudaGraphLaunch(exec, stream));
+    LOWBIT_ASSERT_CUDA(cudaStreamSynchronize(stream));
+
+    Tensor host_counts = Tensor::empty({E}, DType::i32);
+    std::copy(clamped.begin(), clamped.end(), host_counts.ptr<int32_t>());
+    Tensor want = Tensor::empty({E, max_m, N}, DType::bf16), mag = Tensor::empty({E, max_m, N}, DType::f32);
+    run(Fp8GroupedGemmMaskedArgs{a.ref(), a_s.ref(), b.ref(), b_s.ref(), host_counts.ref(), want.ref(), {}});
+    run(Fp8GroupedGemmMaskedArgs{abs_a.ref(), a_s.ref(), abs_b.ref(), b_s.ref(), host_counts.ref(), mag.ref(), {}});
+    expect_close(to_floats(want.ref()), to_floats(mag.ref()), to_floats(out.ref()), DType::bf16,
+                 "masked counts " + std::to_string(c[0]) + "," + std::to_string(c[1]) + "," + std::to_string(c[2]) +
+                     "," + std::to_string(c[3]));
+  }
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+#endif
+}
+
+TEST(CudaFp8Gemm, UnknownConfigIsInvalidArgument) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+  const Operands o = random_operands(4, 16, 32, false);
+  const Tensor a = o.a.to(kGpu), a_s = o.a_s.to(kGpu), b = o.b.to(kGpu), b_s = o.b_s.to(kGpu);
+  Tensor out = Tensor::empty({4, 16}, DType::f32, kGpu);
+  Fp8GemmArgs args{a.ref(), a_s.ref(), b.ref(), b_s.ref(), {}, out.ref(), {}};
+  args.config = parse_kernel_config("mma_m64_n128_s3");
+  expect_error([&] { run(args); }, ErrorCode::invalid_argument, {"fp8_gemm", "mma_m64_n128_s3", "not a cuda"});
+  args.config = parse_kernel_config(kF16Config);
+  run(args);
+  synchronize(Stream{});
+}
+
+}  // namespace
