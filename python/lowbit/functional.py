@@ -801,7 +801,7 @@ def _gemm_out_dtype(call: _arrays.Call, out: Optional[Array], out_dtype: Any) ->
 
 
 def fp8_gemm(a: Array, a_s: Array, b: Array, b_s: Array, out_dtype: Any = None, bias: Optional[Array] = None,
-             out: Optional[Array] = None, *, stream: Any = None) -> Array:
+             out: Optional[Array] = None, *, stream: Any = None, config: str = "") -> Array:
     """DeepSeek-V3 block-scaled FP8 GEMM: ``out = a @ b.T`` with the blocks' scales.
 
     ``out[m, n] = sum_kb (a[m, kb] . b[n, kb]) * a_s[m, kb] * b_s[n // 128, kb] (+ bias[n])``: each
@@ -823,17 +823,20 @@ def fp8_gemm(a: Array, a_s: Array, b: Array, b_s: Array, out_dtype: Any = None, 
         float32 [N].
     out : array, optional
         [..., N] written in place (its dtype is the output's); the call then returns ``out``.
+    config : str, optional
+        A kernel config by name (docs/fp8_gemm.md lists the CUDA ones); empty: the backend's choice.
+        Every layout takes it.
     """
     call = _arrays.Call("fp8_gemm", a, "a", stream)
     dtype = _gemm_out_dtype(call, out, out_dtype)
     raw = _lowbit.fp8_gemm(_fp8_arg(call, a, "a"), call.arg(a_s, "a_s"), _fp8_arg(call, b, "b"), call.arg(b_s, "b_s"),
-                           call.opt(bias, "bias"), call.out(out, "out"), dtype, call.ctx)
+                           call.opt(bias, "bias"), call.out(out, "out"), dtype, call.ctx, config)
     call.done()
     return out if out is not None else call.result(raw)
 
 
 def fp8_grouped_gemm_contiguous(a: Array, a_s: Array, b: Array, b_s: Array, m_indices: Array, out_dtype: Any = None,
-                                out: Optional[Array] = None, *, stream: Any = None) -> Array:
+                                out: Optional[Array] = None, *, stream: Any = None, config: str = "") -> Array:
     """Grouped FP8 GEMM for mixture-of-experts, DeepGEMM's contiguous layout.
 
     Row ``m`` of ``a`` [M, K] belongs to expert ``m_indices[m]`` (int32 [M]; -1 marks a padding row, whose
@@ -844,13 +847,13 @@ def fp8_grouped_gemm_contiguous(a: Array, a_s: Array, b: Array, b_s: Array, m_in
     dtype = _gemm_out_dtype(call, out, out_dtype)
     raw = _lowbit.fp8_grouped_gemm_contiguous(_fp8_arg(call, a, "a"), call.arg(a_s, "a_s"), _fp8_arg(call, b, "b"),
                                               call.arg(b_s, "b_s"), call.arg(m_indices, "m_indices"),
-                                              call.out(out, "out"), dtype, call.ctx)
+                                              call.out(out, "out"), dtype, call.ctx, config)
     call.done()
     return out if out is not None else call.result(raw)
 
 
 def fp8_grouped_gemm_masked(a: Array, a_s: Array, b: Array, b_s: Array, masked_m: Array, out_dtype: Any = None,
-                            out: Optional[Array] = None, *, stream: Any = None) -> Array:
+                            out: Optional[Array] = None, *, stream: Any = None, config: str = "") -> Array:
     """Grouped FP8 GEMM for mixture-of-experts, DeepGEMM's masked layout (decode under CUDA graphs).
 
     ``a`` [E, max_m, K], ``a_s`` [E, max_m, ceil(K / 128)], ``b`` [E, N, K], ``b_s`` [E, ceil(N / 128),
@@ -861,6 +864,6 @@ def fp8_grouped_gemm_masked(a: Array, a_s: Array, b: Array, b_s: Array, masked_m
     dtype = _gemm_out_dtype(call, out, out_dtype)
     raw = _lowbit.fp8_grouped_gemm_masked(_fp8_arg(call, a, "a"), call.arg(a_s, "a_s"), _fp8_arg(call, b, "b"),
                                           call.arg(b_s, "b_s"), call.arg(masked_m, "masked_m"), call.out(out, "out"),
-                                          dtype, call.ctx)
+                                          dtype, call.ctx, config)
     call.done()
     return out if out is not None else call.result(raw)

@@ -39,35 +39,38 @@ nb::object finish(Args x, const std::optional<OutArray>& out, const std::string&
 
 nb::object fp8_gemm_py(const InArray& a, const InArray& a_s, const InArray& b, const InArray& b_s,
                        const std::optional<InArray>& bias, const std::optional<OutArray>& out,
-                       const std::string& out_dtype, nb::handle stream_arg) {
+                       const std::string& out_dtype, nb::handle stream_arg, const std::string& config) {
   const CallContext ctx = call_context(stream_arg);
   const CallScope scope(ctx);
-  const auto x = operands<Fp8GemmArgs, &Fp8GemmArgs::bias>(a, a_s, b, b_s, "bias", bias);
+  auto x = operands<Fp8GemmArgs, &Fp8GemmArgs::bias>(a, a_s, b, b_s, "bias", bias);
+  x.config = parse_kernel_config(config);
   return finish(x, out, out_dtype, ctx,
-                [&](DType d) { return fp8_gemm(x.a, x.a_s, x.b, x.b_s, d, x.bias, ctx.stream); });
+                [&](DType d) { return fp8_gemm(x.a, x.a_s, x.b, x.b_s, d, x.bias, ctx.stream, x.config); });
 }
 
 nb::object contiguous_py(const InArray& a, const InArray& a_s, const InArray& b, const InArray& b_s,
                          const InArray& m_indices, const std::optional<OutArray>& out, const std::string& out_dtype,
-                         nb::handle stream_arg) {
+                         nb::handle stream_arg, const std::string& config) {
   const CallContext ctx = call_context(stream_arg);
   const CallScope scope(ctx);
   using Args = Fp8GroupedGemmContiguousArgs;
-  const auto x = operands<Args, &Args::m_indices>(a, a_s, b, b_s, "m_indices", m_indices);
+  auto x = operands<Args, &Args::m_indices>(a, a_s, b, b_s, "m_indices", m_indices);
+  x.config = parse_kernel_config(config);
   return finish(x, out, out_dtype, ctx, [&](DType d) {
-    return fp8_grouped_gemm_contiguous(x.a, x.a_s, x.b, x.b_s, x.m_indices, d, ctx.stream);
+    return fp8_grouped_gemm_contiguous(x.a, x.a_s, x.b, x.b_s, x.m_indices, d, ctx.stream, x.config);
   });
 }
 
 nb::object masked_py(const InArray& a, const InArray& a_s, const InArray& b, const InArray& b_s,
                      const InArray& masked_m, const std::optional<OutArray>& out, const std::string& out_dtype,
-                     nb::handle stream_arg) {
+                     nb::handle stream_arg, const std::string& config) {
   const CallContext ctx = call_context(stream_arg);
   const CallScope scope(ctx);
   using Args = Fp8GroupedGemmMaskedArgs;
-  const auto x = operands<Args, &Args::masked_m>(a, a_s, b, b_s, "masked_m", masked_m);
+  auto x = operands<Args, &Args::masked_m>(a, a_s, b, b_s, "masked_m", masked_m);
+  x.config = parse_kernel_config(config);
   return finish(x, out, out_dtype, ctx, [&](DType d) {
-    return fp8_grouped_gemm_masked(x.a, x.a_s, x.b, x.b_s, x.masked_m, d, ctx.stream);
+    return fp8_grouped_gemm_masked(x.a, x.a_s, x.b, x.b_s, x.masked_m, d, ctx.stream, x.config);
   });
 }
 
@@ -76,12 +79,13 @@ nb::object masked_py(const InArray& a, const InArray& a_s, const InArray& b, con
 void bind_fp8_gemm(nb::module_& m) {
   using nb::arg;
   m.def("fp8_gemm", &fp8_gemm_py, arg("a"), arg("a_s"), arg("b"), arg("b_s"), arg("bias").none(), arg("out").none(),
-        arg("out_dtype"), arg("stream") = 0, "Block-scaled FP8 GEMM; the output, or None when out was given.");
+        arg("out_dtype"), arg("stream") = 0, arg("config") = "",
+        "Block-scaled FP8 GEMM; the output, or None when out was given.");
   m.def("fp8_grouped_gemm_contiguous", &contiguous_py, arg("a"), arg("a_s"), arg("b"), arg("b_s"), arg("m_indices"),
-        arg("out").none(), arg("out_dtype"), arg("stream") = 0,
+        arg("out").none(), arg("out_dtype"), arg("stream") = 0, arg("config") = "",
         "Grouped FP8 GEMM over experts' row runs; the output, or None when out was given.");
   m.def("fp8_grouped_gemm_masked", &masked_py, arg("a"), arg("a_s"), arg("b"), arg("b_s"), arg("masked_m"),
-        arg("out").none(), arg("out_dtype"), arg("stream") = 0,
+        arg("out").none(), arg("out_dtype"), arg("stream") = 0, arg("config") = "",
         "Grouped FP8 GEMM over experts' first masked_m rows; the output, or None when out was given.");
 }
 

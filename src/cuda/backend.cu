@@ -58,9 +58,10 @@ void register_cuda_backend() {
   add<EstimateQuantilesArgs>(cuda::estimate_quantiles, cuda::estimate_quantiles_workspace);
   add<MatmulArgs>(cuda::matmul, cuda::matmul_workspace, cuda::matmul_configs, cuda::matmul_prepare);
   add<Matmul4bitArgs>(cuda::matmul_4bit, cuda::matmul_4bit_workspace, cuda::matmul_4bit_configs);
-  add<Fp8GemmArgs>(cuda::fp8_gemm);
-  add<Fp8GroupedGemmContiguousArgs>(cuda::fp8_grouped_gemm_contiguous);
-  add<Fp8GroupedGemmMaskedArgs>(cuda::fp8_grouped_gemm_masked);
+  add<Fp8GemmArgs>(cuda::fp8_gemm, nullptr, cuda::fp8_gemm_configs);
+  add<Fp8GroupedGemmContiguousArgs>(cuda::fp8_grouped_gemm_contiguous, nullptr,
+                                    cuda::fp8_grouped_gemm_contiguous_configs);
+  add<Fp8GroupedGemmMaskedArgs>(cuda::fp8_grouped_gemm_masked, nullptr, cuda::fp8_grouped_gemm_masked_configs);
 }
 
 }  // namespace lowbit::core

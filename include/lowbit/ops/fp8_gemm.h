@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "lowbit/ops/declare_op.h"
 #include "lowbit/ops/kernel_config.h"
@@ -22,6 +23,13 @@ namespace lowbit {
 
 // The K (and weight N) extent of one scale.
 inline constexpr int64_t kFp8ScaleBlock = 128;
+
+// The CUDA kernels' error bound, relative to the sum of the terms'
+// magnitudes (|a| |b| scaled, plus |bias|), before the output's rounding:
+// Hopper's FP8 tensor cores align each step's products to the largest and
+// keep fewer bits than fp32 (measured up to 7e-4 with random codes of every
+// exponent; the CPU's bound is fp32's, 1e-5).
+inline constexpr double kFp8TensorCoreError = 1.0 / 512;
 
 struct Fp8GemmArgs {
   static constexpr const char* kName = "fp8_gemm";
@@ -66,12 +74,21 @@ LOWBIT_DECLARE_OP(Fp8GemmArgs)
 LOWBIT_DECLARE_OP(Fp8GroupedGemmContiguousArgs)
 LOWBIT_DECLARE_OP(Fp8GroupedGemmMaskedArgs)
 
-// Allocating front ends: out on a's device, of out_dtype.
+// The kernel configs the backend of a's device can run for the call, best
+// first (empty where it has none to choose); any of them may go in args.config.
+std::vector<KernelConfig> kernel_configs(const Fp8GemmArgs& args);
+std::vector<KernelConfig> kernel_configs(const Fp8GroupedGemmContiguousArgs& args);
+std::vector<KernelConfig> kernel_configs(const Fp8GroupedGemmMaskedArgs& args);
+
+// Allocating front ends: out on a's device, of out_dtype; config as in the args.
 Tensor fp8_gemm(const TensorRef& a, const TensorRef& a_s, const TensorRef& b, const TensorRef& b_s,
-                DType out_dtype = DType::bf16, const TensorRef& bias = {}, Stream stream = {});
+                DType out_dtype = DType::bf16, const TensorRef& bias = {}, Stream stream = {},
+                const KernelConfig& config = {});
 Tensor fp8_grouped_gemm_contiguous(const TensorRef& a, const TensorRef& a_s, const TensorRef& b, const TensorRef& b_s,
-                                   const TensorRef& m_indices, DType out_dtype = DType::bf16, Stream stream = {});
+                                   const TensorRef& m_indices, DType out_dtype = DType::bf16, Stream stream = {},
+                                   const KernelConfig& config = {});
 Tensor fp8_grouped_gemm_masked(const TensorRef& a, const TensorRef& a_s, const TensorRef& b, const TensorRef& b_s,
-                               const TensorRef& masked_m, DType out_dtype = DType::bf16, Stream stream = {});
+                               const TensorRef& masked_m, DType out_dtype = DType::bf16, Stream stream = {},
+                               const KernelConfig& config = {});
 
 }  // namespace lowbit

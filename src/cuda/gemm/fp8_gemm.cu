@@ -1,15 +1,24 @@
 // fp8_gemm, fp8_grouped_gemm_contiguous and fp8_grouped_gemm_masked on CUDA:
-// the three layouts fill fp8g::Params for the one tile kernel (fp8_gemm.cuh).
+// the three layouts fill fp8g::Params for the sm_90a TMA + wgmma kernel
+// (fp8_gemm_wgmma.cuh) where the device is sm_90 and a and b start 16-byte
+// aligned, else for the tile kernel of every GPU (fp8_gemm.cuh).
 // No call reads device data on the host, synchronizes or allocates, so every
 // call can be captured in a CUDA graph.
+#include <algorithm>
 #include <cstdint>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "core/check.h"
 #include "core/hd.h"
 #include "cuda/common/check.h"
 #include "cuda/common/dispatch.h"
 #include "cuda/common/launch.h"
+#include "cuda/common/tma.h"
 #include "cuda/gemm/fp8_gemm.cuh"
+#include "cuda/gemm/fp8_gemm_wgmma.cuh"
 #include "cuda/gemm/ops.h"
 
 namespace lowbit::cuda {
@@ -30,10 +39,72 @@ const KernelConfig& f16_config() {
   return c;
 }
 
+// The sm_90a kernel's tiles: consumer warpgroups along M and N, each one's
+// columns, and the CTAs of a cluster (2: a's tile multicast to both).
+struct WgmmaShape {
+  int wm, wn, wgn, c;
+  int bm() const { return 64 * wm; }
+  int bn() const { return wgn * wn; }
+};
+constexpr WgmmaShape kWgmmaShapes[] = {{2, 1, 128, 2}, {2, 1, 160, 2}, {2, 1, 128, 1}, {2, 1, 64, 1},
+                                       {1, 2, 64, 1},  {1, 1, 32, 1},  {1, 1, 16, 1}};
+
+// Calls fn with the shape's template arguments (WM, WN, WGN, C as integral constants).
+template <int WM, int WN, int WGN, int C, class Fn>
+void shape_case(const WgmmaShape& s, Fn& fn) {
+  if (s.wm == WM && s.wn == WN && s.wgn == WGN && s.c == C) {
+    fn(std::integral_constant<int, WM>{}, std::integral_constant<int, WN>{}, std::integral_constant<int, WGN>{},
+       std::integral_constant<int, C>{});
+  }
+}
+template <class Fn>
+void with_wgmma_shape(const WgmmaShape& s, Fn&& fn) {
+  shape_case<2, 1, 128, 2>(s, fn);
+  shape_case<2, 1, 160, 2>(s, fn);
+  shape_case<2, 1, 128, 1>(s, fn);
+  shape_case<2, 1, 64, 1>(s, fn);
+  shape_case<1, 2, 64, 1>(s, fn);
+  shape_case<1, 1, 32, 1>(s, fn);
+  shape_case<1, 1, 16, 1>(s, fn);
+}
+KernelConfig wgmma_config(const WgmmaShape& s) {
+  int stages = 0;
+  with_wgmma_shape(s, [&](auto wm, auto wn, auto wgn, auto c) {
+    stages = fp8g::WgmmaTile<wm(), wn(), wgn(), c()>::kStages;
+  });
+  return KernelConfig{s.c == 1 ? "wgmma_e4m3" : "wgmma_e4m3_x2", s.bm(), s.bn(), fp8g::kBK, stages};
+}
+const WgmmaShape* wgmma_shape_named(const KernelConfig& config) {
+  for (const WgmmaShape& s : kWgmmaShapes) {
+    if (config == wgmma_config(s)) return &s;
+  }
+  return nullptr;
+}
+
 void require_cuda_config(const char* op, const KernelConfig& config) {
-  LOWBIT_REQUIRE(config.empty() || config == e4m3_config() || config == f16_config(), ErrorCode::invalid_argument, op,
-                 ": config '", config.name(), "' is not a cuda kernel config (expected '", e4m3_config().name(),
-                 "' or '", f16_config().name(), "')");
+  if (config.empty() || config == e4m3_config() || config == f16_config() || wgmma_shape_named(config)) return;
+  std::string names = core::cat("'", e4m3_config().name(), "', '", f16_config().name(), "'");
+  for (const WgmmaShape& s : kWgmmaShapes) names += core::cat(", '", wgmma_config(s).name(), "'");
+  core::fail(ErrorCode::invalid_argument,
+             core::cat(op, ": config '", config.name(), "' is not a cuda kernel config (expected one of ", names, ")"));
+}
+
+// The sm_90a kernel's shape for `slices` x rows x N on `sms` SMs: the fewest
+// waves of tiles times a tile's time, the larger of its MMA work (BM x BN)
+// and its loads from L2 ((BM / C + BN) x 64: L2's rate against the FP8
+// tensor cores').
+const WgmmaShape& pick_wgmma_shape(int64_t slices, int64_t rows, int64_t N, int sms) {
+  const WgmmaShape* best = nullptr;
+  double best_cost = 0.0;
+  for (const WgmmaShape& s : kWgmmaShapes) {
+    const int64_t tiles = slices * ceil_div(rows, s.bm()) * ceil_div(N, s.bn() * s.c) * s.c;
+    const double waves = static_cast<double>(ceil_div(tiles, static_cast<int64_t>(sms / s.c * s.c)));
+    const double per_tile =
+        std::max(static_cast<double>(s.bm()) * s.bn(), 64.0 * (static_cast<double>(s.bm()) / s.c + s.bn()));
+    const double cost = waves * per_tile;
+    if (best == nullptr || cost < best_cost) best = &s, best_cost = cost;
+  }
+  return *best;
 }
 
 // p's operands with rows, N and K; every layout field left empty.
@@ -51,6 +122,69 @@ fp8g::Params base_params(const TensorRef& a, const TensorRef& a_s, const TensorR
   p.kb = static_cast<int>(ceil_div(K, kFp8ScaleBlock));
   p.experts = 1;
   return p;
+}
+
+// The clusters of C CTAs of `kernel` the device holds at once (a host query, kept per device).
+template <class Kernel>
+int max_clusters(Kernel kernel, int threads, size_t smem, int C, const char* op) {
+  static std::mutex mutex;
+  static std::vector<int> known;
+  int device = 0;
+  check(cudaGetDevice(&device), op, "cudaGetDevice");
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (known.size() <= static_cast<size_t>(device)) known.resize(static_cast<size_t>(device) + 1, 0);
+  int& n = known[static_cast<size_t>(device)];
+  if (n == 0) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(C));
+    config.blockDim = dim3(static_cast<unsigned>(threads));
+    config.dynamicSmemBytes = smem;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = static_cast<unsigned>(C);
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    check(cudaOccupancyMaxActiveClusters(&n, kernel, &config), op, "cudaOccupancyMaxActiveClusters");
+    LOWBIT_REQUIRE(n > 0, ErrorCode::device_error, op, ": the device runs no cluster of ", C, " CTAs of ", smem,
+                   " bytes of shared memory");
+  }
+  return n;
+}
+
+template <class Out, int WM, int WN, int WGN, int C>
+void launch_wgmma(const char* op, const fp8g::Params& p, int64_t slices, int64_t b_experts, int sms,
+                  cudaStream_t stream) {
+  using S = fp8g::WgmmaTile<WM, WN, WGN, C>;
+  const CUtensorMap map_a = tensor_map_3d_u8(p.a, static_cast<uint64_t>(slices), static_cast<uint64_t>(p.rows),
+                                             static_cast<uint64_t>(p.K), static_cast<uint64_t>(p.K),
+                                             static_cast<uint64_t>(p.rows * p.K), S::kBM / C, op);
+  const CUtensorMap map_b = tensor_map_3d_u8(p.b, static_cast<uint64_t>(b_experts), static_cast<uint64_t>(p.N),
+                                             static_cast<uint64_t>(p.K), static_cast<uint64_t>(p.K),
+                                             static_cast<uint64_t>(p.N * p.K), S::kBN, op);
+  auto* kernel = &fp8g::fp8_gemm_wgmma<Out, WM, WN, WGN, C>;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::kSmem)), op,
+        "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+  // The clusters' tiles: C neighbouring N tiles each.
+  const int64_t tiles = slices * ceil_div(p.rows, S::kBM) * ceil_div(p.N, S::kBN * C);
+  const int64_t resident = C == 1 ? sms : max_clusters(kernel, S::kThreads, S::kSmem, C, op);
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, resident) * C);
+  const size_t out_align = sizeof(Out) == 4 ? 8 : 4;
+  const bool pair_ok = p.N % 2 == 0 && reinterpret_cast<uintptr_t>(p.out) % out_align == 0;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(S::kThreads);
+  config.dynamicSmemBytes = S::kSmem;
+  config.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = C;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  check(cudaLaunchKernelEx(&config, kernel, map_a, map_b, p, tiles, pair_ok), op, "cudaLaunchKernelEx(fp8_gemm_wgmma)");
 }
 
 template <class Out, bool kAsync, bool kFp8Mma>
@@ -73,56 +207,132 @@ bool has_fp8_mma(const char* op) {
   return attr.binaryVersion >= 89;
 }
 
-// `slices` grid slices (experts of the masked layout, else 1) on out's dtype;
-// cp.async when a and b start 16-byte aligned (their rows then do too: K % 16 == 0).
-void launch(const char* op, const fp8g::Params& p, int64_t slices, DType out_dtype, const KernelConfig& config,
-            int device, Stream stream) {
-  if (p.rows == 0 || p.N == 0) return;
-  LOWBIT_REQUIRE(ceil_div(p.rows, kBM) <= INT32_MAX && ceil_div(p.N, kBN) <= 65535 && slices <= 65535,
+// One call of the kernels: the operands, `slices` (experts of the masked
+// layout, else 1), b's experts, out's dtype, the config asked for.
+struct Call {
+  const char* op;
+  fp8g::Params p;
+  int64_t slices, b_experts;
+  DType out_dtype;
+  KernelConfig config;
+  int device;
+};
+
+// Whether the sm_90a kernel can take the call (the current device is the call's).
+bool wgmma_fits(const Call& c) {
+  return device_is_sm90(c.op) && aligned16(c.p.a) && aligned16(c.p.b) && c.p.rows <= INT32_MAX &&
+         c.p.N <= INT32_MAX && c.slices <= INT32_MAX;
+}
+
+// The configs the call can run, best first: on sm_90 the wgmma shapes (the
+// heuristic's first), then the tile kernel's e4m3 (sm_89+ code) and f16.
+std::vector<KernelConfig> configs_of(const Call& c) {
+  DeviceGuard guard(c.device, c.op);
+  std::vector<KernelConfig> out;
+  if (wgmma_fits(c)) {
+    const WgmmaShape& best = pick_wgmma_shape(c.slices, c.p.rows, c.p.N, sm_count(c.op));
+    out.push_back(wgmma_config(best));
+    for (const WgmmaShape& s : kWgmmaShapes) {
+      if (&s != &best) out.push_back(wgmma_config(s));
+    }
+  }
+  if (has_fp8_mma(c.op)) out.push_back(e4m3_config());
+  out.push_back(f16_config());
+  return out;
+}
+
+// The sm_90a kernel where it fits and the config allows, else the tile kernel
+// (cp.async when a and b start 16-byte aligned: their rows then do too, K % 16 == 0).
+void launch(const Call& c, Stream stream) {
+  const char* op = c.op;
+  const fp8g::Params& p = c.p;
+  require_cuda_config(op, c.config);
+  if (p.rows == 0 || p.N == 0 || c.slices == 0) return;
+  DeviceGuard guard(c.device, op);
+  const WgmmaShape* forced = wgmma_shape_named(c.config);
+  const bool wgmma = (c.config.empty() || forced != nullptr) && wgmma_fits(c);
+  LOWBIT_REQUIRE(wgmma || forced == nullptr, ErrorCode::invalid_argument, op, ": config '", c.config.name(),
+                 "' needs an sm_90 device and a and b starting 16-byte aligned");
+  if (wgmma) {
+    const int sms = sm_count(op);
+    const WgmmaShape& shape = forced ? *forced : pick_wgmma_shape(c.slices, p.rows, p.N, sms);
+    with_float_type(c.out_dtype, op, "out", [&](auto t) {
+      using Out = decltype(t);
+      with_wgmma_shape(shape, [&](auto wm, auto wn, auto wgn, auto cl) {
+        launch_wgmma<Out, wm(), wn(), wgn(), cl()>(op, p, c.slices, c.b_experts, sms, to_cuda(stream));
+      });
+    });
+    return;
+  }
+  LOWBIT_REQUIRE(ceil_div(p.rows, kBM) <= INT32_MAX && ceil_div(p.N, kBN) <= 65535 && c.slices <= 65535,
                  ErrorCode::invalid_argument, op, ": shape too large for the cuda kernel's grid (rows ", p.rows, ", N ",
-                 p.N, ", experts ", slices, ")");
-  DeviceGuard guard(device, op);
-  const bool fp8_mma = config != f16_config() && has_fp8_mma(op);
-  LOWBIT_REQUIRE(fp8_mma || config != e4m3_config(), ErrorCode::invalid_argument, op, ": config '", config.name(),
+                 p.N, ", experts ", c.slices, ")");
+  const bool fp8_mma = c.config != f16_config() && has_fp8_mma(op);
+  LOWBIT_REQUIRE(fp8_mma || c.config != e4m3_config(), ErrorCode::invalid_argument, op, ": config '", c.config.name(),
                  "' needs sm_89+ code for this device (this build runs its sm_80 code here)");
   const bool async = aligned16(p.a) && aligned16(p.b);
-  with_float_type(out_dtype, op, "out", [&](auto t) {
+  with_float_type(c.out_dtype, op, "out", [&](auto t) {
     using Out = decltype(t);
-    if (async && fp8_mma) launch_tiles<Out, true, true>(op, p, slices, to_cuda(stream));
-    if (async && !fp8_mma) launch_tiles<Out, true, false>(op, p, slices, to_cuda(stream));
-    if (!async && fp8_mma) launch_tiles<Out, false, true>(op, p, slices, to_cuda(stream));
-    if (!async && !fp8_mma) launch_tiles<Out, false, false>(op, p, slices, to_cuda(stream));
+    if (async && fp8_mma) launch_tiles<Out, true, true>(op, p, c.slices, to_cuda(stream));
+    if (async && !fp8_mma) launch_tiles<Out, true, false>(op, p, c.slices, to_cuda(stream));
+    if (!async && fp8_mma) launch_tiles<Out, false, true>(op, p, c.slices, to_cuda(stream));
+    if (!async && !fp8_mma) launch_tiles<Out, false, false>(op, p, c.slices, to_cuda(stream));
   });
+}
+
+Call call_of(const Fp8GemmArgs& a) {
+  const int64_t K = a.a.size(-1);
+  Call c{Fp8GemmArgs::kName,
+         base_params(a.a, a.a_s, a.b, a.b_s, a.out, a.a.numel() / K, a.b.shape[0], K),
+         1,
+         1,
+         a.out.dtype,
+         a.config,
+         a.a.device.index};
+  c.p.bias = a.bias.present() ? a.bias.ptr<const float>() : nullptr;
+  return c;
+}
+
+Call call_of(const Fp8GroupedGemmContiguousArgs& a) {
+  const char* op = Fp8GroupedGemmContiguousArgs::kName;
+  LOWBIT_REQUIRE(a.b.shape[0] <= INT32_MAX, ErrorCode::invalid_argument, op, ": too many experts (", a.b.shape[0], ")");
+  Call c{op,       base_params(a.a, a.a_s, a.b, a.b_s, a.out, a.a.shape[0], a.b.shape[1], a.b.shape[2]),
+         1,        a.b.shape[0],
+         a.out.dtype, a.config,
+         a.a.device.index};
+  c.p.m_indices = a.m_indices.ptr<const int32_t>();
+  c.p.experts = static_cast<int>(a.b.shape[0]);
+  return c;
+}
+
+Call call_of(const Fp8GroupedGemmMaskedArgs& a) {
+  const char* op = Fp8GroupedGemmMaskedArgs::kName;
+  LOWBIT_REQUIRE(a.a.shape[0] <= INT32_MAX, ErrorCode::invalid_argument, op, ": too many experts (", a.a.shape[0], ")");
+  Call c{op,       base_params(a.a, a.a_s, a.b, a.b_s, a.out, a.a.shape[1], a.b.shape[1], a.b.shape[2]),
+         a.a.shape[0], a.a.shape[0],
+         a.out.dtype, a.config,
+         a.a.device.index};
+  c.p.masked_m = a.masked_m.ptr<const int32_t>();
+  c.p.experts = static_cast<int>(a.a.shape[0]);
+  return c;
 }
 
 }  // namespace
 
-void fp8_gemm(const Fp8GemmArgs& a, void* /*workspace*/, Stream stream) {
-  const char* op = Fp8GemmArgs::kName;
-  require_cuda_config(op, a.config);
-  const int64_t K = a.a.size(-1);
-  fp8g::Params p = base_params(a.a, a.a_s, a.b, a.b_s, a.out, a.a.numel() / K, a.b.shape[0], K);
-  p.bias = a.bias.present() ? a.bias.ptr<const float>() : nullptr;
-  launch(op, p, 1, a.out.dtype, a.config, a.a.device.index, stream);
-}
-
+void fp8_gemm(const Fp8GemmArgs& a, void* /*workspace*/, Stream stream) { launch(call_of(a), stream); }
 void fp8_grouped_gemm_contiguous(const Fp8GroupedGemmContiguousArgs& a, void* /*workspace*/, Stream stream) {
-  const char* op = Fp8GroupedGemmContiguousArgs::kName;
-  require_cuda_config(op, a.config);
-  fp8g::Params p = base_params(a.a, a.a_s, a.b, a.b_s, a.out, a.a.shape[0], a.b.shape[1], a.b.shape[2]);
-  p.m_indices = a.m_indices.ptr<const int32_t>();
-  LOWBIT_REQUIRE(a.b.shape[0] <= INT32_MAX, ErrorCode::invalid_argument, op, ": too many experts (", a.b.shape[0], ")");
-  p.experts = static_cast<int>(a.b.shape[0]);
-  launch(op, p, 1, a.out.dtype, a.config, a.a.device.index, stream);
+  launch(call_of(a), stream);
+}
+void fp8_grouped_gemm_masked(const Fp8GroupedGemmMaskedArgs& a, void* /*workspace*/, Stream stream) {
+  launch(call_of(a), stream);
 }
 
-void fp8_grouped_gemm_masked(const Fp8GroupedGemmMaskedArgs& a, void* /*workspace*/, Stream stream) {
-  const char* op = Fp8GroupedGemmMaskedArgs::kName;
-  require_cuda_config(op, a.config);
-  fp8g::Params p = base_params(a.a, a.a_s, a.b, a.b_s, a.out, a.a.shape[1], a.b.shape[1], a.b.shape[2]);
-  p.masked_m = a.masked_m.ptr<const int32_t>();
-  p.experts = static_cast<int>(a.a.shape[0]);  // at most 65535: launch checks the grid
-  launch(op, p, a.a.shape[0], a.out.dtype, a.config, a.a.device.index, stream);
+std::vector<KernelConfig> fp8_gemm_configs(const Fp8GemmArgs& a) { return configs_of(call_of(a)); }
+std::vector<KernelConfig> fp8_grouped_gemm_contiguous_configs(const Fp8GroupedGemmContiguousArgs& a) {
+  return configs_of(call_of(a));
+}
+std::vector<KernelConfig> fp8_grouped_gemm_masked_configs(const Fp8GroupedGemmMaskedArgs& a) {
+  return configs_of(call_of(a));
 }
 
 }  // namespace lowbit::cuda

@@ -37,5 +37,9 @@ std::vector<KernelConfig> matmul_4bit_configs(const Matmul4bitArgs& a);
 void fp8_gemm(const Fp8GemmArgs& a, void* workspace, Stream stream);
 void fp8_grouped_gemm_contiguous(const Fp8GroupedGemmContiguousArgs& a, void* workspace, Stream stream);
 void fp8_grouped_gemm_masked(const Fp8GroupedGemmMaskedArgs& a, void* workspace, Stream stream);
+// Their kernel configs for the call, best first.
+std::vector<KernelConfig> fp8_gemm_configs(const Fp8GemmArgs& a);
+std::vector<KernelConfig> fp8_grouped_gemm_contiguous_configs(const Fp8GroupedGemmContiguousArgs& a);
+std::vector<KernelConfig> fp8_grouped_gemm_masked_configs(const Fp8GroupedGemmMaskedArgs& a);
 
 }  // namespace lowbit::cuda

@@ -91,6 +91,7 @@ void check(const Fp8GemmArgs& a) {
 }
 size_t workspace_size(const Fp8GemmArgs& a) { return ops::backend_workspace(a, a.a.device); }
 void run(const Fp8GemmArgs& a, void* ws, Stream s) { ops::dispatch(a, a.a.device, ws, s); }
+std::vector<KernelConfig> kernel_configs(const Fp8GemmArgs& a) { return ops::backend_configs(a, a.a.device); }
 
 void check(const Fp8GroupedGemmContiguousArgs& a) {
   const char* op = Fp8GroupedGemmContiguousArgs::kName;
@@ -114,6 +115,7 @@ void check(const Fp8GroupedGemmContiguousArgs& a) {
 }
 size_t workspace_size(const Fp8GroupedGemmContiguousArgs& a) { return ops::backend_workspace(a, a.a.device); }
 void run(const Fp8GroupedGemmContiguousArgs& a, void* ws, Stream s) { ops::dispatch(a, a.a.device, ws, s); }
+std::vector<KernelConfig> kernel_configs(const Fp8GroupedGemmContiguousArgs& a) { return ops::backend_configs(a, a.a.device); }
 
 void check(const Fp8GroupedGemmMaskedArgs& a) {
   const char* op = Fp8GroupedGemmMaskedArgs::kName;
@@ -135,40 +137,43 @@ void check(const Fp8GroupedGemmMaskedArgs& a) {
 }
 size_t workspace_size(const Fp8GroupedGemmMaskedArgs& a) { return ops::backend_workspace(a, a.a.device); }
 void run(const Fp8GroupedGemmMaskedArgs& a, void* ws, Stream s) { ops::dispatch(a, a.a.device, ws, s); }
+std::vector<KernelConfig> kernel_configs(const Fp8GroupedGemmMaskedArgs& a) { return ops::backend_configs(a, a.a.device); }
 
 Tensor fp8_gemm(const TensorRef& a, const TensorRef& a_s, const TensorRef& b, const TensorRef& b_s, DType out_dtype,
-                const TensorRef& bias, Stream stream) {
+                const TensorRef& bias, Stream stream, const KernelConfig& config) {
   const char* op = Fp8GemmArgs::kName;
   check_a(op, a, 0);
   core::require_present(op, "b", b);
   LOWBIT_REQUIRE(b.ndim == 2, ErrorCode::invalid_argument, op, ": b must be 2-D [N, K] (got ", b.ndim, "-D ",
                  core::shape_str(b), ")");
   Tensor out = Tensor::empty(Shape(leading(a, b.shape[0])), out_dtype, a.device, stream);
-  ops::run_with_workspace(Fp8GemmArgs{a, a_s, b, b_s, bias, out, {}}, a.device, stream);
+  ops::run_with_workspace(Fp8GemmArgs{a, a_s, b, b_s, bias, out, config}, a.device, stream);
   return out;
 }
 
 Tensor fp8_grouped_gemm_contiguous(const TensorRef& a, const TensorRef& a_s, const TensorRef& b, const TensorRef& b_s,
-                                   const TensorRef& m_indices, DType out_dtype, Stream stream) {
+                                   const TensorRef& m_indices, DType out_dtype, Stream stream,
+                                   const KernelConfig& config) {
   const char* op = Fp8GroupedGemmContiguousArgs::kName;
   check_a(op, a, 2);
   core::require_present(op, "b", b);
   LOWBIT_REQUIRE(b.ndim == 3, ErrorCode::invalid_argument, op, ": b must be 3-D [E, N, K] (got ", b.ndim, "-D ",
                  core::shape_str(b), ")");
   Tensor out = Tensor::empty({a.shape[0], b.shape[1]}, out_dtype, a.device, stream);
-  ops::run_with_workspace(Fp8GroupedGemmContiguousArgs{a, a_s, b, b_s, m_indices, out, {}}, a.device, stream);
+  ops::run_with_workspace(Fp8GroupedGemmContiguousArgs{a, a_s, b, b_s, m_indices, out, config}, a.device, stream);
   return out;
 }
 
 Tensor fp8_grouped_gemm_masked(const TensorRef& a, const TensorRef& a_s, const TensorRef& b, const TensorRef& b_s,
-                               const TensorRef& masked_m, DType out_dtype, Stream stream) {
+                               const TensorRef& masked_m, DType out_dtype, Stream stream,
+                               const KernelConfig& config) {
   const char* op = Fp8GroupedGemmMaskedArgs::kName;
   check_a(op, a, 3);
   core::require_present(op, "b", b);
   LOWBIT_REQUIRE(b.ndim == 3, ErrorCode::invalid_argument, op, ": b must be 3-D [E, N, K] (got ", b.ndim, "-D ",
                  core::shape_str(b), ")");
   Tensor out = Tensor::empty({a.shape[0], a.shape[1], b.shape[1]}, out_dtype, a.device, stream);
-  ops::run_with_workspace(Fp8GroupedGemmMaskedArgs{a, a_s, b, b_s, masked_m, out, {}}, a.device, stream);
+  ops::run_with_workspace(Fp8GroupedGemmMaskedArgs{a, a_s, b, b_s, masked_m, out, config}, a.device, stream);
   return out;
 }
 

@@ -7,6 +7,7 @@
 // backend does not know.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,8 @@ void expect_close(const std::vector<float>& want, const std::vector<float>& mag,
   ASSERT_EQ(want.size(), got.size()) << what;
   const double eps = out_dtype == DType::bf16 ? 1.0 / 128 : out_dtype == DType::f16 ? 1.0 / 1024 : 2e-6;
   const double tiny = out_dtype == DType::f16 ? std::exp2(-23) : 1e-30;
+  const double rel = what.find(kF16Config) != std::string::npos ? 2e-5 : kFp8TensorCoreError;
+  double worst = 0.0;  // the largest error beyond the output's rounding, over the magnitude
   int bad = 0;
   for (size_t i = 0; i < want.size() && bad < 5; ++i) {
     const int64_t row = static_cast<int64_t>(i) / N;
@@ -85,13 +88,16 @@ void expect_close(const std::vector<float>& want, const std::vector<float>& mag,
       }
       continue;
     }
-    const double tol = 2e-5 * std::fabs(mag[i]) + eps * std::fabs(want[i]) + tiny;
-    if (!(std::fabs(static_cast<double>(got[i]) - want[i]) <= tol)) {
+    const double tol = rel * std::fabs(mag[i]) + eps * std::fabs(want[i]) + tiny;
+    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (mag[i] > 0) worst = std::max(worst, (err - eps * std::fabs(want[i])) / std::fabs(mag[i]));
+    if (!(err <= tol)) {
       ADD_FAILURE() << what << ": element " << i << " = " << got[i] << ", want " << want[i] << " (tolerance " << tol
                     << ")";
       ++bad;
     }
   }
+  std::printf("[ fp8     ] %s: largest error beyond rounding / magnitude %.3g (bound %.3g)\n", what.c_str(), worst, rel);
 }
 
 struct Operands {
@@ -218,6 +224,98 @@ TEST(CudaFp8Gemm, MaskedGraphReplaysWithNewCounts) {
   EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
   EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+#endif
+}
+
+#if defined(LOWBIT_WITH_CUDA)
+bool device_is_sm90() {
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  return major == 9 && minor == 0;
+}
+#endif
+
+// The sm_90a kernel's tile shapes, each forced: ragged M, N and K (TMA's
+// zero fill), one and two b_s blocks a tile, every output dtype, bias.
+const char* const kWgmmaConfigs[] = {"wgmma_e4m3_x2_m128_n128_k128_s6", "wgmma_e4m3_x2_m128_n160_k128_s6", "wgmma_e4m3_m128_n128_k128_s6",
+                                     "wgmma_e4m3_m128_n64_k128_s8",  "wgmma_e4m3_m64_n128_k128_s8",
+                                     "wgmma_e4m3_m64_n32_k128_s8",   "wgmma_e4m3_m64_n16_k128_s8"};
+
+TEST(CudaFp8Gemm, WgmmaConfigsMatchCpu) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+#if defined(LOWBIT_WITH_CUDA)
+  if (!device_is_sm90()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 device";
+  {  // the backend lists every one of them
+    const Operands o = random_operands(64, 256, 256, false);
+    const Tensor a = o.a.to(kGpu), a_s = o.a_s.to(kGpu), b = o.b.to(kGpu), b_s = o.b_s.to(kGpu);
+    Tensor out = Tensor::empty({64, 256}, DType::bf16, kGpu);
+    const std::vector<KernelConfig> listed =
+        kernel_configs(Fp8GemmArgs{a.ref(), a_s.ref(), b.ref(), b_s.ref(), {}, out.ref(), {}});
+    for (const char* config : kWgmmaConfigs) {
+      EXPECT_NE(std::find(listed.begin(), listed.end(), parse_kernel_config(config)), listed.end()) << config;
+    }
+  }
+  int i = 0;
+  for (const char* config : kWgmmaConfigs) {
+    check_gemm(1, 16, 16, false, DType::bf16, 0, 0, 0, config);
+    check_gemm(200, 300, 400, i % 2 == 0, DType::f32, 0, 0, 0, config);
+    check_gemm(129, 136, 1040, i % 2 == 1, i % 3 == 0 ? DType::f16 : DType::bf16, 0, 0, 2, config);
+    ++i;
+  }
+#endif
+}
+
+// The contiguous layout as a router writes it (runs padded to 128 rows with
+// -1, an expert with no rows) and the masked layout, under each tile shape.
+TEST(CudaFp8Gemm, WgmmaGroupedLayoutsMatchCpu) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+#if defined(LOWBIT_WITH_CUDA)
+  if (!device_is_sm90()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 device";
+  const int64_t E = 4, N = 272, K = 512;
+  const std::vector<int64_t> run_rows{130, 0, 5, 128};
+  int64_t M = 0;
+  for (int64_t r : run_rows) M += (r + 127) / 128 * 128;
+  const Tensor a = random_e4m3({M, K}), a_s = random_scales({M, blocks(K)});
+  const Tensor b = random_e4m3({E, N, K}), b_s = random_scales({E, blocks(N), blocks(K)});
+  Tensor ids = Tensor::empty({M}, DType::i32);
+  int64_t m = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t padded = (run_rows[e] + 127) / 128 * 128;
+    for (int64_t r = 0; r < padded; ++r) ids.ptr<int32_t>()[m++] = r < run_rows[e] ? static_cast<int32_t>(e) : -1;
+  }
+  Tensor want = Tensor::empty({M, N}, DType::f32), mag = Tensor::empty({M, N}, DType::f32);
+  const Tensor abs_a = magnitudes(a), abs_b = magnitudes(b);
+  run(Fp8GroupedGemmContiguousArgs{a.ref(), a_s.ref(), b.ref(), b_s.ref(), ids.ref(), want.ref(), {}});
+  run(Fp8GroupedGemmContiguousArgs{abs_a.ref(), a_s.ref(), abs_b.ref(), b_s.ref(), ids.ref(), mag.ref(), {}});
+  const Tensor ga = a.to(kGpu), ga_s = a_s.to(kGpu), gb = b.to(kGpu), gb_s = b_s.to(kGpu), gids = ids.to(kGpu);
+
+  const int64_t max_m = 72;
+  const Tensor ma = random_e4m3({E, max_m, K}), ma_s = random_scales({E, max_m, blocks(K)});
+  Tensor counts = Tensor::empty({E}, DType::i32);
+  const int32_t c[] = {72, 0, 1, 65};
+  std::copy(std::begin(c), std::end(c), counts.ptr<int32_t>());
+  Tensor mwant = Tensor::empty({E, max_m, N}, DType::bf16), mmag = Tensor::empty({E, max_m, N}, DType::f32);
+  const Tensor abs_ma = magnitudes(ma);
+  run(Fp8GroupedGemmMaskedArgs{ma.ref(), ma_s.ref(), b.ref(), b_s.ref(), counts.ref(), mwant.ref(), {}});
+  run(Fp8GroupedGemmMaskedArgs{abs_ma.ref(), ma_s.ref(), abs_b.ref(), b_s.ref(), counts.ref(), mmag.ref(), {}});
+  const Tensor gma = ma.to(kGpu), gma_s = ma_s.to(kGpu), gcounts = counts.to(kGpu);
+
+  for (const char* config : kWgmmaConfigs) {
+    Tensor out = Tensor::empty({M, N}, DType::f32, kGpu);
+    LOWBIT_ASSERT_CUDA(cudaMemset(out.data(), 0xff, out.nbytes()));  // NaN: an unwritten element shows
+    run(Fp8GroupedGemmContiguousArgs{ga.ref(), ga_s.ref(), gb.ref(), gb_s.ref(), gids.ref(), out.ref(),
+                                     parse_kernel_config(config)});
+    Tensor mout = Tensor::empty({E, max_m, N}, DType::bf16, kGpu);
+    LOWBIT_ASSERT_CUDA(cudaMemset(mout.data(), 0xff, mout.nbytes()));
+    run(Fp8GroupedGemmMaskedArgs{gma.ref(), gma_s.ref(), gb.ref(), gb_s.ref(), gcounts.ref(), mout.ref(),
+                                 parse_kernel_config(config)});
+    synchronize(Stream{});
+    expect_close(to_floats(want.ref()), to_floats(mag.ref()), to_floats(out.ref()), DType::f32,
+                 std::string("contiguous, padded runs, config ") + config, N);
+    expect_close(to_floats(mwant.ref()), to_floats(mmag.ref()), to_floats(mout.ref()), DType::bf16,
+                 std::string("masked, config ") + config, N);
+  }
 #endif
 }
 

@@ -79,17 +79,19 @@ Oracle oracle(const uint8_t* ap, const float* asp, const uint8_t* b, const float
 
 // got (rows [row0, row0 + rows) of an [*, N] output) within fp32 accumulation
 // plus the output dtype's rounding of the oracle.
+// On CUDA the tolerance is the tensor cores' (kFp8TensorCoreError, docs/fp8_gemm.md).
 void expect_near(const Oracle& want, const std::vector<float>& got, int64_t row0, int64_t rows, int64_t N,
                  DType out_dtype, const std::string& what) {
   const double eps = out_dtype == DType::bf16 ? 1.0 / 256 : out_dtype == DType::f16 ? 1.0 / 2048 : 1e-6;
   // fp16's subnormal spacing (fp32 and bf16 share fp32's range).
   const double tiny = out_dtype == DType::f16 ? std::exp2(-24) : 1e-30;
+  const double rel = what.find("[cuda") != std::string::npos ? kFp8TensorCoreError : 1e-5;
   int bad = 0;
   for (int64_t m = 0; m < rows; ++m) {
     for (int64_t n = 0; n < N && bad < 5; ++n) {
       const size_t w = static_cast<size_t>(m * N + n);
       const double g = got[static_cast<size_t>((row0 + m) * N + n)];
-      const double tol = 1e-5 * want.magnitude[w] + eps * std::fabs(want.value[w]) + tiny;
+      const double tol = rel * want.magnitude[w] + eps * std::fabs(want.value[w]) + tiny;
       if (!(std::fabs(g - want.value[w]) <= tol)) {
         ADD_FAILURE() << what << ": out[" << row0 + m << ", " << n << "] = " << g << ", want " << want.value[w]
                       << " (tolerance " << tol << ")";

@@ -51,6 +51,50 @@ __device__ __forceinline__ void cp_async_bulk_tensor_2d(void* dst, const CUtenso
       : "memory");
 }
 
+// TMA load: a [1, box] tile at (x = column, y = row, z = slice) of a 3-D
+// tensor map into shared memory, completing its bytes on the barrier.
+__device__ __forceinline__ void cp_async_bulk_tensor_3d(void* dst, const CUtensorMap* map, int x, int y, int z,
+                                                        uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::
+          "r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z), "r"(smem_addr(bar))
+      : "memory");
+}
+
+// The same load multicast to the CTAs of the cluster in `mask` (bit r: rank
+// r): each receives the tile at dst and the bytes on its barrier at bar's offset.
+__device__ __forceinline__ void cp_async_bulk_tensor_3d_multicast(void* dst, const CUtensorMap* map, int x, int y,
+                                                                  int z, uint64_t* bar, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z), "r"(smem_addr(bar)), "h"(mask)
+      : "memory");
+}
+
+// Thread blocks clusters: this CTA's rank, the cluster-wide barrier (every
+// thread of every CTA; release / acquire orders shared memory across them),
+// and one arrival on the barrier at bar's offset in the CTA of rank `rank`
+// (release at the CTA's scope: what it orders is this CTA's reads of its own
+// shared memory, which the arrival's peer then overwrites by TMA).
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive_cluster(uint64_t* bar, uint32_t rank) {
+  asm volatile(
+      "{\n.reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_addr(bar)),
+      "r"(rank)
+      : "memory");
+}
+
 #endif  // LOWBIT_SM90A
 
 }  // namespace lowbit::cuda::ptx
