@@ -145,7 +145,7 @@ class MissingInputs(unittest.TestCase):
     def test_each_section_says_so_in_one_line(self):
         with tempfile.TemporaryDirectory() as empty:
             parts = sections(bm.render(empty, "abc1234", "2030-01-02"))
-        self.assertEqual(len(parts), 6)
+        self.assertEqual(len(parts), 7)
         for title, lines in parts.items():
             if title == "The run":
                 continue
