@@ -146,3 +146,19 @@ def test_fp8_gemm_errors(rng):
         F.fp8_grouped_gemm_contiguous(a, a_s, b.reshape(1, 40, 256).repeat(2, 0), b_s.reshape(1, 1, 2).repeat(2, 0), ids)
     with pytest.raises(TypeError, match="fp8_gemm: out dtype must be one of"):
         F.fp8_gemm(a, a_s, b, b_s, out_dtype="int8")
+
+
+def test_fp8_gemm_config_reaches_the_backend(rng):
+    a = ref.e4m3_encode(_codes(rng, (4, 256)))
+    b = ref.e4m3_encode(_codes(rng, (40, 256)))
+    a_s, b_s = _scales(rng, (4, 2)), _scales(rng, (1, 2))
+    # The CPU backend has no configs: any name comes back from it, named.
+    with pytest.raises(ValueError, match="fp8_gemm: config 'wgmma_e4m3_m128_n128_k128_s6' is not a cpu kernel config"):
+        F.fp8_gemm(a, a_s, b, b_s, config="wgmma_e4m3_m128_n128_k128_s6")
+    ids = np.zeros(4, np.int32)
+    with pytest.raises(ValueError, match="fp8_grouped_gemm_contiguous: config 'x' is not a cpu kernel config"):
+        F.fp8_grouped_gemm_contiguous(a, a_s, b.reshape(1, 40, 256), b_s.reshape(1, 1, 2), ids, config="x")
+    with pytest.raises(ValueError, match="fp8_grouped_gemm_masked: config 'x' is not a cpu kernel config"):
+        F.fp8_grouped_gemm_masked(a.reshape(1, 4, 256), a_s.reshape(1, 4, 2), b.reshape(1, 40, 256),
+                                  b_s.reshape(1, 1, 2), np.array([4], np.int32), config="x")
+    assert F.fp8_gemm(a, a_s, b, b_s, config="").shape == (4, 40)
