@@ -224,6 +224,17 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C>::kThreads, 1)
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   int stage = 0;
   uint32_t phase = 0;
+  // Two consumer warpgroups issue their K blocks' wgmma in turns (named
+  // barriers: the first's block kb, the second's kb, the first's kb + 1...),
+  // so the tensor cores finish the first's before the second's and each
+  // warpgroup promotes while the other's MMA runs (issued together, their
+  // wgmma interleave and both promote at once, the tensor cores idle).
+  constexpr bool kPingPong = WM * WN == 2;
+  constexpr int kAfterFirst = 1, kAfterSecond = 2;
+  // The second's first turn waits for nothing: the first warpgroup's barrier is primed.
+  if constexpr (kPingPong) {
+    if (cw == 1) ptx::bar_arrive(kAfterSecond, 256);
+  }
   float acc[WGN / 2];
   float part[WGN / 2];
   for (int64_t t = first; t < tiles; t += step) {
@@ -269,10 +280,12 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C>::kThreads, 1)
         uint8_t* sa = smem + stage * S::kStageBytes;
         const uint64_t da = ptx::wgmma_desc_k128(sa + wm * 64 * kBK);
         const uint64_t db = ptx::wgmma_desc_k128(sa + S::kABytes + wn * WGN * kBK);
+        if constexpr (kPingPong) ptx::bar_sync(cw == 0 ? kAfterSecond : kAfterFirst, 256);
         ptx::wgmma_fence();
 #pragma unroll
         for (int k = 0; k < kBK / 32; ++k) ptx::wgmma_ss_e4m3<WGN>(part, da + 2 * k, db + 2 * k, k);
         ptx::wgmma_commit_group();
+        if constexpr (kPingPong) ptx::bar_arrive(cw == 0 ? kAfterFirst : kAfterSecond, 256);
         ptx::wgmma_wait_group<0>();
         if (lane == 0) {
           if constexpr (C == 1) {
@@ -305,6 +318,10 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C>::kThreads, 1)
       store_rows<Out, WGN>(p, acc, tile.z, m_base, n_base, e, next == INT_MAX, pair_ok);
       e = next;
     }
+  }
+  // The second warpgroup's last arrival is matched here (barriers end balanced).
+  if constexpr (kPingPong) {
+    if (cw == 0) ptx::bar_sync(kAfterSecond, 256);
   }
   ptx::griddepcontrol_launch_dependents();
   if constexpr (C == 2) ptx::cluster_sync();

@@ -9,6 +9,12 @@ __device__ __forceinline__ void bar_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// Arrives on named barrier `id` of `threads` threads without waiting (the
+// others bar_sync on it).
+__device__ __forceinline__ void bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Lets the next kernel in the stream, launched as a programmatic dependent,
 // start launching now; it waits for this grid in griddepcontrol_wait.
 __device__ __forceinline__ void griddepcontrol_launch_dependents() {
