@@ -4,6 +4,7 @@
 
 #include "lowbit/ops/fp8_gemm.h"
 #include "lowbit/ops/gemm.h"
+#include "lowbit/ops/optim.h"
 #include "lowbit/ops/quant.h"
 
 #define LOWBIT_FOR_EACH_OP(X)      \
@@ -22,4 +23,5 @@
   X(Matmul4bitArgs)                \
   X(Fp8GemmArgs)                   \
   X(Fp8GroupedGemmContiguousArgs)  \
-  X(Fp8GroupedGemmMaskedArgs)
+  X(Fp8GroupedGemmMaskedArgs)      \
+  X(OptimizerUpdate32bitArgs)

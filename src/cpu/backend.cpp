@@ -41,6 +41,7 @@ void register_cpu_backend() {
                                                          cpu_empty_cache, cpu_constant});
   cpu::register_quant_ops();
   cpu::register_gemm_ops();
+  cpu::register_optim_ops();
 }
 
 }  // namespace lowbit::core

@@ -1,0 +1,44 @@
+// Optimizer updates with 32-bit states (docs/optim.md): one step of Adam /
+// AdamW, SGD with momentum, RMSprop, Lion, Adagrad, LAMB, LARS or AdEMAMix
+// on one parameter, in place, the rules and their arithmetic as
+// bitsandbytes' optimizer_update_32bit applies them.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "lowbit/ops/declare_op.h"
+#include "lowbit/tensor.h"
+
+namespace lowbit {
+
+// The update rules. lamb is adam and lars is momentum, each with the update
+// norm clipped to max_unorm times the parameter's norm (the trust ratio).
+enum class Optimizer { adam, momentum, rmsprop, lion, adagrad, lamb, lars, ademamix };
+
+// "adam", "momentum", ... as bitsandbytes names them; invalid_argument naming
+// `op` and the known names otherwise.
+Optimizer optimizer_from_name(std::string_view name, const char* op);
+const char* optimizer_name(Optimizer o);
+// Whether the rule keeps a second state (adam, lamb, ademamix).
+bool optimizer_has_state2(Optimizer o);
+
+struct OptimizerUpdate32bitArgs {
+  static constexpr const char* kName = "optimizer_update_32bit";
+  Optimizer optimizer = Optimizer::adam;
+  TensorRef g;          // f32/f16/bf16 [n] (any shape), contiguous: the gradient
+  TensorRef p;          // the parameter: g's dtype and numel, updated in place
+  TensorRef state1;     // f32, numel n (ademamix: 2n, its two first moments), updated
+  TensorRef state2;     // f32 numel n for adam, lamb and ademamix; absent otherwise
+  TensorRef unorm_vec;  // f32 [1]: the update's squared norm, written when max_unorm > 0
+  float beta1 = 0.0f, beta2 = 0.0f, beta3 = 0.0f, alpha = 0.0f;
+  float eps = 0.0f, weight_decay = 0.0f, lr = 0.0f;
+  float gnorm_scale = 1.0f;  // the gradient is multiplied by it first
+  float max_unorm = 0.0f;    // > 0: the update is scaled down to max_unorm * |p| at most
+  int64_t step = 1;          // 1 for the first update
+  bool skip_zeros = false;   // leave the elements whose gradient is 0 as they are
+};
+
+LOWBIT_DECLARE_OP(OptimizerUpdate32bitArgs)
+
+}  // namespace lowbit

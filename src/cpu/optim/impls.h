@@ -1,0 +1,10 @@
+// The CPU optimizer updates, registered by register_optim_ops().
+#pragma once
+
+#include "lowbit/ops/optim.h"
+
+namespace lowbit::core::cpu {
+
+void optimizer_update_32bit(const OptimizerUpdate32bitArgs& a, void* workspace, Stream stream);
+
+}  // namespace lowbit::core::cpu
