@@ -54,6 +54,7 @@ __all__ = [
     "int8_vectorwise_dequant",
     "int8_vectorwise_quant",
     "matmul_4bit",
+    "optimizer_update_32bit",
     "quantize_4bit",
     "quantize_blockwise",
     "quantize_fp4",
@@ -867,3 +868,28 @@ def fp8_grouped_gemm_masked(a: Array, a_s: Array, b: Array, b_s: Array, masked_m
                                           dtype, call.ctx, config)
     call.done()
     return out if out is not None else call.result(raw)
+
+
+# ------------------------------------------------------------ optimizers
+
+
+def optimizer_update_32bit(optimizer_name: str, g: Array, p: Array, state1: Array, beta1: float, eps: float, step: int,
+                           lr: float, state2: Optional[Array] = None, beta2: float = 0.0, weight_decay: float = 0.0,
+                           gnorm_scale: float = 1.0, unorm_vec: Optional[Array] = None, max_unorm: float = 0.0,
+                           skip_zeros: bool = False, *, beta3: float = 0.0, alpha: float = 0.0,
+                           stream: Any = None) -> None:
+    """One optimizer step with 32-bit states, in place (bitsandbytes' ``optimizer_update_32bit``).
+
+    ``optimizer_name``: ``adam``, ``momentum``, ``rmsprop``, ``lion``, ``adagrad``, ``lamb``, ``lars`` or
+    ``ademamix`` (docs/optim.md gives each rule). ``g`` and ``p``: float32/float16/bfloat16 of one dtype and
+    size; ``p`` is updated. ``state1`` float32 (ademamix: twice ``p``'s size, its two first moments),
+    ``state2`` float32 for adam, lamb and ademamix; both updated. ``unorm_vec`` float32 [1] receives the
+    update's squared norm when ``max_unorm > 0`` (lamb / lars: the update is scaled to at most
+    ``max_unorm`` times ``p``'s norm, which is computed here). ``beta3`` and ``alpha`` are ademamix's.
+    """
+    call = _arrays.Call("optimizer_update_32bit", g, "g", stream)
+    _lowbit.optimizer_update_32bit(optimizer_name, call.arg(g, "g"), call.out(p, "p"), call.out(state1, "state1"),
+                                   float(beta1), float(eps), int(step), float(lr), call.out(state2, "state2"),
+                                   float(beta2), float(beta3), float(alpha), float(weight_decay), float(gnorm_scale),
+                                   call.out(unorm_vec, "unorm_vec"), float(max_unorm), bool(skip_zeros), call.ctx)
+    call.done()

@@ -127,5 +127,6 @@ void bind_quant(nb::module_& m);
 void bind_quant_state(nb::module_& m);
 void bind_gemm(nb::module_& m);
 void bind_fp8_gemm(nb::module_& m);
+void bind_optim(nb::module_& m);
 
 }  // namespace lowbit::python

@@ -44,4 +44,5 @@ NB_MODULE(_lowbit, m) {
   lowbit::python::bind_quant_state(m);
   lowbit::python::bind_gemm(m);
   lowbit::python::bind_fp8_gemm(m);
+  lowbit::python::bind_optim(m);
 }
