@@ -282,6 +282,34 @@ static void test_fp8_gemm(void) {
   ids[0] = 1;
 }
 
+static void test_optimizer(void) {
+  enum { N = 5 };
+  static float g[N] = {1.0f, -2.0f, 0.5f, 0.0f, 4.0f}, p[N], s1[N];
+  int64_t n = N;
+  DLTensor tg = make_tensor(g, kDLFloat, 32, 1, &n), tp = make_tensor(p, kDLFloat, 32, 1, &n);
+  DLTensor ts1 = make_tensor(s1, kDLFloat, 32, 1, &n);
+  lowbit_optimizer_hparams h;
+  int i, ok = 1;
+  memset(&h, 0, sizeof h);
+  h.beta1 = 0.9f;
+  h.lr = 0.5f;
+  h.gnorm_scale = 1.0f;
+  h.step = 1;
+  for (i = 0; i < N; ++i) p[i] = 1.0f, s1[i] = 7.0f;
+  /* momentum, step 1: the state takes g, p moves by -lr * g. */
+  CHECK_OK(lowbit_optimizer_update_32bit("momentum", &tg, &tp, &ts1, NULL, NULL, &h, NULL));
+  for (i = 0; i < N; ++i) ok &= s1[i] == g[i] && p[i] == 1.0f - 0.5f * g[i];
+  CHECK(ok, "optimizer_update_32bit: momentum step 1 (got p[0] = %g, s1[0] = %g)", p[0], s1[0]);
+  CHECK(lowbit_optimizer_update_32bit("adamw", &tg, &tp, &ts1, NULL, NULL, &h, NULL) == LOWBIT_INVALID_ARGUMENT,
+        "an unknown optimizer name is invalid_argument");
+  CHECK(contains(lowbit_last_error(), "optimizer_name"), "the message names optimizer_name (got %s)",
+        lowbit_last_error());
+  CHECK(lowbit_optimizer_update_32bit("adam", &tg, &tp, &ts1, NULL, NULL, &h, NULL) == LOWBIT_INVALID_ARGUMENT,
+        "adam without state2 is invalid_argument");
+  CHECK(lowbit_optimizer_update_32bit("momentum", &tg, &tp, &ts1, NULL, NULL, NULL, NULL) == LOWBIT_INVALID_ARGUMENT,
+        "NULL hparams is invalid_argument");
+}
+
 static void test_int8(void) {
   enum { ROWS = 3, K = 50 };
   static float a[ROWS * K], back[ROWS * K], stats[ROWS];
@@ -391,6 +419,7 @@ int main(void) {
   test_act_quant(kDLUInt);
   test_weight_fp8();
   test_fp8_gemm();
+  test_optimizer();
   test_int8();
   test_estimate_quantiles();
   test_layouts();

@@ -392,6 +392,28 @@ LOWBIT_C_API lowbit_status lowbit_gemv_4bit(const DLTensor* A, const DLTensor* p
                                             const lowbit_nested_absmax* nested, const DLTensor* bias, DLTensor* out,
                                             int64_t N, int64_t blocksize, lowbit_quant4_type type, void* stream);
 
+/* ------------------------------------------------------------- optimizers */
+
+/* The constants of one optimizer step (docs/optim.md). */
+typedef struct lowbit_optimizer_hparams {
+  float beta1, beta2, beta3, alpha; /* beta3, alpha: ademamix's */
+  float eps, weight_decay, lr;
+  float gnorm_scale; /* the gradient is multiplied by it first (1: none) */
+  float max_unorm;   /* > 0: the update scaled to at most max_unorm * |p| (lamb, lars) */
+  int64_t step;      /* 1 for the first update */
+  int skip_zeros;    /* nonzero: elements whose gradient is 0 keep p and the states */
+} lowbit_optimizer_hparams;
+
+/* One step of optimizer_name ("adam", "momentum", "rmsprop", "lion",
+ * "adagrad", "lamb", "lars", "ademamix") with 32-bit states, in place:
+ * g, p float32/float16/bfloat16 of one dtype and size (p updated); state1
+ * float32 (ademamix: twice the size); state2 float32 for adam, lamb and
+ * ademamix, NULL for the others; unorm_vec float32 [1] (the update's squared
+ * norm) when max_unorm > 0, else NULL. All contiguous, on one device. */
+LOWBIT_C_API lowbit_status lowbit_optimizer_update_32bit(const char* optimizer_name, const DLTensor* g, DLTensor* p,
+                                                         DLTensor* state1, DLTensor* state2, DLTensor* unorm_vec,
+                                                         const lowbit_optimizer_hparams* hparams, void* stream);
+
 /* ---------------------------------------------------------- CUDA memory */
 /* Where lowbit's CUDA memory comes from: packed weights, the results of
  * calls that allocate them, and scratch. All of it is stream-ordered: made
