@@ -1,5 +1,6 @@
 // optimizer_update_32bit on every backend against a float64 oracle of each
-// rule (docs/optim.md) over several steps with fresh gradients: fp32, fp16
+// rule (docs/optim.md) over several steps with fresh gradients, each step
+// from the backend's values after the last: fp32, fp16
 // and bf16 parameters, ragged sizes, weight decay, gnorm_scale, the trust
 // ratio of lamb / lars, skip_zeros; and the bad arguments, named.
 #include <algorithm>
@@ -17,12 +18,14 @@ namespace {
 using namespace lowbit;
 using namespace lowbit::test;
 
-// v rounded to dtype (the parameter's and gradient's storage).
+// v rounded to dtype (the parameter's and gradient's storage; float32's too:
+// where the rule stores g + p * weight_decay, the float32 rounding of a
+// cancellation is part of the result).
 double round_to(DType dtype, double v) {
   const float f = static_cast<float>(v);
   if (dtype == DType::f16) return core::f16_to_f32(core::f32_to_f16(f));
   if (dtype == DType::bf16) return core::bf16_to_f32(core::f32_to_bf16(f));
-  return v;
+  return f;
 }
 
 struct Hyper {
@@ -100,7 +103,11 @@ double oracle_step(Optimizer o, const Hyper& h, int64_t step, DType dtype, const
       p = round_to(dtype, p - scale * lr * std::sqrt(b2) / c1 * (m.s1[i] / (std::sqrt(m.s2[i]) + h.eps * std::sqrt(b2))));
       if (wd > 0) p = round_to(dtype, p * (1 - lr * wd));
     } else {
-      if (wd > 0 && o != Optimizer::lion) gi = round_to(dtype, gi + p * wd);
+      // Folded in float32 arithmetic: where g and p * wd cancel, the rule's float
+      // rounding decides the (sign of the) update, so the model takes it too.
+      if (wd > 0 && o != Optimizer::lion) {
+        gi = round_to(dtype, static_cast<float>(gi) + static_cast<float>(p) * h.weight_decay);
+      }
       if (h.skip_zeros && gi == 0) continue;
       switch (o) {
         case Optimizer::momentum:
@@ -207,6 +214,15 @@ void run_case(Optimizer o, DType dtype, const Hyper& h, int64_t n, int steps, bo
     if (h.max_unorm > 0 && o != Optimizer::lion) {
       expect_close(to_floats(unorm.ref()), {want_unorm}, 1e-5, "unorm_vec after step " + std::to_string(t), 0.0);
     }
+    // The next step starts from the backend's values: each step is judged on
+    // its own arithmetic (a 16-bit p rounded the other way stays one step's).
+    m.p = doubles(p.ref());
+    s1f = to_floats(s1.ref());
+    for (int64_t i = 0; i < n; ++i) {
+      m.s1[static_cast<size_t>(i)] = s1f[static_cast<size_t>(i)];
+      if (o == Optimizer::ademamix) m.s3[static_cast<size_t>(i)] = s1f[static_cast<size_t>(n + i)];
+    }
+    if (two) m.s2 = doubles(s2.ref());
   }
 }
 
