@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/optim_rules.h"
 #include "ops/dispatch.h"
 
 namespace lowbit {
@@ -22,6 +23,14 @@ void require_state(const char* op, const char* name, const TensorRef& t, int64_t
   core::require_numel(op, name, t, numel);
 }
 
+// The entry of kNames for o, or null (an enum value outside the list).
+const char* known_name(Optimizer o) {
+  for (const auto& [k, n] : kNames) {
+    if (k == o) return n;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 Optimizer optimizer_from_name(std::string_view name, const char* op) {
@@ -35,19 +44,15 @@ Optimizer optimizer_from_name(std::string_view name, const char* op) {
 }
 
 const char* optimizer_name(Optimizer o) {
-  for (const auto& [k, n] : kNames) {
-    if (k == o) return n;
-  }
-  return "unknown";
+  const char* n = known_name(o);
+  return n ? n : "unknown";
 }
 
-bool optimizer_has_state2(Optimizer o) {
-  return o == Optimizer::adam || o == Optimizer::lamb || o == Optimizer::ademamix;
-}
+bool optimizer_has_state2(Optimizer o) { return core::optim::two_states(o); }
 
 void check(const OptimizerUpdate32bitArgs& a) {
   const char* op = OptimizerUpdate32bitArgs::kName;
-  LOWBIT_REQUIRE(std::string(optimizer_name(a.optimizer)) != "unknown", ErrorCode::invalid_argument, op,
+  LOWBIT_REQUIRE(known_name(a.optimizer) != nullptr, ErrorCode::invalid_argument, op,
                  ": optimizer is not one of the known rules (got ", static_cast<int>(a.optimizer), ")");
   core::require_present(op, "g", a.g);
   core::require_dtype(op, "g", a.g, core::kFloatDTypes);
