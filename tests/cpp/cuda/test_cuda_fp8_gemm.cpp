@@ -26,16 +26,6 @@ const Device kGpu = Device::cuda(0);
 // The kernel's inner product on e4m3 decoded to f16 (any GPU).
 const std::string kF16Config = "mma_f16_m64_n128_k128_s3";
 
-// Random e4m3 codes without the NaNs (0x7f, 0xff).
-Tensor random_e4m3(std::vector<int64_t> shape) {
-  Tensor t = random_bytes(std::move(shape), DType::f8_e4m3);
-  auto* p = static_cast<uint8_t*>(t.data());
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    if ((p[i] & 0x7f) == 0x7f) p[i] ^= 0x01;
-  }
-  return t;
-}
-
 // |t|: the sign bits cleared (a GEMM of these gives the sum of the terms' magnitudes).
 Tensor magnitudes(const Tensor& t) {
   Tensor m = t.to(Device::cpu());

@@ -17,16 +17,6 @@ namespace {
 constexpr int64_t kB = kFp8ScaleBlock;
 int64_t blocks(int64_t n) { return (n + kB - 1) / kB; }
 
-// Random e4m3 codes without the NaNs (0x7f, 0xff).
-Tensor random_e4m3(std::vector<int64_t> shape) {
-  Tensor t = random_bytes(std::move(shape), DType::f8_e4m3);
-  auto* p = static_cast<uint8_t*>(t.data());
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    if ((p[i] & 0x7f) == 0x7f) p[i] ^= 0x01;
-  }
-  return t;
-}
-
 // Positive scales near 1/(16 * 448) (random codes are large; the sums stay in
 // fp16's range), powers of two when ue8m0.
 Tensor random_scales(std::vector<int64_t> shape, bool ue8m0) {

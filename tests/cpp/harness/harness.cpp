@@ -67,6 +67,15 @@ Tensor random_bytes(std::vector<int64_t> shape, DType dtype) {
   return t;
 }
 
+Tensor random_e4m3(std::vector<int64_t> shape) {
+  Tensor t = random_bytes(std::move(shape), DType::f8_e4m3);
+  auto* p = static_cast<uint8_t*>(t.data());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if ((p[i] & 0x7f) == 0x7f) p[i] ^= 0x01;
+  }
+  return t;
+}
+
 void sprinkle_specials(Tensor& t, int64_t zero_block) {
   const int64_t n = t.numel();
   if (n == 0) return;

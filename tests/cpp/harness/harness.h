@@ -30,6 +30,8 @@ uint64_t seed();
 // Host tensors of fresh random data.
 Tensor random_floats(std::vector<int64_t> shape, DType dtype, float stddev = 1.0f);
 Tensor random_bytes(std::vector<int64_t> shape, DType dtype);
+// Random e4m3 codes (f8_e4m3) without the two NaNs (0x7f, 0xff).
+Tensor random_e4m3(std::vector<int64_t> shape);
 // Overwrites some elements with special values: exact zeros (a whole block
 // when `zero_block` > 0), huge and tiny magnitudes, denormals.
 void sprinkle_specials(Tensor& t, int64_t zero_block = 0);
