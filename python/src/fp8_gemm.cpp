@@ -9,11 +9,11 @@
 namespace lowbit::python {
 namespace {
 
-// The operands every layout shares, and the one tensor the layout adds
-// (bias, m_indices or masked_m).
+// The operands every layout shares, the one tensor the layout adds (bias,
+// m_indices or masked_m), and the kernel config by name.
 template <class Args, TensorRef Args::*kExtra>
 Args operands(const InArray& a, const InArray& a_s, const InArray& b, const InArray& b_s, const char* extra_name,
-              const std::optional<InArray>& extra) {
+              const std::optional<InArray>& extra, const std::string& config) {
   const char* op = Args::kName;
   Args x;
   x.a = to_ref(op, "a", a);
@@ -21,6 +21,7 @@ Args operands(const InArray& a, const InArray& a_s, const InArray& b, const InAr
   x.b = to_ref(op, "b", b);
   x.b_s = to_ref(op, "b_s", b_s);
   x.*kExtra = to_ref(op, extra_name, extra);
+  x.config = parse_kernel_config(config);
   return x;
 }
 
@@ -42,8 +43,7 @@ nb::object fp8_gemm_py(const InArray& a, const InArray& a_s, const InArray& b, c
                        const std::string& out_dtype, nb::handle stream_arg, const std::string& config) {
   const CallContext ctx = call_context(stream_arg);
   const CallScope scope(ctx);
-  auto x = operands<Fp8GemmArgs, &Fp8GemmArgs::bias>(a, a_s, b, b_s, "bias", bias);
-  x.config = parse_kernel_config(config);
+  const auto x = operands<Fp8GemmArgs, &Fp8GemmArgs::bias>(a, a_s, b, b_s, "bias", bias, config);
   return finish(x, out, out_dtype, ctx,
                 [&](DType d) { return fp8_gemm(x.a, x.a_s, x.b, x.b_s, d, x.bias, ctx.stream, x.config); });
 }
@@ -54,8 +54,7 @@ nb::object contiguous_py(const InArray& a, const InArray& a_s, const InArray& b,
   const CallContext ctx = call_context(stream_arg);
   const CallScope scope(ctx);
   using Args = Fp8GroupedGemmContiguousArgs;
-  auto x = operands<Args, &Args::m_indices>(a, a_s, b, b_s, "m_indices", m_indices);
-  x.config = parse_kernel_config(config);
+  const auto x = operands<Args, &Args::m_indices>(a, a_s, b, b_s, "m_indices", m_indices, config);
   return finish(x, out, out_dtype, ctx, [&](DType d) {
     return fp8_grouped_gemm_contiguous(x.a, x.a_s, x.b, x.b_s, x.m_indices, d, ctx.stream, x.config);
   });
@@ -67,8 +66,7 @@ nb::object masked_py(const InArray& a, const InArray& a_s, const InArray& b, con
   const CallContext ctx = call_context(stream_arg);
   const CallScope scope(ctx);
   using Args = Fp8GroupedGemmMaskedArgs;
-  auto x = operands<Args, &Args::masked_m>(a, a_s, b, b_s, "masked_m", masked_m);
-  x.config = parse_kernel_config(config);
+  const auto x = operands<Args, &Args::masked_m>(a, a_s, b, b_s, "masked_m", masked_m, config);
   return finish(x, out, out_dtype, ctx, [&](DType d) {
     return fp8_grouped_gemm_masked(x.a, x.a_s, x.b, x.b_s, x.masked_m, d, ctx.stream, x.config);
   });
