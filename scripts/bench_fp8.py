@@ -303,6 +303,7 @@ def main() -> int:
     ap.add_argument("--shapes", default=",".join(f"{n}x{k}" for n, k in SHAPES))
     ap.add_argument("--sections", default="plain,grouped")
     ap.add_argument("--triton-all", action="store_true", help="autotune the Triton peer over all its 36 configs")
+    ap.add_argument("--no-triton", action="store_true", help="leave the Triton peer out (it autotunes per shape)")
     ap.add_argument("--configs", default="", help="comma-separated lowbit kernel configs to time as well")
     ap.add_argument("--csv", default=None)
     args = ap.parse_args()
@@ -321,7 +322,7 @@ def main() -> int:
         return 1
     gpu = torch.cuda.get_device_name(0)
     bench = Bench(torch, lowbit, args.reps, gpu)
-    tfn, tnote = triton_peer(torch, args.triton_all)
+    tfn, tnote = (None, "left out (--no-triton)") if args.no_triton else triton_peer(torch, args.triton_all)
     log(f"bench_fp8.py: {gpu}, torch {torch.__version__} (CUDA {torch.version.cuda}), lowbit {lowbit.__version__} "
         f"({where}); cublas-block: {bench.block_how}; triton: {tnote}")
     ms = [int(x) for x in args.m.split(",")]

@@ -40,37 +40,38 @@ const KernelConfig& f16_config() {
 }
 
 // The sm_90a kernel's tiles: consumer warpgroups along M and N, each one's
-// columns, and the CTAs of a cluster (2: a's tile multicast to both).
+// columns, the CTAs of a cluster (2: a's tile multicast to both), each
+// warpgroup's waves of 64 rows.
 struct WgmmaShape {
-  int wm, wn, wgn, c;
-  int bm() const { return 64 * wm; }
+  int wm, wn, wgn, c, wv;
+  int bm() const { return 64 * wm * wv; }
   int bn() const { return wgn * wn; }
 };
-constexpr WgmmaShape kWgmmaShapes[] = {{2, 1, 128, 2}, {2, 1, 160, 2}, {2, 1, 128, 1}, {2, 1, 64, 1},
-                                       {1, 2, 64, 1},  {1, 1, 32, 1},  {1, 1, 16, 1}};
+constexpr WgmmaShape kWgmmaShapes[] = {{2, 1, 128, 2, 2}, {2, 1, 128, 1, 2}, {2, 1, 128, 1, 1}, {2, 1, 64, 1, 1},
+                                       {1, 2, 64, 1, 1},  {1, 1, 32, 1, 1},  {1, 1, 16, 1, 1}};
 
-// Calls fn with the shape's template arguments (WM, WN, WGN, C as integral constants).
-template <int WM, int WN, int WGN, int C, class Fn>
+// Calls fn with the shape's template arguments (WM, WN, WGN, C, WV as integral constants).
+template <int WM, int WN, int WGN, int C, int WV, class Fn>
 void shape_case(const WgmmaShape& s, Fn& fn) {
-  if (s.wm == WM && s.wn == WN && s.wgn == WGN && s.c == C) {
+  if (s.wm == WM && s.wn == WN && s.wgn == WGN && s.c == C && s.wv == WV) {
     fn(std::integral_constant<int, WM>{}, std::integral_constant<int, WN>{}, std::integral_constant<int, WGN>{},
-       std::integral_constant<int, C>{});
+       std::integral_constant<int, C>{}, std::integral_constant<int, WV>{});
   }
 }
 template <class Fn>
 void with_wgmma_shape(const WgmmaShape& s, Fn&& fn) {
-  shape_case<2, 1, 128, 2>(s, fn);
-  shape_case<2, 1, 160, 2>(s, fn);
-  shape_case<2, 1, 128, 1>(s, fn);
-  shape_case<2, 1, 64, 1>(s, fn);
-  shape_case<1, 2, 64, 1>(s, fn);
-  shape_case<1, 1, 32, 1>(s, fn);
-  shape_case<1, 1, 16, 1>(s, fn);
+  shape_case<2, 1, 128, 2, 2>(s, fn);
+  shape_case<2, 1, 128, 1, 2>(s, fn);
+  shape_case<2, 1, 128, 1, 1>(s, fn);
+  shape_case<2, 1, 64, 1, 1>(s, fn);
+  shape_case<1, 2, 64, 1, 1>(s, fn);
+  shape_case<1, 1, 32, 1, 1>(s, fn);
+  shape_case<1, 1, 16, 1, 1>(s, fn);
 }
 KernelConfig wgmma_config(const WgmmaShape& s) {
   int stages = 0;
-  with_wgmma_shape(s, [&](auto wm, auto wn, auto wgn, auto c) {
-    stages = fp8g::WgmmaTile<wm(), wn(), wgn(), c()>::kStages;
+  with_wgmma_shape(s, [&](auto wm, auto wn, auto wgn, auto c, auto wv) {
+    stages = fp8g::WgmmaTile<wm(), wn(), wgn(), c(), wv()>::kStages;
   });
   return KernelConfig{s.c == 1 ? "wgmma_e4m3" : "wgmma_e4m3_x2", s.bm(), s.bn(), fp8g::kBK, stages};
 }
@@ -90,18 +91,20 @@ void require_cuda_config(const char* op, const KernelConfig& config) {
 }
 
 // The sm_90a kernel's shape for `slices` x rows x N on `sms` SMs: the fewest
-// waves of tiles times a tile's time, the larger of its MMA work (BM x BN)
-// and its loads from L2 ((BM / C + BN) x 64: L2's rate against the FP8
-// tensor cores').
+// waves of tiles times a tile's time per K block, the larger of its MMA
+// (BM x BN / 32 cycles at the FP8 rate, of which one consumer warpgroup
+// keeps the tensor cores 60% busy and two in turns 89%) and its loads from
+// L2 ((BM / C + BN) x 128 bytes at the 33 bytes a cycle an SM gets when all
+// load: L2 bounds the tiles of 128 rows, hence the taller ones).
 const WgmmaShape& pick_wgmma_shape(int64_t slices, int64_t rows, int64_t N, int sms) {
   const WgmmaShape* best = nullptr;
   double best_cost = 0.0;
   for (const WgmmaShape& s : kWgmmaShapes) {
     const int64_t tiles = slices * ceil_div(rows, s.bm()) * ceil_div(N, s.bn() * s.c) * s.c;
     const double waves = static_cast<double>(ceil_div(tiles, static_cast<int64_t>(sms / s.c * s.c)));
-    const double per_tile =
-        std::max(static_cast<double>(s.bm()) * s.bn(), 64.0 * (static_cast<double>(s.bm()) / s.c + s.bn()));
-    const double cost = waves * per_tile;
+    const double mma = static_cast<double>(s.bm()) * s.bn() / 32.0 / (s.wm * s.wn >= 2 ? 0.89 : 0.6);
+    const double loads = (static_cast<double>(s.bm()) / s.c + s.bn()) * 128.0 / 33.0;
+    const double cost = waves * std::max(mma, loads);
     if (best == nullptr || cost < best_cost) best = &s, best_cost = cost;
   }
   return *best;
@@ -153,17 +156,17 @@ int max_clusters(Kernel kernel, int threads, size_t smem, int C, const char* op)
   return n;
 }
 
-template <class Out, int WM, int WN, int WGN, int C>
+template <class Out, int WM, int WN, int WGN, int C, int WV>
 void launch_wgmma(const char* op, const fp8g::Params& p, int64_t slices, int64_t b_experts, int sms,
                   cudaStream_t stream) {
-  using S = fp8g::WgmmaTile<WM, WN, WGN, C>;
-  const CUtensorMap map_a = tensor_map_3d_u8(p.a, static_cast<uint64_t>(slices), static_cast<uint64_t>(p.rows),
-                                             static_cast<uint64_t>(p.K), static_cast<uint64_t>(p.K),
-                                             static_cast<uint64_t>(p.rows * p.K), S::kBM / C, op);
-  const CUtensorMap map_b = tensor_map_3d_u8(p.b, static_cast<uint64_t>(b_experts), static_cast<uint64_t>(p.N),
-                                             static_cast<uint64_t>(p.K), static_cast<uint64_t>(p.K),
-                                             static_cast<uint64_t>(p.N * p.K), S::kBN, op);
-  auto* kernel = &fp8g::fp8_gemm_wgmma<Out, WM, WN, WGN, C>;
+  using S = fp8g::WgmmaTile<WM, WN, WGN, C, WV>;
+  const CUtensorMap map_a =
+      tensor_map_3d_u8(p.a, static_cast<uint64_t>(slices), static_cast<uint64_t>(p.rows), static_cast<uint64_t>(p.K),
+                       static_cast<uint64_t>(p.K), static_cast<uint64_t>(p.rows * p.K), S::kBM / C, op);
+  const CUtensorMap map_b =
+      tensor_map_3d_u8(p.b, static_cast<uint64_t>(b_experts), static_cast<uint64_t>(p.N), static_cast<uint64_t>(p.K),
+                       static_cast<uint64_t>(p.K), static_cast<uint64_t>(p.N * p.K), S::kBN, op);
+  auto* kernel = &fp8g::fp8_gemm_wgmma<Out, WM, WN, WGN, C, WV>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::kSmem)), op,
         "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
   // The clusters' tiles: C neighbouring N tiles each.
@@ -220,8 +223,8 @@ struct Call {
 
 // Whether the sm_90a kernel can take the call (the current device is the call's).
 bool wgmma_fits(const Call& c) {
-  return device_is_sm90(c.op) && aligned16(c.p.a) && aligned16(c.p.b) && c.p.rows <= INT32_MAX &&
-         c.p.N <= INT32_MAX && c.slices <= INT32_MAX;
+  return device_is_sm90(c.op) && aligned16(c.p.a) && aligned16(c.p.b) && c.p.rows <= INT32_MAX && c.p.N <= INT32_MAX &&
+         c.slices <= INT32_MAX;
 }
 
 // The configs the call can run, best first: on sm_90 the wgmma shapes (the
@@ -258,8 +261,8 @@ void launch(const Call& c, Stream stream) {
     const WgmmaShape& shape = forced ? *forced : pick_wgmma_shape(c.slices, p.rows, p.N, sms);
     with_float_type(c.out_dtype, op, "out", [&](auto t) {
       using Out = decltype(t);
-      with_wgmma_shape(shape, [&](auto wm, auto wn, auto wgn, auto cl) {
-        launch_wgmma<Out, wm(), wn(), wgn(), cl()>(op, p, c.slices, c.b_experts, sms, to_cuda(stream));
+      with_wgmma_shape(shape, [&](auto wm, auto wn, auto wgn, auto cl, auto wv) {
+        launch_wgmma<Out, wm(), wn(), wgn(), cl(), wv()>(op, p, c.slices, c.b_experts, sms, to_cuda(stream));
       });
     });
     return;
@@ -296,9 +299,12 @@ Call call_of(const Fp8GemmArgs& a) {
 Call call_of(const Fp8GroupedGemmContiguousArgs& a) {
   const char* op = Fp8GroupedGemmContiguousArgs::kName;
   LOWBIT_REQUIRE(a.b.shape[0] <= INT32_MAX, ErrorCode::invalid_argument, op, ": too many experts (", a.b.shape[0], ")");
-  Call c{op,       base_params(a.a, a.a_s, a.b, a.b_s, a.out, a.a.shape[0], a.b.shape[1], a.b.shape[2]),
-         1,        a.b.shape[0],
-         a.out.dtype, a.config,
+  Call c{op,
+         base_params(a.a, a.a_s, a.b, a.b_s, a.out, a.a.shape[0], a.b.shape[1], a.b.shape[2]),
+         1,
+         a.b.shape[0],
+         a.out.dtype,
+         a.config,
          a.a.device.index};
   c.p.m_indices = a.m_indices.ptr<const int32_t>();
   c.p.experts = static_cast<int>(a.b.shape[0]);
@@ -308,9 +314,12 @@ Call call_of(const Fp8GroupedGemmContiguousArgs& a) {
 Call call_of(const Fp8GroupedGemmMaskedArgs& a) {
   const char* op = Fp8GroupedGemmMaskedArgs::kName;
   LOWBIT_REQUIRE(a.a.shape[0] <= INT32_MAX, ErrorCode::invalid_argument, op, ": too many experts (", a.a.shape[0], ")");
-  Call c{op,       base_params(a.a, a.a_s, a.b, a.b_s, a.out, a.a.shape[1], a.b.shape[1], a.b.shape[2]),
-         a.a.shape[0], a.a.shape[0],
-         a.out.dtype, a.config,
+  Call c{op,
+         base_params(a.a, a.a_s, a.b, a.b_s, a.out, a.a.shape[1], a.b.shape[1], a.b.shape[2]),
+         a.a.shape[0],
+         a.a.shape[0],
+         a.out.dtype,
+         a.config,
          a.a.device.index};
   c.p.masked_m = a.masked_m.ptr<const int32_t>();
   c.p.experts = static_cast<int>(a.a.shape[0]);

@@ -5,13 +5,19 @@
 //     a [BM, 128] tile of a and a [BN, 128] tile of b by TMA (3-D tensor
 //     maps: slice, row, byte; zeros past every edge, so ragged M, N and K
 //     need no masking) into one of kStages shared-memory stages, 128-byte
-//     swizzled, completing on the stage's full barrier.
-//   - WM x WN consumer warpgroups each own a 64 x WGN part of the tile. For a
-//     K block each issues 4 wgmma m64nWGNk32 into fresh fp32 registers,
-//     waits for them, frees the stage (its empty barrier), and adds them
-//     times a_s[m, kb] * b_s[n / 128, kb] to the running fp32 sums: the
+//     swizzled; a second producer warp stores the block's scales (a_s of
+//     the BM rows, b_s of the two 128-column blocks the tile can touch)
+//     beside them; both complete the stage's full barrier. The consumers
+//     read their scales from shared memory: no global latency in their loop.
+//   - WM x WN consumer warpgroups each own WV parts (waves) of 64 x WGN of
+//     the tile. For a K block and a wave each issues 4 wgmma m64nWGNk32 into
+//     fresh fp32 registers, waits for them, and adds them times
+//     a_s[m, kb] * b_s[n / 128, kb] to the wave's running fp32 sums: the
 //     tensor cores' narrower FP8 accumulation never spans more than one K
-//     block (the promotion of DeepGEMM).
+//     block (the promotion of DeepGEMM). After the last wave the stage is
+//     freed (its empty barrier). Two waves make a 256-row tile from two
+//     warpgroups: L2's bandwidth, not the tensor cores, bounds the smaller
+//     tiles, and a taller tile loads fewer bytes per product.
 //   - Tiles are taken in turn by the CTAs of a grid no larger than the GPU
 //     (m fastest, so the CTAs at work share b's rows and a fits in L2);
 //     producer and consumers walk the same sequence.
@@ -39,30 +45,35 @@
 
 namespace lowbit::cuda::fp8g {
 
-template <int WM, int WN, int WGN, int C>
+template <int WM, int WN, int WGN, int C, int WV = 1>
 struct WgmmaTile {
-  static constexpr int kBM = 64 * WM;
+  static constexpr int kBM = 64 * WM * WV;
   static constexpr int kBN = WGN * WN;
   static constexpr int kConsumerWarps = 4 * WM * WN;
   static constexpr int kThreads = 128 + 32 * kConsumerWarps;
   static constexpr int kABytes = kBM * kBK;
   static constexpr int kBBytes = kBN * kBK;
   static constexpr int kStageBytes = kABytes + kBBytes;
+  // A stage's scales: a_s of the BM rows, then b_s of two column blocks (16-byte padded).
+  static constexpr int kScaleFloats = (kBM + 2 + 3) / 4 * 4;
+  static constexpr int kScaleBytes = 4 * kScaleFloats;
   // Stages: as many as fit in 220 KB beside the barriers, at most 8.
-  static constexpr int kStages = 225280 / kStageBytes < 8 ? 225280 / kStageBytes : 8;
-  static constexpr size_t kSmem = 1024 + static_cast<size_t>(kStages) * kStageBytes + 2 * 8 * kStages;
+  static constexpr int kStages = 225280 / (kStageBytes + kScaleBytes) < 8 ? 225280 / (kStageBytes + kScaleBytes) : 8;
+  static constexpr size_t kSmem = 1024 + static_cast<size_t>(kStages) * (kStageBytes + kScaleBytes) + 2 * 8 * kStages;
   // Registers: with two or more consumer warpgroups the producer's go to them (setmaxnreg).
   static constexpr bool kRealloc = WM * WN >= 2;
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
-  static constexpr int kProducerRegs = WGN >= 160 ? 40 : 56;  // the widest tiles need every register
-  static constexpr int kConsumerRegs =
-      (kLaunchRegs + 128 * (kLaunchRegs - kProducerRegs) / (128 * WM * WN)) / 8 * 8 > 240
-          ? 240
-          : (kLaunchRegs + 128 * (kLaunchRegs - kProducerRegs) / (128 * WM * WN)) / 8 * 8;
+  static constexpr int kProducerRegs = 56;
+  static constexpr int kConsumerRegs = (kLaunchRegs + 128 * (kLaunchRegs - kProducerRegs) / (128 * WM * WN)) / 8 * 8 >
+                                               240
+                                           ? 240
+                                           : (kLaunchRegs + 128 * (kLaunchRegs - kProducerRegs) / (128 * WM * WN)) / 8 *
+                                                 8;
   static_assert(kBN <= 256 && WGN % 16 == 0, "wgmma N: a multiple of 16 up to 256");
   static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "stage tiles stay 1024-byte aligned (the swizzle atom)");
   static_assert(kStages >= 2, "a pipeline of at least two stages");
   static_assert(C == 1 || C == 2, "clusters of one or two CTAs");
+  static_assert(WV == 1 || WV == 2, "one or two waves a warpgroup");
   static_assert(kBM / C % 8 == 0, "a's multicast halves stay whole swizzle atoms");
 };
 
@@ -151,25 +162,27 @@ __device__ __forceinline__ void store_rows(const Params& p, const float (&acc)[W
 // C == 2: clusters of two CTAs on neighbouring N tiles of the same rows;
 // each loads half of a's tile for both (TMA multicast), so a stage of a CTA
 // is refilled only when the consumers of both have released it (its empty
-// barrier counts both CTAs' consumer warps). `tiles`: the clusters' tiles.
-template <class Out, int WM, int WN, int WGN, int C>
-__global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C>::kThreads, 1)
-    fp8_gemm_wgmma(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                   const Params p, int64_t tiles, bool pair_ok) {
+// barrier counts both CTAs' consumer threads). `tiles`: the clusters' tiles.
+template <class Out, int WM, int WN, int WGN, int C, int WV>
+__global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
+    fp8_gemm_wgmma(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, const Params p,
+                   int64_t tiles, bool pair_ok) {
 #if LOWBIT_SM90A
-  using S = WgmmaTile<WM, WN, WGN, C>;
+  using S = WgmmaTile<WM, WN, WGN, C, WV>;
   constexpr int BM = S::kBM, BN = S::kBN, kStages = S::kStages;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * S::kStageBytes);
+  float* scale_smem = reinterpret_cast<float*>(smem + kStages * S::kStageBytes);
+  uint64_t* full = reinterpret_cast<uint64_t*>(scale_smem + kStages * S::kScaleFloats);
   uint64_t* empty = full + kStages;
+  const int64_t nblocks = (p.N + ::lowbit::kFp8ScaleBlock - 1) / ::lowbit::kFp8ScaleBlock;
   const int wg = threadIdx.x / 128;
   const uint32_t rank = C == 1 ? 0 : ptx::cluster_ctarank();
   const int64_t first = blockIdx.x / C, step = gridDim.x / C;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      ptx::mbarrier_init(full + s, 1);
-      ptx::mbarrier_init(empty + s, C * S::kConsumerWarps);
+      ptx::mbarrier_init(full + s, 1 + 32);                       // the TMA warp's arrival and the scale warp's lanes
+      ptx::mbarrier_init(empty + s, C * 32 * S::kConsumerWarps);  // every consumer thread, of each CTA
     }
     ptx::fence_mbarrier_init();
   }
@@ -181,10 +194,11 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C>::kThreads, 1)
   }
   ptx::griddepcontrol_wait();
 
-  if (wg == 0) {  // producer
+  if (wg == 0) {  // producers: warp 0 the TMA loads, warp 1 the scales
     if constexpr (S::kRealloc) ptx::setmaxnreg_dec<S::kProducerRegs>();
+    const int lane = threadIdx.x & 31;
     if (threadIdx.x < 32) {
-      const bool leader = threadIdx.x == 0;
+      const bool leader = lane == 0;
       int stage = 0;
       uint32_t phase = 0;
       for (int64_t t = first; t < tiles; t += step) {
@@ -211,6 +225,51 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C>::kThreads, 1)
           }
         }
       }
+    } else if (threadIdx.x < 64) {
+      // Each lane loads a_s of rows lane, lane + 32, ... (zeros past a's rows)
+      // and lanes 0 and 1 the two b_s of a block, a stage ahead of storing
+      // them (the loads of block kb in flight while block kb - 1's are
+      // stored), then arrives on the block's full barrier.
+      constexpr int kRowsPerLane = BM / 32;
+      float held[kRowsPerLane + 1];
+      int held_stage = -1;
+      auto publish = [&]() {
+        float* ss = scale_smem + held_stage * S::kScaleFloats;
+#pragma unroll
+        for (int i = 0; i < kRowsPerLane; ++i) ss[lane + 32 * i] = held[i];
+        if (lane < 2) ss[BM + lane] = held[kRowsPerLane];
+        ptx::mbarrier_arrive(full + held_stage);
+      };
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int64_t t = first; t < tiles; t += step) {
+        const TileAt tile = tile_at_index<BM, BN, C>(p, t);
+        const int n0 = static_cast<int>(tile.n0 + rank * BN);
+        // The two b_s rows the tile's columns can take (clamped: columns past N are not stored).
+        const int64_t nb0 = min(n0 / ::lowbit::kFp8ScaleBlock, nblocks - 1);
+        const int64_t nb_lane = lane == 0 ? nb0 : min(nb0 + 1, nblocks - 1);
+        const float* as_lane = p.a_s + (tile.z * p.rows + tile.m0 + lane) * p.kb;
+        const int rows_left = static_cast<int>(min(p.rows - tile.m0, static_cast<int64_t>(BM)));
+        for (int e = next_expert<BM>(p, tile.z, tile.m0, -1); e != INT_MAX;
+             e = next_expert<BM>(p, tile.z, tile.m0, e)) {
+          const float* bs_row = p.b_s + (static_cast<int64_t>(e) * nblocks + nb_lane) * p.kb;
+          for (int kb = 0; kb < p.kb; ++kb) {
+            ptx::mbarrier_try_wait_parity(empty + stage, phase ^ 1);
+            float now[kRowsPerLane + 1];
+#pragma unroll
+            for (int i = 0; i < kRowsPerLane; ++i) {
+              now[i] = lane + 32 * i < rows_left ? __ldg(as_lane + 32 * i * p.kb + kb) : 0.0f;
+            }
+            now[kRowsPerLane] = lane < 2 ? __ldg(bs_row + kb) : 0.0f;
+            if (held_stage >= 0) publish();
+#pragma unroll
+            for (int i = 0; i <= kRowsPerLane; ++i) held[i] = now[i];
+            held_stage = stage;
+            if (++stage == kStages) stage = 0, phase ^= 1;
+          }
+        }
+      }
+      if (held_stage >= 0) publish();
     }
     // No CTA leaves while its peer may still multicast into it or arrive on its barriers.
     if constexpr (C == 2) ptx::cluster_sync();
@@ -224,98 +283,103 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C>::kThreads, 1)
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   int stage = 0;
   uint32_t phase = 0;
-  // Two consumer warpgroups issue their K blocks' wgmma in turns (named
-  // barriers: the first's block kb, the second's kb, the first's kb + 1...),
-  // so the tensor cores finish the first's before the second's and each
-  // warpgroup promotes while the other's MMA runs (issued together, their
-  // wgmma interleave and both promote at once, the tensor cores idle).
+  // Two consumer warpgroups issue their waves' wgmma in turns (named
+  // barriers: the first's wave, the second's, the first's next...), so the
+  // tensor cores finish the first's before the second's and each warpgroup
+  // promotes while the other's MMA runs (issued together, their wgmma
+  // interleave and both promote at once, the tensor cores idle).
   constexpr bool kPingPong = WM * WN == 2;
   constexpr int kAfterFirst = 1, kAfterSecond = 2;
   // The second's first turn waits for nothing: the first warpgroup's barrier is primed.
   if constexpr (kPingPong) {
     if (cw == 1) ptx::bar_arrive(kAfterSecond, 256);
   }
-  float acc[WGN / 2];
+  float acc[WV][WGN / 2];
   float part[WGN / 2];
+  // The low descriptor words of this warpgroup's first wave of a and of its
+  // b columns in stage 0 (warp-uniform: the compiler keeps them in uniform registers).
+  const uint32_t a_lo = __shfl_sync(0xffffffffu, ptx::wgmma_desc_k128_lo(smem + wm * 64 * kBK), 0);
+  const uint32_t b_lo = __shfl_sync(0xffffffffu, ptx::wgmma_desc_k128_lo(smem + S::kABytes + wn * WGN * kBK), 0);
+  constexpr uint32_t kStageLo = S::kStageBytes >> 4, kWaveLo = (WM * 64 * kBK) >> 4;
   for (int64_t t = first; t < tiles; t += step) {
     const TileAt tile = tile_at_index<BM, BN, C>(p, t);
-    const int64_t m_base = tile.m0 + 64 * wm, n_base = tile.n0 + rank * BN + WGN * wn;
-    // This thread's two rows, their a_s rows (nullptr past a's rows: scale 0).
-    const float* as_row[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t m = m_base + 16 * warp + (lane >> 2) + 8 * h;
-      as_row[h] = m < p.rows ? p.a_s + (tile.z * p.rows + m) * p.kb : nullptr;
-    }
-    // Columns of this warpgroup before `split` take b_s row n_base / 128, the
-    // rest the next (rows clamped to b_s: columns past N are not stored).
-    const int64_t nblocks = (p.N + ::lowbit::kFp8ScaleBlock - 1) / ::lowbit::kFp8ScaleBlock;
-    const int64_t nb0 = min(n_base / ::lowbit::kFp8ScaleBlock, nblocks - 1);
-    const int split = static_cast<int>((n_base / ::lowbit::kFp8ScaleBlock + 1) * ::lowbit::kFp8ScaleBlock - n_base);
+    // Wave v's first row (waves of the warpgroups interleave: 64-row blocks wm, WM + wm, ...).
+    auto wave_base = [&](int v) { return tile.m0 + 64 * (wm + WM * v); };
+    const int64_t n_base = tile.n0 + rank * BN + WGN * wn;
+    // Columns of the CTA's tile before `split` take the stage's first b_s, the rest the second.
+    const int64_t n0 = tile.n0 + rank * BN;
+    const int split = static_cast<int>((n0 / ::lowbit::kFp8ScaleBlock + 1) * ::lowbit::kFp8ScaleBlock - n0);
+    // This thread's rows of wave v in the tile: row(v) and row(v) + 8.
+    auto row = [&](int v) { return 64 * (wm + WM * v) + 16 * warp + (lane >> 2); };
     int e = next_expert<BM>(p, tile.z, tile.m0, -1);
-    if (e == INT_MAX) store_rows<Out, WGN>(p, acc, tile.z, m_base, n_base, INT_MIN, true, pair_ok);
+    if (e == INT_MAX) {
+#pragma unroll
+      for (int v = 0; v < WV; ++v)
+        store_rows<Out, WGN>(p, acc[v], tile.z, wave_base(v), n_base, INT_MIN, true, pair_ok);
+    }
     while (e != INT_MAX) {
-      const float* bs = p.b_s + static_cast<int64_t>(e) * nblocks * p.kb;
-      const float* bs0 = bs + nb0 * p.kb;
-      const float* bs1 = nb0 + 1 < nblocks ? bs0 + p.kb : bs0;
-      // The scales of K block kb, loaded two blocks ahead: an L2 round trip
-      // outlasts a block's MMA, so a load issued for the block at hand stalls it.
-      auto scales = [&](int kb, float (&s)[4]) {
-        if (kb < p.kb) {
-          s[0] = as_row[0] ? __ldg(as_row[0] + kb) : 0.0f;
-          s[1] = as_row[1] ? __ldg(as_row[1] + kb) : 0.0f;
-          s[2] = __ldg(bs0 + kb);
-          s[3] = __ldg(bs1 + kb);
-        }
-      };
-      float next1[4], next2[4];
-      scales(0, next1);
-      scales(1, next2);
+#pragma unroll
+      for (int v = 0; v < WV; ++v) {
+#pragma unroll
+        for (int i = 0; i < WGN / 2; ++i) acc[v][i] = 0.0f;
+      }
       for (int kb = 0; kb < p.kb; ++kb) {
-        const float sa0 = next1[0], sa1 = next1[1], sb0 = next1[2], sb1 = next1[3];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) next1[i] = next2[i];
-        scales(kb + 2, next2);
         ptx::mbarrier_try_wait_parity(full + stage, phase);
-        uint8_t* sa = smem + stage * S::kStageBytes;
-        const uint64_t da = ptx::wgmma_desc_k128(sa + wm * 64 * kBK);
-        const uint64_t db = ptx::wgmma_desc_k128(sa + S::kABytes + wn * WGN * kBK);
-        if constexpr (kPingPong) ptx::bar_sync(cw == 0 ? kAfterSecond : kAfterFirst, 256);
-        ptx::wgmma_fence();
+        float sc[2 * WV + 2];  // {a_s of each wave's two rows}, the two b_s
+        const uint32_t stage_lo = static_cast<uint32_t>(stage) * kStageLo;
 #pragma unroll
-        for (int k = 0; k < kBK / 32; ++k) ptx::wgmma_ss_e4m3<WGN>(part, da + 2 * k, db + 2 * k, k);
-        ptx::wgmma_commit_group();
-        if constexpr (kPingPong) ptx::bar_arrive(cw == 0 ? kAfterFirst : kAfterSecond, 256);
-        ptx::wgmma_wait_group<0>();
-        if (lane == 0) {
-          if constexpr (C == 1) {
-            ptx::mbarrier_arrive(empty + stage);
-          } else {
+        for (int v = 0; v < WV; ++v) {
+          const uint32_t da = a_lo + stage_lo + v * kWaveLo, db = b_lo + stage_lo;
+          if constexpr (kPingPong) ptx::bar_sync(cw == 0 ? kAfterSecond : kAfterFirst, 256);
+          ptx::wgmma_fence();
 #pragma unroll
-            for (uint32_t r = 0; r < C; ++r) ptx::mbarrier_arrive_cluster(empty + stage, r);
+          for (int k = 0; k < kBK / 32; ++k) {
+            ptx::wgmma_ss_e4m3<WGN>(part, ptx::wgmma_desc_k128_of(da + 2 * k), ptx::wgmma_desc_k128_of(db + 2 * k), k);
           }
-        }
-        if (++stage == kStages) stage = 0, phase ^= 1;
-        const float s00 = sa0 * sb0, s01 = sa0 * sb1, s10 = sa1 * sb0, s11 = sa1 * sb1;
+          ptx::wgmma_commit_group();
+          if constexpr (kPingPong) ptx::bar_arrive(cw == 0 ? kAfterFirst : kAfterSecond, 256);
+          if (v == 0) {  // the block's scales, read while the first wave's MMA runs (the asm keeps the order)
+            const float* ss = scale_smem + stage * S::kScaleFloats;
 #pragma unroll
-        for (int j = 0; j < WGN / 8; ++j) {
-          const bool lo = 8 * j < split;  // 8-column groups never straddle a 128 boundary
-          const float r0 = lo ? s00 : s01, r1 = lo ? s10 : s11;
-          if (kb == 0) {
-            acc[4 * j] = part[4 * j] * r0;
-            acc[4 * j + 1] = part[4 * j + 1] * r0;
-            acc[4 * j + 2] = part[4 * j + 2] * r1;
-            acc[4 * j + 3] = part[4 * j + 3] * r1;
-          } else {
-            acc[4 * j] = fmaf(part[4 * j], r0, acc[4 * j]);
-            acc[4 * j + 1] = fmaf(part[4 * j + 1], r0, acc[4 * j + 1]);
-            acc[4 * j + 2] = fmaf(part[4 * j + 2], r1, acc[4 * j + 2]);
-            acc[4 * j + 3] = fmaf(part[4 * j + 3], r1, acc[4 * j + 3]);
+            for (int u = 0; u < WV; ++u) {
+              sc[2 * u] = ptx::ld_shared_f32(ss + row(u));
+              sc[2 * u + 1] = ptx::ld_shared_f32(ss + row(u) + 8);
+            }
+            sc[2 * WV] = ptx::ld_shared_f32(ss + BM);
+            sc[2 * WV + 1] = ptx::ld_shared_f32(ss + BM + 1);
+          }
+          ptx::wgmma_wait_group<0>();
+          if (v == WV - 1) {
+            // Every thread releases the stage after its own reads of it (its scales).
+            if constexpr (C == 1) {
+              ptx::mbarrier_arrive(empty + stage);
+            } else {
+#pragma unroll
+              for (uint32_t r = 0; r < C; ++r) ptx::mbarrier_arrive_cluster(empty + stage, r);
+            }
+            if (++stage == kStages) stage = 0, phase ^= 1;
+          }
+          const float sb0 = sc[2 * WV], sb1 = sc[2 * WV + 1];
+          const float s00 = sc[2 * v] * sb0, s01 = sc[2 * v] * sb1, s10 = sc[2 * v + 1] * sb0,
+                      s11 = sc[2 * v + 1] * sb1;
+          float(&av)[WGN / 2] = acc[v];
+#pragma unroll
+          for (int j = 0; j < WGN / 8; ++j) {
+            // 8-column groups never straddle a 128 boundary; a tile of BN
+            // dividing 128 lies in one scale block (its n0 a multiple of BN).
+            const bool lo = 128 % BN == 0 || WGN * wn + 8 * j < split;
+            const float r0 = lo ? s00 : s01, r1 = lo ? s10 : s11;
+            av[4 * j] = fmaf(part[4 * j], r0, av[4 * j]);
+            av[4 * j + 1] = fmaf(part[4 * j + 1], r0, av[4 * j + 1]);
+            av[4 * j + 2] = fmaf(part[4 * j + 2], r1, av[4 * j + 2]);
+            av[4 * j + 3] = fmaf(part[4 * j + 3], r1, av[4 * j + 3]);
           }
         }
       }
       const int next = next_expert<BM>(p, tile.z, tile.m0, e);
-      store_rows<Out, WGN>(p, acc, tile.z, m_base, n_base, e, next == INT_MAX, pair_ok);
+#pragma unroll
+      for (int v = 0; v < WV; ++v)
+        store_rows<Out, WGN>(p, acc[v], tile.z, wave_base(v), n_base, e, next == INT_MAX, pair_ok);
       e = next;
     }
   }

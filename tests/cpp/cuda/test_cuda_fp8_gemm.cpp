@@ -87,7 +87,8 @@ void expect_close(const std::vector<float>& want, const std::vector<float>& mag,
       ++bad;
     }
   }
-  std::printf("[ fp8     ] %s: largest error beyond rounding / magnitude %.3g (bound %.3g)\n", what.c_str(), worst, rel);
+  std::printf("[ fp8     ] %s: largest error beyond rounding / magnitude %.3g (bound %.3g)\n", what.c_str(), worst,
+              rel);
 }
 
 struct Operands {
@@ -228,9 +229,10 @@ bool device_is_sm90() {
 
 // The sm_90a kernel's tile shapes, each forced: ragged M, N and K (TMA's
 // zero fill), one and two b_s blocks a tile, every output dtype, bias.
-const char* const kWgmmaConfigs[] = {"wgmma_e4m3_x2_m128_n128_k128_s6", "wgmma_e4m3_x2_m128_n160_k128_s6", "wgmma_e4m3_m128_n128_k128_s6",
-                                     "wgmma_e4m3_m128_n64_k128_s8",  "wgmma_e4m3_m64_n128_k128_s8",
-                                     "wgmma_e4m3_m64_n32_k128_s8",   "wgmma_e4m3_m64_n16_k128_s8"};
+const char* const kWgmmaConfigs[] = {"wgmma_e4m3_x2_m256_n128_k128_s4", "wgmma_e4m3_m256_n128_k128_s4",
+                                     "wgmma_e4m3_m128_n128_k128_s6",    "wgmma_e4m3_m128_n64_k128_s8",
+                                     "wgmma_e4m3_m64_n128_k128_s8",     "wgmma_e4m3_m64_n32_k128_s8",
+                                     "wgmma_e4m3_m64_n16_k128_s8"};
 
 TEST(CudaFp8Gemm, WgmmaConfigsMatchCpu) {
   LOWBIT_REQUIRE_CUDA_DEVICE();

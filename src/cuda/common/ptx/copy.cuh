@@ -24,6 +24,13 @@ __device__ __forceinline__ void cp_async_wait_group() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(n));
 }
 
+// A float from shared memory (ld.shared where a generic pointer would make a generic load).
+__device__ __forceinline__ float ld_shared_f32(const void* p) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(smem_addr(p)));
+  return v;
+}
+
 // 16 bytes from shared memory in one load.
 __device__ __forceinline__ uint4 ld_shared_v4(const void* p) {
   uint4 v;

@@ -41,10 +41,16 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 // 128-byte swizzle (rows of 64 halves, 8-row atoms 1024 bytes apart, the
 // tile 1024-byte aligned): start address, leading byte offset (unused for
 // this layout: 1), stride byte offset 1024, layout type 1 (128B swizzle).
-// A k16 step further along the row is start + 32 bytes.
+// A k16 step further along the row is start + 32 bytes. The high word is
+// the same for every tile, so loops step the low word alone (in 16 bytes:
+// no carry out of the 14-bit start field within shared memory).
+constexpr uint32_t kWgmmaDescK128Hi = (1024 >> 4) | (1u << 30);
+__device__ __forceinline__ uint32_t wgmma_desc_k128_lo(const void* tile) {
+  return ((smem_addr(tile) & 0x3FFFF) >> 4) | (1u << 16);
+}
+__device__ __forceinline__ uint64_t wgmma_desc_k128_of(uint32_t lo) { return (uint64_t{kWgmmaDescK128Hi} << 32) | lo; }
 __device__ __forceinline__ uint64_t wgmma_desc_k128(const void* tile) {
-  const uint64_t addr = smem_addr(tile);
-  return ((addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+  return wgmma_desc_k128_of(wgmma_desc_k128_lo(tile));
 }
 
 // d[64 x N] += a[64 x 16] (registers: the mma.m16n8k16 A fragment of each
