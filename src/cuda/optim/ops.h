@@ -13,5 +13,6 @@ namespace lowbit::cuda {
 void optimizer_update_32bit(const OptimizerUpdate32bitArgs& a, void* workspace, Stream stream);
 // The per-CTA partial sums of the update norm (max_unorm > 0), else 0.
 size_t optimizer_update_32bit_workspace(const OptimizerUpdate32bitArgs& a);
+void optimizer_update_8bit_blockwise(const OptimizerUpdate8bitBlockwiseArgs& a, void* workspace, Stream stream);
 
 }  // namespace lowbit::cuda

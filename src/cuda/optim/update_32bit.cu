@@ -26,10 +26,15 @@
 #include "cuda/common/dispatch.h"
 #include "cuda/common/launch.h"
 #include "cuda/common/vec.cuh"
+#include "cuda/optim/access.cuh"
 #include "cuda/optim/ops.h"
 
 namespace lowbit::cuda {
 namespace {
+
+using optim::load_in;
+using optim::load_inout;
+using optim::store_out;
 
 constexpr int kThreads = 256;
 constexpr int kItems = 8;  // a 16-bit chunk is one 16-byte word, an fp32 chunk two
@@ -63,37 +68,6 @@ template <class T>
 __device__ __forceinline__ int chunk_valid(const Arrays<T>& x, int64_t base) {
   const int64_t rem = x.n - base;
   return rem >= kItems ? kItems : (rem > 0 ? static_cast<int>(rem) : 0);
-}
-
-// Read-only input (the gradient): the read-only cache path.
-template <class T>
-__device__ __forceinline__ void load_in(Chunk<T, kItems>& c, const T* src, int valid, bool vec) {
-  if (valid == kItems && vec) {
-    load_chunk(c, src);
-  } else {
-    load_chunk_partial(c, src, valid);
-  }
-}
-
-// Arrays the kernel also writes: plain loads, never the non-coherent path.
-template <class T>
-__device__ __forceinline__ void load_inout(Chunk<T, kItems>& c, const T* src, int valid, bool vec) {
-  if (valid == kItems && vec) {
-    const uint4* w = reinterpret_cast<const uint4*>(src);
-#pragma unroll
-    for (int i = 0; i < Chunk<T, kItems>::kWords; ++i) c.word[i] = w[i];
-  } else {
-    load_chunk_partial(c, src, valid);
-  }
-}
-
-template <class T>
-__device__ __forceinline__ void store_out(T* dst, const Chunk<T, kItems>& c, int valid, bool vec) {
-  if (valid == kItems && vec) {
-    store_chunk(dst, c);
-  } else {
-    store_chunk_partial(dst, c, valid);
-  }
 }
 
 // a and b summed over the CTA in one fixed order; the sums in thread 0.

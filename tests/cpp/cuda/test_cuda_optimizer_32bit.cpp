@@ -16,6 +16,7 @@
 #include "cuda_test_util.h"
 #include "harness/harness.h"
 #include "lowbit/ops/optim.h"
+#include "optim/optim_test_util.h"
 
 namespace {
 
@@ -33,21 +34,6 @@ struct Hyper {
   bool skip_zeros = false;
   int64_t offset = 0;  // elements from a 16-byte boundary where the GPU views start
 };
-
-// An ordered integer of v's bits in dtype (v representable there): the
-// distance of two of them counts the dtype's units in the last place.
-int64_t ordered_bits(DType dtype, float v) {
-  uint32_t b = 0, sign = 0;
-  if (dtype == DType::f16) {
-    b = core::f32_to_f16(v), sign = 0x8000u;
-  } else if (dtype == DType::bf16) {
-    b = core::f32_to_bf16(v), sign = 0x8000u;
-  } else {
-    b = core::float_bits(v), sign = 0x80000000u;
-  }
-  const int64_t mag = static_cast<int64_t>(b & (sign - 1u));
-  return (b & sign) ? -mag : mag;
-}
 
 // The largest distances seen, printed after the comparisons.
 struct Worst {
@@ -74,22 +60,6 @@ int64_t expect_ulps(const std::vector<float>& want, const std::vector<float>& go
     }
   }
   return worst;
-}
-
-// A contiguous GPU view of host tensor `src` starting `offset` elements past
-// a 16-byte boundary (offset > 0: the kernels' element-by-element path).
-struct DeviceView {
-  Tensor buffer;
-  TensorRef ref;
-};
-DeviceView device_view(const Tensor& src, int64_t offset) {
-  DeviceView d;
-  const int64_t skip = offset * dtype_bits(src.dtype()) / 8;
-  d.buffer = Tensor::empty({static_cast<int64_t>(src.nbytes()) + skip}, DType::u8, kGpu);
-  char* at = static_cast<char*>(d.buffer.data()) + skip;
-  d.ref = TensorRef::contiguous(at, src.dtype(), {src.numel()}, kGpu);
-  copy(d.ref, src.ref());
-  return d;
 }
 
 // Fresh states the rule can hold: second moments and sums of squares >= 0.
@@ -139,8 +109,10 @@ void run_case(Optimizer o, DType dtype, const Hyper& h, int64_t n, int steps) {
       const size_t bytes = static_cast<size_t>(dtype_bits(dtype) / 8);  // +0.0 is all zero bits in every dtype
       for (int64_t i = 0; i < n; i += 3) std::memset(static_cast<char*>(g.data()) + i * bytes, 0, bytes);
     }
-    const DeviceView dg = device_view(g, h.offset), dp = device_view(p, h.offset), ds1 = device_view(s1, h.offset);
-    const DeviceView ds2 = two ? device_view(s2, h.offset) : DeviceView{};
+    // h.offset elements past a 16-byte boundary.
+    const int64_t skip_p = h.offset * dtype_bits(dtype) / 8, skip_s = h.offset * 4;
+    const OffsetCopy dg = gpu_copy_at(g, skip_p), dp = gpu_copy_at(p, skip_p), ds1 = gpu_copy_at(s1, skip_s);
+    const OffsetCopy ds2 = two ? gpu_copy_at(s2, skip_s) : OffsetCopy{};
     const Tensor dunorm = unorm.to(kGpu);
     run(make_args(o, h, t, g.ref(), p.ref(), s1.ref(), two ? s2.ref() : TensorRef{},
                   trust ? unorm.ref() : TensorRef{}));
