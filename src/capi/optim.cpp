@@ -1,9 +1,11 @@
 // The C ABI of the optimizer updates (lowbit/c/lowbit.h, "optimizers"):
-// DLTensors in, Args out, then the op's own check and run (no scratch).
+// DLTensors in, Args out, then the op's own check, stream-ordered scratch
+// (the CUDA trust ratio's partial sums) and run.
 #include "lowbit/ops/optim.h"
 
 #include "capi/capi.h"
 #include "core/check.h"
+#include "ops/dispatch.h"
 
 using namespace lowbit;  // NOLINT(google-build-using-namespace): this file only forwards
 using capi::guarded;
@@ -27,6 +29,6 @@ lowbit_status lowbit_optimizer_update_32bit(const char* optimizer_name, const DL
     a.beta1 = h.beta1, a.beta2 = h.beta2, a.beta3 = h.beta3, a.alpha = h.alpha;
     a.eps = h.eps, a.weight_decay = h.weight_decay, a.lr = h.lr, a.gnorm_scale = h.gnorm_scale;
     a.max_unorm = h.max_unorm, a.step = h.step, a.skip_zeros = h.skip_zeros != 0;
-    run(a, nullptr, Stream{stream});
+    ops::run_with_workspace(a, a.g.device, Stream{stream});
   });
 }

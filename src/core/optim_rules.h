@@ -25,7 +25,9 @@ struct Step {
   bool skip_zeros;
 };
 
-inline Step make_step(const OptimizerUpdate32bitArgs& a) {
+// From the Args of either update (32-bit or 8-bit blockwise states).
+template <class Args>
+Step make_step(const Args& a) {
   Step s{};
   s.rule = a.optimizer;
   s.beta1 = a.beta1, s.beta2 = a.beta2, s.beta3 = a.beta3, s.alpha = a.alpha;

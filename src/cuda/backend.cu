@@ -8,6 +8,7 @@
 #include "cuda/common/check.h"
 #include "cuda/common/memory.h"
 #include "cuda/gemm/ops.h"
+#include "cuda/optim/ops.h"
 #include "cuda/quant/ops.h"
 
 namespace lowbit::core {
@@ -62,6 +63,8 @@ void register_cuda_backend() {
   add<Fp8GroupedGemmContiguousArgs>(cuda::fp8_grouped_gemm_contiguous, nullptr,
                                     cuda::fp8_grouped_gemm_contiguous_configs);
   add<Fp8GroupedGemmMaskedArgs>(cuda::fp8_grouped_gemm_masked, nullptr, cuda::fp8_grouped_gemm_masked_configs);
+  add<OptimizerUpdate32bitArgs>(cuda::optimizer_update_32bit, cuda::optimizer_update_32bit_workspace);
+  add<OptimizerUpdate8bitBlockwiseArgs>(cuda::optimizer_update_8bit_blockwise);
 }
 
 }  // namespace lowbit::core

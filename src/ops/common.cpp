@@ -9,14 +9,26 @@ Tensor workspace_on(size_t bytes, Device device, Stream stream) {
   return Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device, stream);
 }
 
+void check_code_map(const char* op, const char* name, const TensorRef& code) {
+  core::require_present(op, name, code);
+  core::require_dtype(op, name, code, {DType::f32});
+  core::require_contiguous(op, name, code);
+  core::require_numel(op, name, code, 256);
+  if (!code.device.is_cpu()) return;  // sortedness is checked where the values are readable
+  const float* c = code.ptr<const float>();
+  for (int i = 0; i + 1 < 256; ++i) {
+    LOWBIT_REQUIRE(c[i] <= c[i + 1], ErrorCode::invalid_argument, op, ": ", name, " must be sorted ascending (got ",
+                   name, "[", i, "] = ", c[i], " > ", name, "[", i + 1, "] = ", c[i + 1], ")");
+  }
+}
+
 void check_absmax_arg(const char* op, const TensorRef& absmax, const NestedAbsmax& nested, int64_t nblocks) {
   core::require_present(op, "absmax", absmax);
   core::require_contiguous(op, "absmax", absmax);
   core::require_numel(op, "absmax", absmax, nblocks);
   if (!nested.present()) {
     LOWBIT_REQUIRE(absmax.dtype == DType::f32, ErrorCode::unsupported_dtype, op,
-                   ": absmax dtype must be float32, or uint8 with nested absmax (got ", dtype_name(absmax.dtype),
-                   ")");
+                   ": absmax dtype must be float32, or uint8 with nested absmax (got ", dtype_name(absmax.dtype), ")");
     return;
   }
   core::require_dtype(op, "absmax (nested)", absmax, {DType::u8});

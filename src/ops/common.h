@@ -1,6 +1,7 @@
-// Helpers shared by the op front ends (src/ops/quant, src/ops/gemm): scratch
-// for a run, and the blockwise absmax argument that the dequantize ops and
-// matmul_4bit both take.
+// Helpers shared by the op front ends (src/ops/quant, src/ops/gemm,
+// src/ops/optim): scratch for a run, the 8-bit code maps that blockwise
+// quantization and the 8-bit optimizer states take, and the blockwise absmax
+// argument that the dequantize ops and matmul_4bit both take.
 #pragma once
 
 #include <cstddef>
@@ -17,6 +18,10 @@ using core::ceil_div;
 // bytes == 0), stream-ordered, given back when the caller drops it, so a
 // captured CUDA graph owns its own scratch.
 Tensor workspace_on(size_t bytes, Device device, Stream stream);
+
+// Checks an 8-bit code map argument: f32 [256], contiguous, sorted ascending
+// (checked where the values are readable: on the host).
+void check_code_map(const char* op, const char* name, const TensorRef& code);
 
 // Checks an absmax argument of `nblocks` blocks: f32, or u8 with the nested
 // (double-quantized) tensors.

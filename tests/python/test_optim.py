@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import lowbit.functional as F
+from backends import require_writable
 
 
 def _model_adam(p, m, v, g, lr, b1, b2, eps, step, wd):
@@ -89,3 +90,31 @@ def test_errors_name_the_argument(rng):
         F.optimizer_update_32bit("momentum", g, p, s1, 0.9, 0.0, 0, 1e-3)
     with pytest.raises(ValueError, match="p must have g's dtype float32"):
         F.optimizer_update_32bit("momentum", g, p.astype(np.float16), s1, 0.9, 0.0, 1, 1e-3)
+
+
+@pytest.mark.parametrize("name", ["adam", "lamb", "lion", "ademamix"])
+def test_every_backend_matches_numpy(backend, rng, name):
+    """The same step on each array backend (CUDA on torch-cuda / CuPy) as on NumPy's CPU arrays."""
+    require_writable(backend)
+    n = 3001
+    two = name in ("adam", "lamb", "ademamix")
+    arrays = {
+        "g": rng.standard_normal(n).astype(np.float32),
+        "p": rng.standard_normal(n).astype(np.float32),
+        "state1": (0.1 * rng.standard_normal(2 * n if name == "ademamix" else n)).astype(np.float32),
+        "state2": np.abs(0.1 * rng.standard_normal(n)).astype(np.float32) if two else None,
+        "unorm_vec": np.zeros(1, np.float32),
+    }
+    kwargs = dict(beta2=0.99, weight_decay=0.01, max_unorm=0.01, beta3=0.999, alpha=5.0)
+
+    def step(a):
+        F.optimizer_update_32bit(name, a["g"], a["p"], a["state1"], 0.9, 1e-6, 3, 1e-2, state2=a["state2"],
+                                 unorm_vec=a["unorm_vec"], **kwargs)
+
+    want = {k: None if v is None else v.copy() for k, v in arrays.items()}
+    step(want)
+    got = {k: None if v is None else backend.array(v) for k, v in arrays.items()}
+    step(got)
+    for k in ("p", "state1", "state2", "unorm_vec"):
+        if want[k] is not None:
+            np.testing.assert_allclose(backend.numpy(got[k]), want[k], rtol=1e-6, atol=1e-7, err_msg=k)

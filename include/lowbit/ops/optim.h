@@ -1,7 +1,8 @@
-// Optimizer updates with 32-bit states (docs/optim.md): one step of Adam /
-// AdamW, SGD with momentum, RMSprop, Lion, Adagrad, LAMB, LARS or AdEMAMix
-// on one parameter, in place, the rules and their arithmetic as
-// bitsandbytes' optimizer_update_32bit applies them.
+// Optimizer updates (docs/optim.md): one step of Adam / AdamW, SGD with
+// momentum, RMSprop, Lion, Adagrad, LAMB, LARS or AdEMAMix on one parameter,
+// in place, with 32-bit states or 8-bit blockwise ones, the rules and their
+// arithmetic as bitsandbytes' optimizer_update_32bit and
+// optimizer_update_8bit_blockwise apply them.
 #pragma once
 
 #include <cstdint>
@@ -40,5 +41,35 @@ struct OptimizerUpdate32bitArgs {
 };
 
 LOWBIT_DECLARE_OP(OptimizerUpdate32bitArgs)
+
+// One step with 8-bit blockwise states, as bitsandbytes'
+// optimizer_update_8bit_blockwise: per block of kBlocksize elements the
+// states are dequantized (code * absmax), updated with p, and quantized again
+// with the block's new absmax (docs/optim.md, "8-bit blockwise states").
+// Rules: adam, momentum, rmsprop, lion, adagrad, ademamix.
+struct OptimizerUpdate8bitBlockwiseArgs {
+  static constexpr const char* kName = "optimizer_update_8bit_blockwise";
+  static constexpr int64_t kBlocksize = 256;  // bitsandbytes' BLOCKSIZE_1STATE and BLOCKSIZE_2STATE
+  Optimizer optimizer = Optimizer::adam;
+  TensorRef g;        // f32/f16/bf16 [n] (any shape), contiguous: the gradient
+  TensorRef p;        // the parameter: g's dtype and numel, updated in place
+  TensorRef state1;   // u8, numel n (ademamix: 2n, m1 then m2): codes of qmap1, updated
+  TensorRef state2;   // u8 numel n for adam and ademamix: codes of qmap2, updated; absent otherwise
+  TensorRef qmap1;    // f32 [256], sorted: state1's code map (bitsandbytes: the signed dynamic map)
+  TensorRef qmap2;    // f32 [256], sorted, with state2 (the unsigned dynamic map)
+  TensorRef absmax1;  // f32, one per block of state1 (ademamix: m1's blocks, then m2's), updated
+  TensorRef absmax2;  // f32, one per block, with state2, updated
+  float beta1 = 0.0f, beta2 = 0.0f, beta3 = 0.0f, alpha = 0.0f;
+  float eps = 0.0f, weight_decay = 0.0f, lr = 0.0f;
+  float gnorm_scale = 1.0f;  // the gradient is multiplied by it first
+  int64_t step = 1;          // 1 for the first update
+  bool skip_zeros = false;   // one-state rules: leave the elements whose gradient is 0 as they are
+};
+
+// Whether optimizer_update_8bit_blockwise has the rule (bitsandbytes has no
+// 8-bit blockwise lamb or lars).
+bool optimizer_has_8bit_blockwise(Optimizer o);
+
+LOWBIT_DECLARE_OP(OptimizerUpdate8bitBlockwiseArgs)
 
 }  // namespace lowbit

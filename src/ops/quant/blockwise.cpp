@@ -7,23 +7,6 @@
 #include "ops/quant/common.h"
 
 namespace lowbit {
-namespace {
-
-void check_code_map(const char* op, const TensorRef& code) {
-  core::require_present(op, "code", code);
-  core::require_dtype(op, "code", code, {DType::f32});
-  core::require_contiguous(op, "code", code);
-  core::require_numel(op, "code", code, 256);
-  if (!code.device.is_cpu()) return;  // sortedness is checked where the values are readable
-  const float* c = code.ptr<const float>();
-  for (int i = 0; i + 1 < 256; ++i) {
-    LOWBIT_REQUIRE(c[i] <= c[i + 1], ErrorCode::invalid_argument, op,
-                   ": code must be sorted ascending (got code[", i, "] = ", c[i], " > code[", i + 1,
-                   "] = ", c[i + 1], ")");
-  }
-}
-
-}  // namespace
 
 // ---------------------------------------------------------- quantize_blockwise
 void check(const QuantizeBlockwiseArgs& a) {
@@ -32,7 +15,7 @@ void check(const QuantizeBlockwiseArgs& a) {
   core::require_dtype(op, "input", a.input, core::kFloatDTypes);
   core::require_contiguous(op, "input", a.input);
   core::require_blocksize(op, "blocksize", a.blocksize);
-  check_code_map(op, a.code);
+  ops::check_code_map(op, "code", a.code);
   const int64_t n = a.input.numel();
   core::require_present(op, "out", a.out);
   core::require_dtype(op, "out", a.out, {DType::u8});
@@ -54,7 +37,7 @@ void check(const DequantizeBlockwiseArgs& a) {
   core::require_dtype(op, "input", a.input, {DType::u8});
   core::require_contiguous(op, "input", a.input);
   core::require_blocksize(op, "blocksize", a.blocksize);
-  check_code_map(op, a.code);
+  ops::check_code_map(op, "code", a.code);
   const int64_t n = a.input.numel();
   core::require_present(op, "out", a.out);
   core::require_dtype(op, "out", a.out, core::kFloatDTypes);

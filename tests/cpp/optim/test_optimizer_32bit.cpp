@@ -12,21 +12,12 @@
 #include "core/registry.h"
 #include "harness/harness.h"
 #include "lowbit/ops/optim.h"
+#include "optim/optim_test_util.h"
 
 namespace {
 
 using namespace lowbit;
 using namespace lowbit::test;
-
-// v rounded to dtype (the parameter's and gradient's storage; float32's too:
-// where the rule stores g + p * weight_decay, the float32 rounding of a
-// cancellation is part of the result).
-double round_to(DType dtype, double v) {
-  const float f = static_cast<float>(v);
-  if (dtype == DType::f16) return core::f16_to_f32(core::f32_to_f16(f));
-  if (dtype == DType::bf16) return core::bf16_to_f32(core::f32_to_bf16(f));
-  return f;
-}
 
 struct Hyper {
   float beta1 = 0.9f, beta2 = 0.99f, beta3 = 0.999f, alpha = 5.0f, eps = 1e-6f, weight_decay = 0.0f, lr = 1e-2f;

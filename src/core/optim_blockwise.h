@@ -1,0 +1,100 @@
+// The 8-bit blockwise optimizer's arithmetic, shared by every backend: one
+// element's step on its dequantized states, as bitsandbytes'
+// kOptimizerStatic8bit{1,2}StateBlockwise kernels compute it (which differ
+// from its 32-bit kernels in where the gradient is scaled, rounded and
+// decayed), and the code a new state is stored as. docs/optim.md states them.
+//
+// A block's step: dequantize its states (code * absmax), step every element
+// (step_two / step_one: p and the states), take the block's new absmax
+// (max |state| over its elements), then store each state as state_code of
+// state * absmax_reciprocal(absmax).
+#pragma once
+
+#include <cstdint>
+
+#include "core/hd.h"
+#include "core/optim_rules.h"
+#include "core/tables.h"
+
+namespace lowbit::core::optim {
+
+LOWBIT_HD bool is_finite(float v) { return (float_bits(v) & 0x7f800000u) != 0x7f800000u; }
+
+// adam, ademamix. A gradient that is not finite zeroes the element's states
+// and leaves p; gnorm_scale applies unrounded; no skip_zeros.
+template <class T>
+LOWBIT_HD void step_two(const Step& s, float gnorm_scale, T g_in, T& p, float& s1, float& s2, float& s3) {
+  const float g0 = to_f32(g_in);
+  if (!is_finite(g0)) {
+    s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    return;
+  }
+  const float g = g0 * gnorm_scale;
+  s2 = s2 * s.beta2 + (1.0f - s.beta2) * g * g;
+  s1 = s1 * s.beta1 + (1.0f - s.beta1) * g;
+  float pv = to_f32(p);
+  if (s.rule == Optimizer::ademamix) {
+    s3 = s3 * s.beta3 + (1.0f - s.beta3) * g;
+    pv = rounded<T>(pv - s.lr * ((s1 / s.correction1 + s.alpha * s3) / (sqrtf(s2) / s.correction2 + s.eps)));
+  } else {
+    pv = rounded<T>(pv + s.step_size * (s1 / (sqrtf(s2) + s.correction2 * s.eps)));
+  }
+  if (s.weight_decay > 0.0f) pv = rounded<T>(pv * (1.0f - s.lr * s.weight_decay));
+  p = from_f32<T>(pv);
+}
+
+// momentum, rmsprop, lion, adagrad. skip_zeros reads the gradient as stored;
+// weight decay joins the scaled gradient unrounded (lion: shrinks p);
+// rmsprop and adagrad divide the stored gradient, not the scaled and decayed
+// one they accumulate; lion's step lr * sign is rounded to p's dtype first.
+template <class T>
+LOWBIT_HD void step_one(const Step& s, float gnorm_scale, T g_in, T& p, float& s1) {
+  const float g0 = to_f32(g_in);
+  if (s.skip_zeros && g0 == 0.0f) return;
+  float g = g0 * gnorm_scale;
+  float pv = to_f32(p);
+  if (s.weight_decay > 0.0f) {
+    if (s.rule == Optimizer::lion) {
+      pv = rounded<T>(pv * (1.0f - s.lr * s.weight_decay));
+    } else {
+      g = g + pv * s.weight_decay;
+    }
+  }
+  switch (s.rule) {
+    case Optimizer::momentum:
+      s1 = s.first ? g : s1 * s.beta1 + g;
+      pv = rounded<T>(pv - s.lr * s1);
+      break;
+    case Optimizer::lion: {
+      const float step = rounded<T>(s.lr * sign(s1 * s.beta1 + (1.0f - s.beta1) * g));
+      s1 = s1 * s.beta2 + (1.0f - s.beta2) * g;
+      pv = rounded<T>(pv - step);
+      break;
+    }
+    case Optimizer::rmsprop:
+      s1 = s1 * s.beta1 + (1.0f - s.beta1) * (g * g);
+      pv = rounded<T>(pv - s.lr * (g0 / (sqrtf(s1) + s.eps)));
+      break;
+    case Optimizer::adagrad:
+      s1 = s1 + g * g;
+      pv = rounded<T>(pv - s.lr * (g0 / (sqrtf(s1) + s.eps)));
+      break;
+    default: break;
+  }
+  p = from_f32<T>(pv);
+}
+
+// The stored code of a new state v, given y = v * absmax_reciprocal(absmax)
+// and c = encode_by_midpoints<8>(y, mid), the midpoints below y. The nearest
+// code, and for y exactly midway the even one of the two: bitsandbytes'
+// binary search (quantize_2D) ends on an even index and keeps it on a tie.
+// On a signed map (state1; ademamix's m2 too) a code of the other sign than
+// v moves one step toward v, wrapping as its uint8 does, so a small negative
+// state never stores as 0.
+LOWBIT_HD uint32_t state_code(float v, float y, uint32_t c, const float* code, const float* mid, bool keep_sign) {
+  if ((c & 1u) != 0u && c < 255u && y == mid[c]) ++c;
+  if (keep_sign && ((float_bits(code[c]) ^ float_bits(v)) >> 31) != 0u) c = (v > 0.0f ? c + 1u : c - 1u) & 0xffu;
+  return c;
+}
+
+}  // namespace lowbit::core::optim

@@ -1,0 +1,102 @@
+// optimizer_update_8bit_blockwise on the CPU: block by block (OpenMP over the
+// blocks of large tensors), the arithmetic of core/optim_blockwise.h.
+#include <algorithm>
+#include <cstdint>
+
+#include "core/float_convert.h"
+#include "core/optim_blockwise.h"
+#include "core/quant_math.h"
+#include "core/tables.h"
+#include "cpu/optim/impls.h"
+
+namespace lowbit::core::cpu {
+namespace {
+
+constexpr int64_t kBlock = OptimizerUpdate8bitBlockwiseArgs::kBlocksize;
+constexpr int64_t kParallelFrom = 1 << 15;  // elements; below, threads cost more than they save
+
+// One quantized state: its codes, the map they index and its midpoints, and
+// one absmax per block; codes is null where the rule keeps no such state.
+struct QuantizedState {
+  uint8_t* codes = nullptr;
+  const float* code = nullptr;
+  float* absmax = nullptr;
+  float mid[255] = {};
+  bool keep_sign = false;  // a signed map: see optim::state_code
+
+  void dequantize(int64_t b, int64_t count, float* s) const {
+    for (int64_t i = 0; i < count; ++i) s[i] = codes ? code[codes[b * kBlock + i]] * absmax[b] : 0.0f;
+  }
+  // Stores block b's new states with the block's new absmax.
+  void quantize(int64_t b, int64_t count, const float* s) const {
+    if (!codes) return;
+    float m = 0.0f;
+    for (int64_t i = 0; i < count; ++i) m = absmax_update(m, s[i]);
+    absmax[b] = m;
+    const float r = absmax_reciprocal(m);
+    for (int64_t i = 0; i < count; ++i) {
+      const float y = s[i] * r;
+      codes[b * kBlock + i] =
+          static_cast<uint8_t>(optim::state_code(s[i], y, encode_by_midpoints<8>(y, mid), code, mid, keep_sign));
+    }
+  }
+};
+
+QuantizedState quantized_state(uint8_t* codes, const TensorRef& code, float* absmax, bool keep_sign) {
+  QuantizedState q;
+  if (!codes) return q;
+  q.codes = codes;
+  q.code = code.ptr<const float>();
+  q.absmax = absmax;
+  q.keep_sign = keep_sign;
+  table_midpoints(q.code, 256, q.mid);
+  return q;
+}
+
+template <class T>
+void update(const OptimizerUpdate8bitBlockwiseArgs& a) {
+  const int64_t n = a.g.numel(), blocks = ceil_div(n, kBlock);
+  const bool two = optim::two_states(a.optimizer), mix = a.optimizer == Optimizer::ademamix;
+  uint8_t* c1 = a.state1.ptr<uint8_t>();
+  float* m1 = a.absmax1.ptr<float>();
+  const QuantizedState q1 = quantized_state(c1, a.qmap1, m1, true);
+  const QuantizedState q2 =
+      quantized_state(two ? a.state2.ptr<uint8_t>() : nullptr, a.qmap2, two ? a.absmax2.ptr<float>() : nullptr, false);
+  // ademamix's m2: codes after m1's, blocks after m1's, on m1's map.
+  const QuantizedState q3 = quantized_state(mix ? c1 + n : nullptr, a.qmap1, mix ? m1 + blocks : nullptr, true);
+  const optim::Step st = optim::make_step(a);
+  const T* g = a.g.ptr<const T>();
+  T* p = a.p.ptr<T>();
+#pragma omp parallel for if (n >= kParallelFrom)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t begin = b * kBlock, count = std::min(kBlock, n - begin);
+    float s1[kBlock], s2[kBlock], s3[kBlock];
+    q1.dequantize(b, count, s1);
+    q2.dequantize(b, count, s2);
+    q3.dequantize(b, count, s3);
+    for (int64_t i = 0; i < count; ++i) {
+      if (two) {
+        optim::step_two(st, a.gnorm_scale, g[begin + i], p[begin + i], s1[i], s2[i], s3[i]);
+      } else {
+        optim::step_one(st, a.gnorm_scale, g[begin + i], p[begin + i], s1[i]);
+      }
+    }
+    q1.quantize(b, count, s1);
+    q2.quantize(b, count, s2);
+    q3.quantize(b, count, s3);
+  }
+}
+
+}  // namespace
+
+void optimizer_update_8bit_blockwise(const OptimizerUpdate8bitBlockwiseArgs& a, void* /*workspace*/,
+                                     Stream /*stream*/) {
+  switch (a.g.dtype) {
+    case DType::f32: update<float>(a); break;
+    case DType::f16: update<Half>(a); break;
+    case DType::bf16: update<BFloat16>(a); break;
+    default: break;  // check() admits only the three
+  }
+}
+
+}  // namespace lowbit::core::cpu

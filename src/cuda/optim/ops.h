@@ -1,0 +1,18 @@
+// The CUDA implementations of the optimizer updates, registered as "cuda" by
+// register_cuda_backend() (src/cuda/backend.cu). Arguments arrive checked by
+// the op front end (src/ops/optim); each run enqueues on `stream`, checks
+// every launch and throws lowbit::Error(device_error) on a CUDA failure.
+#pragma once
+
+#include <cstddef>
+
+#include "lowbit/ops/optim.h"
+
+namespace lowbit::cuda {
+
+void optimizer_update_32bit(const OptimizerUpdate32bitArgs& a, void* workspace, Stream stream);
+// The per-CTA partial sums of the update norm (max_unorm > 0), else 0.
+size_t optimizer_update_32bit_workspace(const OptimizerUpdate32bitArgs& a);
+void optimizer_update_8bit_blockwise(const OptimizerUpdate8bitBlockwiseArgs& a, void* workspace, Stream stream);
+
+}  // namespace lowbit::cuda
