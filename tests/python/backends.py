@@ -181,16 +181,18 @@ class JaxBackend(Backend):
         import jax
 
         a = np.asarray(a)
+        cpu = jax.devices("cpu")[0]  # every array on the CPU, also where JAX has a GPU
         if dtype == "float8_e4m3fn":
             import jax.numpy as jnp
             from reference import e4m3_encode
 
-            return jax.lax.bitcast_convert_type(jnp.asarray(e4m3_encode(a.astype(F32))), jnp.float8_e4m3fn)
+            codes = jax.device_put(e4m3_encode(a.astype(F32)), cpu)
+            return jax.lax.bitcast_convert_type(codes, jnp.float8_e4m3fn)
         if dtype:
             import jax.numpy as jnp
 
-            return jnp.asarray(a.astype(F32)).astype(getattr(jnp, dtype))
-        return jax.device_put(a, jax.devices("cpu")[0])
+            return jax.device_put(a.astype(F32), cpu).astype(getattr(jnp, dtype))
+        return jax.device_put(a, cpu)
 
     def numpy(self, a):
         import jax

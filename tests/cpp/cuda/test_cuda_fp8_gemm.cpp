@@ -198,8 +198,10 @@ TEST(CudaFp8Gemm, MaskedGraphReplaysWithNewCounts) {
   for (const std::vector<int32_t>& c : runs) {
     std::vector<int32_t> clamped(c);
     for (int32_t& v : clamped) v = std::max(0, std::min(static_cast<int32_t>(max_m), v));
-    LOWBIT_ASSERT_CUDA(cudaMemcpy(counts.data(), c.data(), sizeof(int32_t) * c.size(), cudaMemcpyHostToDevice));
-    LOWBIT_ASSERT_CUDA(cudaMemset(out.data(), 0xff, out.nbytes()));  // NaN: an unwritten element shows
+    // On the graph's stream: a non-blocking stream does not wait for the legacy default stream's copies.
+    LOWBIT_ASSERT_CUDA(
+        cudaMemcpyAsync(counts.data(), c.data(), sizeof(int32_t) * c.size(), cudaMemcpyHostToDevice, stream));
+    LOWBIT_ASSERT_CUDA(cudaMemsetAsync(out.data(), 0xff, out.nbytes(), stream));  // NaN: an unwritten element shows
     LOWBIT_ASSERT_CUDA(cudaGraphLaunch(exec, stream));
     LOWBIT_ASSERT_CUDA(cudaStreamSynchronize(stream));
 
