@@ -55,6 +55,7 @@ __all__ = [
     "int8_vectorwise_quant",
     "matmul_4bit",
     "optimizer_update_32bit",
+    "optimizer_update_8bit_blockwise",
     "quantize_4bit",
     "quantize_blockwise",
     "quantize_fp4",
@@ -892,4 +893,31 @@ def optimizer_update_32bit(optimizer_name: str, g: Array, p: Array, state1: Arra
                                    float(beta1), float(eps), int(step), float(lr), call.out(state2, "state2"),
                                    float(beta2), float(beta3), float(alpha), float(weight_decay), float(gnorm_scale),
                                    call.out(unorm_vec, "unorm_vec"), float(max_unorm), bool(skip_zeros), call.ctx)
+    call.done()
+
+
+def optimizer_update_8bit_blockwise(optimizer_name: str, g: Array, p: Array, state1: Array, state2: Optional[Array],
+                                    beta1: float, beta2: float, beta3: float, alpha: float, eps: float, step: int,
+                                    lr: float, qmap1: Array, qmap2: Optional[Array], absmax1: Array,
+                                    absmax2: Optional[Array], weight_decay: float = 0.0, gnorm_scale: float = 1.0,
+                                    skip_zeros: bool = False, *, stream: Any = None) -> None:
+    """One optimizer step with 8-bit blockwise states, in place (bitsandbytes' ``optimizer_update_8bit_blockwise``).
+
+    ``optimizer_name``: ``adam``, ``momentum``, ``rmsprop``, ``lion``, ``adagrad`` or ``ademamix``
+    (docs/optim.md, "8-bit blockwise states"). ``g`` and ``p``: float32/float16/bfloat16 of one dtype and size;
+    ``p`` is updated. ``state1`` uint8 codes of ``qmap1`` (ademamix: twice ``p``'s size), ``state2`` uint8 codes
+    of ``qmap2`` for adam and ademamix (None for the others, with ``qmap2`` and ``absmax2``); ``qmap1``,
+    ``qmap2`` float32 [256], sorted; ``absmax1``, ``absmax2`` float32, one per block of 256 (``absmax1`` of
+    ademamix: twice as many). States and absmax are updated. ``beta3`` and ``alpha`` are ademamix's.
+    """
+    call = _arrays.Call("optimizer_update_8bit_blockwise", g, "g", stream)
+    op = call.op
+    _lowbit.optimizer_update_8bit_blockwise(
+        _arrays.text(optimizer_name, op, "optimizer_name"), call.arg(g, "g"), call.out(p, "p"),
+        call.out(state1, "state1"), call.out(state2, "state2"), _arrays.real(beta1, op, "beta1"),
+        _arrays.real(beta2, op, "beta2"), _arrays.real(beta3, op, "beta3"), _arrays.real(alpha, op, "alpha"),
+        _arrays.real(eps, op, "eps"), _arrays.integer(step, op, "step"), _arrays.real(lr, op, "lr"),
+        call.arg(qmap1, "qmap1"), call.opt(qmap2, "qmap2"), call.out(absmax1, "absmax1"),
+        call.out(absmax2, "absmax2"), _arrays.real(weight_decay, op, "weight_decay"),
+        _arrays.real(gnorm_scale, op, "gnorm_scale"), _arrays.flag(skip_zeros, op, "skip_zeros"), call.ctx)
     call.done()

@@ -310,6 +310,55 @@ static void test_optimizer(void) {
         "NULL hparams is invalid_argument");
 }
 
+/* momentum at step 1 with 8-bit blockwise states: m = g, so each block's
+ * absmax is max|g| and the codes decode to g within the map's largest gap;
+ * p moves by -lr * g exactly (fp32, lr a power of two). */
+static void test_optimizer_8bit_blockwise(void) {
+  enum { N = 300, BLOCKS = 2 };
+  static float g[N], p[N], qmap[256], absmax[BLOCKS];
+  static uint8_t s1[N];
+  int64_t n = N, nq = 256, nb = BLOCKS;
+  DLTensor tg = make_tensor(g, kDLFloat, 32, 1, &n), tp = make_tensor(p, kDLFloat, 32, 1, &n);
+  DLTensor ts1 = make_tensor(s1, kDLUInt, 8, 1, &n), tq = make_tensor(qmap, kDLFloat, 32, 1, &nq);
+  DLTensor ta = make_tensor(absmax, kDLFloat, 32, 1, &nb);
+  lowbit_optimizer_hparams h;
+  double worst = 0.0, gap = 0.0;
+  int i, ok = 1;
+  CHECK_OK(lowbit_create_dynamic_map(1, 7, 8, qmap, 256, NULL));
+  for (i = 1; i < 256; ++i) gap = qmap[i] - qmap[i - 1] > gap ? qmap[i] - qmap[i - 1] : gap;
+  memset(&h, 0, sizeof h);
+  h.beta1 = 0.9f;
+  h.lr = 0.5f;
+  h.gnorm_scale = 1.0f;
+  h.step = 1;
+  fill(g, N, 11, 3.0f);
+  for (i = 0; i < N; ++i) p[i] = 1.0f, s1[i] = 0;
+  absmax[0] = absmax[1] = 0.0f;
+  CHECK_OK(lowbit_optimizer_update_8bit_blockwise("momentum", &tg, &tp, &ts1, NULL, &tq, NULL, &ta, NULL, &h, NULL));
+  for (i = 0; i < N; ++i) {
+    const float a = absmax[i / 256];
+    const double e = absd((double)qmap[s1[i]] * a - g[i]) / a;
+    worst = e > worst ? e : worst;
+    ok &= p[i] == 1.0f - 0.5f * g[i];
+  }
+  CHECK(ok, "optimizer_update_8bit_blockwise: momentum p (got p[0] = %g for g[0] = %g)", p[0], g[0]);
+  CHECK(absmax[0] == block_absmax(g, 0, 256) && absmax[1] == block_absmax(g, 256, N), "absmax %g %g", absmax[0],
+        absmax[1]);
+  CHECK(worst <= gap / 2 + 1e-6, "state error %g of absmax (half gap %g)", worst, gap / 2);
+  CHECK_FAILS(lowbit_optimizer_update_8bit_blockwise("lamb", &tg, &tp, &ts1, NULL, &tq, NULL, &ta, NULL, &h, NULL),
+              LOWBIT_INVALID_ARGUMENT, "optimizer must be one of");
+  CHECK_FAILS(lowbit_optimizer_update_8bit_blockwise("adam", &tg, &tp, &ts1, NULL, &tq, NULL, &ta, NULL, &h, NULL),
+              LOWBIT_INVALID_ARGUMENT, "state2");
+  CHECK_FAILS(lowbit_optimizer_update_8bit_blockwise("momentum", &tg, &tp, &tp, NULL, &tq, NULL, &ta, NULL, &h, NULL),
+              LOWBIT_UNSUPPORTED_DTYPE, "state1 dtype must be uint8");
+  CHECK_FAILS(lowbit_optimizer_update_8bit_blockwise("momentum", &tg, &tp, &ts1, NULL, &tq, NULL, &ta, NULL, NULL,
+                                                     NULL),
+              LOWBIT_INVALID_ARGUMENT, "hparams is NULL");
+  h.max_unorm = 1.0f;
+  CHECK_FAILS(lowbit_optimizer_update_8bit_blockwise("momentum", &tg, &tp, &ts1, NULL, &tq, NULL, &ta, NULL, &h, NULL),
+              LOWBIT_INVALID_ARGUMENT, "max_unorm must be 0");
+}
+
 static void test_int8(void) {
   enum { ROWS = 3, K = 50 };
   static float a[ROWS * K], back[ROWS * K], stats[ROWS];
@@ -420,6 +469,7 @@ int main(void) {
   test_weight_fp8();
   test_fp8_gemm();
   test_optimizer();
+  test_optimizer_8bit_blockwise();
   test_int8();
   test_estimate_quantiles();
   test_layouts();
