@@ -1,5 +1,5 @@
-// Bindings of the optimizer updates (include/lowbit/ops/optim.h): in place,
-// no result.
+// Bindings of the optimizer updates and percentile clipping
+// (include/lowbit/ops/optim.h): in place, no result.
 #include <optional>
 #include <string>
 
@@ -60,6 +60,17 @@ void update_8bit_blockwise_py(const std::string& optimizer_name, const InArray& 
   run_op(a, a.g.device, ctx.stream);
 }
 
+void percentile_clipping_py(const InArray& grad, const OutArray& gnorm_vec, int64_t step, nb::handle stream_arg) {
+  const char* op = PercentileClippingArgs::kName;
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  PercentileClippingArgs a;
+  a.grad = to_ref(op, "grad", grad);
+  a.gnorm_vec = to_ref(op, "gnorm_vec", gnorm_vec);
+  a.step = step;
+  run_op(a, a.grad.device, ctx.stream);
+}
+
 }  // namespace
 
 void bind_optim(nb::module_& m) {
@@ -73,6 +84,8 @@ void bind_optim(nb::module_& m) {
         arg("step"), arg("lr"), arg("qmap1"), arg("qmap2").none(), arg("absmax1"), arg("absmax2").none(),
         arg("weight_decay"), arg("gnorm_scale"), arg("skip_zeros"), arg("stream") = 0,
         "One optimizer step with 8-bit blockwise states, in place.");
+  m.def("percentile_clipping", &percentile_clipping_py, arg("grad"), arg("gnorm_vec"), arg("step"), arg("stream") = 0,
+        "Percentile clipping's device step: grad's squared norm into gnorm_vec, in place.");
 }
 
 }  // namespace lowbit::python

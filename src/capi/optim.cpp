@@ -1,6 +1,6 @@
-// The C ABI of the optimizer updates (lowbit/c/lowbit.h, "optimizers"):
-// DLTensors in, Args out, then the op's own check, stream-ordered scratch
-// (the CUDA trust ratio's partial sums) and run.
+// The C ABI of the optimizer updates and percentile clipping (lowbit/c/lowbit.h,
+// "optimizers"): DLTensors in, Args out, then the op's own check,
+// stream-ordered scratch (the CUDA norms' partial sums) and run.
 #include "lowbit/ops/optim.h"
 
 #include "capi/capi.h"
@@ -62,5 +62,16 @@ lowbit_status lowbit_optimizer_update_8bit_blockwise(const char* optimizer_name,
     a.absmax1 = to_ref(op, "absmax1", absmax1);
     a.absmax2 = to_ref(op, "absmax2", absmax2);
     ops::run_with_workspace(a, a.g.device, Stream{stream});
+  });
+}
+
+lowbit_status lowbit_percentile_clipping(const DLTensor* grad, DLTensor* gnorm_vec, int64_t step, void* stream) {
+  constexpr const char* op = PercentileClippingArgs::kName;
+  return guarded(op, [&] {
+    PercentileClippingArgs a;
+    a.grad = to_ref(op, "grad", grad);
+    a.gnorm_vec = to_ref(op, "gnorm_vec", gnorm_vec);
+    a.step = step;
+    ops::run_with_workspace(a, a.grad.device, Stream{stream});
   });
 }

@@ -359,6 +359,25 @@ static void test_optimizer_8bit_blockwise(void) {
               LOWBIT_INVALID_ARGUMENT, "max_unorm must be 0");
 }
 
+/* percentile clipping's device step: |g|^2 in every slot at step 1, in slot
+ * step % 100 after. */
+static void test_percentile_clipping(void) {
+  static float g[2] = {3.0f, 4.0f}, g2[2] = {1.0f, 0.0f}, vec[100];
+  int64_t n = 2, nv = 100, short_n = 99;
+  DLTensor tg = make_tensor(g, kDLFloat, 32, 1, &n), tg2 = make_tensor(g2, kDLFloat, 32, 1, &n);
+  DLTensor tv = make_tensor(vec, kDLFloat, 32, 1, &nv), tshort = make_tensor(vec, kDLFloat, 32, 1, &short_n);
+  int i, ok = 1;
+  CHECK_OK(lowbit_percentile_clipping(&tg, &tv, 1, NULL));
+  for (i = 0; i < 100; ++i) ok &= vec[i] == 25.0f;
+  CHECK(ok, "percentile_clipping: step 1 fills every slot (got %g)", vec[0]);
+  CHECK_OK(lowbit_percentile_clipping(&tg2, &tv, 102, NULL));
+  CHECK(vec[2] == 1.0f && vec[1] == 25.0f && vec[3] == 25.0f, "step 102 writes slot 2 only (got %g %g %g)", vec[1],
+        vec[2], vec[3]);
+  CHECK_FAILS(lowbit_percentile_clipping(&tg, &tshort, 2, NULL), LOWBIT_INVALID_ARGUMENT, "percentile_clipping",
+              "gnorm_vec");
+  CHECK_FAILS(lowbit_percentile_clipping(&tg, &tv, 0, NULL), LOWBIT_INVALID_ARGUMENT, "step must be at least 1");
+}
+
 static void test_int8(void) {
   enum { ROWS = 3, K = 50 };
   static float a[ROWS * K], back[ROWS * K], stats[ROWS];
@@ -470,6 +489,7 @@ int main(void) {
   test_fp8_gemm();
   test_optimizer();
   test_optimizer_8bit_blockwise();
+  test_percentile_clipping();
   test_int8();
   test_estimate_quantiles();
   test_layouts();

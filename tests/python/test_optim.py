@@ -205,3 +205,73 @@ def test_8bit_blockwise_every_backend_matches_numpy(backend, rng, name):
         if want[k] is not None:
             np.testing.assert_array_equal(backend.numpy(got[k]), want[k], err_msg=k)
 
+
+# ----------------------------------------------------- percentile clipping
+
+
+def _model_percentile(grads, percentile):
+    """bitsandbytes' percentile_clipping over a run of steps, in float64 with the history stored as float32."""
+    vec = np.zeros(100, np.float32)
+    out = []
+    for step, g in enumerate(grads, start=1):
+        norm2 = np.float32(np.sum(g.astype(np.float64) ** 2))
+        if step == 1:
+            vec[:] = norm2
+        else:
+            vec[step % 100] = norm2
+        current = np.sqrt(vec[step % 100])
+        clip = np.sqrt(np.sort(vec)[percentile])
+        out.append((vec.copy(), current, clip, clip / current if current > clip else 1.0))
+    return out
+
+
+def test_percentile_clipping_matches_the_model(rng):
+    grads = [(rng.standard_normal(500) * (1 + 9 * (i % 5 == 4))).astype(np.float32) for i in range(30)]
+    vec = np.zeros(100, np.float32)
+    for step, (g, (want_vec, current, clip, scale)) in enumerate(zip(grads, _model_percentile(grads, 5)), start=1):
+        got = F.percentile_clipping(g, vec, step, percentile=5)
+        np.testing.assert_allclose(vec, want_vec, rtol=1.2e-7, err_msg=f"step {step}")
+        np.testing.assert_allclose(got, (current, clip, scale), rtol=3e-7, err_msg=f"step {step}")
+        assert all(isinstance(v, np.float32) for v in got)
+    assert any(s < 1.0 for *_, s in _model_percentile(grads, 5)), "no step clipped: the test would miss the scale"
+
+
+def test_percentile_clipping_takes_half_and_bfloat16(rng):
+    g = rng.standard_normal((16, 16)).astype(np.float16)
+    vec = np.zeros(100, np.float32)
+    current, clip, scale = F.percentile_clipping(g, vec, 1)
+    want = np.float32(np.sum(g.astype(np.float64) ** 2))
+    np.testing.assert_allclose(vec, np.full(100, want), rtol=1.2e-7)
+    assert scale == 1.0 and current == clip
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    b = rng.standard_normal(33).astype(ml_dtypes.bfloat16)
+    F.percentile_clipping(b, vec, 2)
+    np.testing.assert_allclose(vec[2], np.sum(b.astype(np.float64) ** 2), rtol=1.2e-7)
+
+
+def test_percentile_clipping_errors_name_the_argument():
+    g = np.ones(8, np.float32)
+    with pytest.raises(ValueError, match="percentile_clipping: gnorm_vec"):
+        F.percentile_clipping(g, np.zeros(99, np.float32), 1)
+    with pytest.raises(TypeError, match="percentile_clipping: gnorm_vec dtype must be float32"):
+        F.percentile_clipping(g, np.zeros(100, np.float16), 1)
+    with pytest.raises(TypeError, match="percentile_clipping: grad dtype must be one of"):
+        F.percentile_clipping(np.ones(8, np.int32), np.zeros(100, np.float32), 1)
+    with pytest.raises(ValueError, match="step must be at least 1"):
+        F.percentile_clipping(g, np.zeros(100, np.float32), 0)
+    with pytest.raises(ValueError, match="percentile_clipping: percentile must be from 0 to 99"):
+        F.percentile_clipping(g, np.zeros(100, np.float32), 1, percentile=100)
+    with pytest.raises(TypeError, match="percentile_clipping: step must be an integer"):
+        F.percentile_clipping(g, np.zeros(100, np.float32), 1.5)
+
+
+def test_percentile_clipping_every_backend_matches_numpy(backend, rng):
+    """The same steps on each array backend (CUDA on torch-cuda / CuPy) as on NumPy's CPU arrays."""
+    require_writable(backend)
+    want_vec, got_vec = np.zeros(100, np.float32), backend.array(np.zeros(100, np.float32))
+    for step in (1, 2, 3, 101):
+        g = rng.standard_normal(5001).astype(np.float32)
+        want = F.percentile_clipping(g, want_vec, step, 3)
+        got = F.percentile_clipping(backend.array(g), got_vec, step, 3)
+        np.testing.assert_allclose(backend.numpy(got_vec), want_vec, rtol=1.2e-7, err_msg=f"step {step}")
+        np.testing.assert_allclose(got, want, rtol=3e-7, err_msg=f"step {step}")

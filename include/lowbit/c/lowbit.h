@@ -427,6 +427,13 @@ LOWBIT_C_API lowbit_status lowbit_optimizer_update_8bit_blockwise(
     const DLTensor* qmap1, const DLTensor* qmap2, DLTensor* absmax1, DLTensor* absmax2,
     const lowbit_optimizer_hparams* hparams, void* stream);
 
+/* Percentile clipping's device step (docs/optim.md): the squared L2 norm of
+ * grad (float32/float16/bfloat16, contiguous) written to gnorm_vec (float32
+ * [100]): to every slot at step 1, to slot step % 100 after. The clip value
+ * is then sqrt of the `percentile`-th smallest slot, read by the caller. */
+LOWBIT_C_API lowbit_status lowbit_percentile_clipping(const DLTensor* grad, DLTensor* gnorm_vec, int64_t step,
+                                                      void* stream);
+
 /* ---------------------------------------------------------- CUDA memory */
 /* Where lowbit's CUDA memory comes from: packed weights, the results of
  * calls that allocate them, and scratch. All of it is stream-ordered: made
