@@ -55,6 +55,8 @@ __all__ = [
     "int8_vectorwise_quant",
     "matmul_4bit",
     "optimizer_update_32bit",
+    "optimizer_update_8bit_blockwise",
+    "percentile_clipping",
     "quantize_4bit",
     "quantize_blockwise",
     "quantize_fp4",
@@ -893,3 +895,60 @@ def optimizer_update_32bit(optimizer_name: str, g: Array, p: Array, state1: Arra
                                    float(beta2), float(beta3), float(alpha), float(weight_decay), float(gnorm_scale),
                                    call.out(unorm_vec, "unorm_vec"), float(max_unorm), bool(skip_zeros), call.ctx)
     call.done()
+
+
+def optimizer_update_8bit_blockwise(optimizer_name: str, g: Array, p: Array, state1: Array, state2: Optional[Array],
+                                    beta1: float, beta2: float, beta3: float, alpha: float, eps: float, step: int,
+                                    lr: float, qmap1: Array, qmap2: Optional[Array], absmax1: Array,
+                                    absmax2: Optional[Array], weight_decay: float = 0.0, gnorm_scale: float = 1.0,
+                                    skip_zeros: bool = False, *, stream: Any = None) -> None:
+    """One optimizer step with 8-bit blockwise states, in place (bitsandbytes' ``optimizer_update_8bit_blockwise``).
+
+    ``optimizer_name``: ``adam``, ``momentum``, ``rmsprop``, ``lion``, ``adagrad`` or ``ademamix``
+    (docs/optim.md, "8-bit blockwise states"). ``g`` and ``p``: float32/float16/bfloat16 of one dtype and size;
+    ``p`` is updated. ``state1`` uint8 codes of ``qmap1`` (ademamix: twice ``p``'s size), ``state2`` uint8 codes
+    of ``qmap2`` for adam and ademamix (None for the others, with ``qmap2`` and ``absmax2``); ``qmap1``,
+    ``qmap2`` float32 [256], sorted; ``absmax1``, ``absmax2`` float32, one per block of 256 (``absmax1`` of
+    ademamix: twice as many). States and absmax are updated. ``beta3`` and ``alpha`` are ademamix's.
+    """
+    call = _arrays.Call("optimizer_update_8bit_blockwise", g, "g", stream)
+    op = call.op
+    _lowbit.optimizer_update_8bit_blockwise(
+        _arrays.text(optimizer_name, op, "optimizer_name"), call.arg(g, "g"), call.out(p, "p"),
+        call.out(state1, "state1"), call.out(state2, "state2"), _arrays.real(beta1, op, "beta1"),
+        _arrays.real(beta2, op, "beta2"), _arrays.real(beta3, op, "beta3"), _arrays.real(alpha, op, "alpha"),
+        _arrays.real(eps, op, "eps"), _arrays.integer(step, op, "step"), _arrays.real(lr, op, "lr"),
+        call.arg(qmap1, "qmap1"), call.opt(qmap2, "qmap2"), call.out(absmax1, "absmax1"),
+        call.out(absmax2, "absmax2"), _arrays.real(weight_decay, op, "weight_decay"),
+        _arrays.real(gnorm_scale, op, "gnorm_scale"), _arrays.flag(skip_zeros, op, "skip_zeros"), call.ctx)
+    call.done()
+
+
+def percentile_clipping(grad: Array, gnorm_vec: Array, step: int, percentile: int = 5, *,
+                        stream: Any = None) -> Tuple[np.float32, np.float32, np.float32]:
+    """Percentile clipping (bitsandbytes' ``percentile_clipping``): tracks the last 100 gradient norms.
+
+    ``grad``: float32/float16/bfloat16, any shape. ``gnorm_vec``: float32 [100], the squared norms so far
+    (zeros before the first step), updated in place: ``grad``'s squared L2 norm goes into every slot at
+    ``step`` 1, into slot ``step % 100`` after. Then, from ``gnorm_vec`` read back to the host:
+    ``current_gnorm = sqrt(gnorm_vec[step % 100])``, ``clip_value = sqrt(sort(gnorm_vec)[percentile])`` and
+    ``gnorm_scale = clip_value / current_gnorm`` when ``current_gnorm > clip_value``, else 1.
+
+    Returns ``(current_gnorm, clip_value, gnorm_scale)`` as float32 NumPy scalars (bitsandbytes returns the
+    first two as 0-d tensors on the gradient's device); ``gnorm_scale`` goes to an optimizer update's
+    ``gnorm_scale``. Reading ``gnorm_vec`` waits for the stream.
+    """
+    call = _arrays.Call("percentile_clipping", grad, "grad", stream)
+    op = call.op
+    step = _arrays.integer(step, op, "step")
+    percentile = _arrays.integer(percentile, op, "percentile")
+    if not 0 <= percentile < 100:
+        raise ValueError(f"{op}: percentile must be from 0 to 99, an index into the 100 sorted norms (got {percentile})")
+    out = call.out(gnorm_vec, "gnorm_vec")
+    _lowbit.percentile_clipping(call.arg(grad, "grad"), out, step, call.ctx)
+    raw = _lowbit.to_device(out, "cpu", 0, call.stream)
+    history = np.asarray(_arrays.NUMPY.wrap(raw, raw[1]), dtype=np.float32)
+    current_gnorm = np.sqrt(history[step % 100])
+    clip_value = np.sqrt(np.sort(history)[percentile])
+    gnorm_scale = clip_value / current_gnorm if current_gnorm > clip_value else np.float32(1.0)
+    return current_gnorm, clip_value, gnorm_scale

@@ -1,5 +1,5 @@
-// Bindings of the optimizer updates (include/lowbit/ops/optim.h): in place,
-// no result.
+// Bindings of the optimizer updates and percentile clipping
+// (include/lowbit/ops/optim.h): in place, no result.
 #include <optional>
 #include <string>
 
@@ -9,6 +9,23 @@
 namespace lowbit::python {
 namespace {
 
+// The name, the tensors and the constants both updates take.
+template <class Args>
+void set_common(Args& a, const std::string& optimizer_name, const InArray& g, const OutArray& p,
+                const OutArray& state1, const std::optional<OutArray>& state2, float beta1, float beta2, float beta3,
+                float alpha, float eps, float weight_decay, float lr, float gnorm_scale, int64_t step,
+                bool skip_zeros) {
+  const char* op = Args::kName;
+  a.optimizer = optimizer_from_name(optimizer_name, op);
+  a.g = to_ref(op, "g", g);
+  a.p = to_ref(op, "p", p);
+  a.state1 = to_ref(op, "state1", state1);
+  if (state2) a.state2 = to_ref(op, "state2", *state2);
+  a.beta1 = beta1, a.beta2 = beta2, a.beta3 = beta3, a.alpha = alpha;
+  a.eps = eps, a.weight_decay = weight_decay, a.lr = lr, a.gnorm_scale = gnorm_scale;
+  a.step = step, a.skip_zeros = skip_zeros;
+}
+
 void update_32bit_py(const std::string& optimizer_name, const InArray& g, const OutArray& p, const OutArray& state1,
                      float beta1, float eps, int64_t step, float lr, const std::optional<OutArray>& state2, float beta2,
                      float beta3, float alpha, float weight_decay, float gnorm_scale,
@@ -17,16 +34,41 @@ void update_32bit_py(const std::string& optimizer_name, const InArray& g, const 
   const CallContext ctx = call_context(stream_arg);
   const CallScope scope(ctx);
   OptimizerUpdate32bitArgs a;
-  a.optimizer = optimizer_from_name(optimizer_name, op);
-  a.g = to_ref(op, "g", g);
-  a.p = to_ref(op, "p", p);
-  a.state1 = to_ref(op, "state1", state1);
-  if (state2) a.state2 = to_ref(op, "state2", *state2);
+  set_common(a, optimizer_name, g, p, state1, state2, beta1, beta2, beta3, alpha, eps, weight_decay, lr, gnorm_scale,
+             step, skip_zeros);
   if (unorm_vec) a.unorm_vec = to_ref(op, "unorm_vec", *unorm_vec);
-  a.beta1 = beta1, a.beta2 = beta2, a.beta3 = beta3, a.alpha = alpha;
-  a.eps = eps, a.weight_decay = weight_decay, a.lr = lr, a.gnorm_scale = gnorm_scale;
-  a.max_unorm = max_unorm, a.step = step, a.skip_zeros = skip_zeros;
+  a.max_unorm = max_unorm;
   run_op(a, a.g.device, ctx.stream);
+}
+
+void update_8bit_blockwise_py(const std::string& optimizer_name, const InArray& g, const OutArray& p,
+                              const OutArray& state1, const std::optional<OutArray>& state2, float beta1, float beta2,
+                              float beta3, float alpha, float eps, int64_t step, float lr, const InArray& qmap1,
+                              const std::optional<InArray>& qmap2, const OutArray& absmax1,
+                              const std::optional<OutArray>& absmax2, float weight_decay, float gnorm_scale,
+                              bool skip_zeros, nb::handle stream_arg) {
+  const char* op = OptimizerUpdate8bitBlockwiseArgs::kName;
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  OptimizerUpdate8bitBlockwiseArgs a;
+  set_common(a, optimizer_name, g, p, state1, state2, beta1, beta2, beta3, alpha, eps, weight_decay, lr, gnorm_scale,
+             step, skip_zeros);
+  a.qmap1 = to_ref(op, "qmap1", qmap1);
+  a.qmap2 = to_ref(op, "qmap2", qmap2);
+  a.absmax1 = to_ref(op, "absmax1", absmax1);
+  if (absmax2) a.absmax2 = to_ref(op, "absmax2", *absmax2);
+  run_op(a, a.g.device, ctx.stream);
+}
+
+void percentile_clipping_py(const InArray& grad, const OutArray& gnorm_vec, int64_t step, nb::handle stream_arg) {
+  const char* op = PercentileClippingArgs::kName;
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  PercentileClippingArgs a;
+  a.grad = to_ref(op, "grad", grad);
+  a.gnorm_vec = to_ref(op, "gnorm_vec", gnorm_vec);
+  a.step = step;
+  run_op(a, a.grad.device, ctx.stream);
 }
 
 }  // namespace
@@ -37,6 +79,13 @@ void bind_optim(nb::module_& m) {
         arg("beta1"), arg("eps"), arg("step"), arg("lr"), arg("state2").none(), arg("beta2"), arg("beta3"),
         arg("alpha"), arg("weight_decay"), arg("gnorm_scale"), arg("unorm_vec").none(), arg("max_unorm"),
         arg("skip_zeros"), arg("stream") = 0, "One optimizer step with 32-bit states, in place.");
+  m.def("optimizer_update_8bit_blockwise", &update_8bit_blockwise_py, arg("optimizer_name"), arg("g"), arg("p"),
+        arg("state1"), arg("state2").none(), arg("beta1"), arg("beta2"), arg("beta3"), arg("alpha"), arg("eps"),
+        arg("step"), arg("lr"), arg("qmap1"), arg("qmap2").none(), arg("absmax1"), arg("absmax2").none(),
+        arg("weight_decay"), arg("gnorm_scale"), arg("skip_zeros"), arg("stream") = 0,
+        "One optimizer step with 8-bit blockwise states, in place.");
+  m.def("percentile_clipping", &percentile_clipping_py, arg("grad"), arg("gnorm_vec"), arg("step"), arg("stream") = 0,
+        "Percentile clipping's device step: grad's squared norm into gnorm_vec, in place.");
 }
 
 }  // namespace lowbit::python

@@ -65,6 +65,7 @@ void register_cuda_backend() {
   add<Fp8GroupedGemmMaskedArgs>(cuda::fp8_grouped_gemm_masked, nullptr, cuda::fp8_grouped_gemm_masked_configs);
   add<OptimizerUpdate32bitArgs>(cuda::optimizer_update_32bit, cuda::optimizer_update_32bit_workspace);
   add<OptimizerUpdate8bitBlockwiseArgs>(cuda::optimizer_update_8bit_blockwise);
+  add<PercentileClippingArgs>(cuda::percentile_clipping, cuda::percentile_clipping_workspace);
 }
 
 }  // namespace lowbit::core

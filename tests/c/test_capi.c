@@ -310,6 +310,74 @@ static void test_optimizer(void) {
         "NULL hparams is invalid_argument");
 }
 
+/* momentum at step 1 with 8-bit blockwise states: m = g, so each block's
+ * absmax is max|g| and the codes decode to g within the map's largest gap;
+ * p moves by -lr * g exactly (fp32, lr a power of two). */
+static void test_optimizer_8bit_blockwise(void) {
+  enum { N = 300, BLOCKS = 2 };
+  static float g[N], p[N], qmap[256], absmax[BLOCKS];
+  static uint8_t s1[N];
+  int64_t n = N, nq = 256, nb = BLOCKS;
+  DLTensor tg = make_tensor(g, kDLFloat, 32, 1, &n), tp = make_tensor(p, kDLFloat, 32, 1, &n);
+  DLTensor ts1 = make_tensor(s1, kDLUInt, 8, 1, &n), tq = make_tensor(qmap, kDLFloat, 32, 1, &nq);
+  DLTensor ta = make_tensor(absmax, kDLFloat, 32, 1, &nb);
+  lowbit_optimizer_hparams h;
+  double worst = 0.0, gap = 0.0;
+  int i, ok = 1;
+  CHECK_OK(lowbit_create_dynamic_map(1, 7, 8, qmap, 256, NULL));
+  for (i = 1; i < 256; ++i) gap = qmap[i] - qmap[i - 1] > gap ? qmap[i] - qmap[i - 1] : gap;
+  memset(&h, 0, sizeof h);
+  h.beta1 = 0.9f;
+  h.lr = 0.5f;
+  h.gnorm_scale = 1.0f;
+  h.step = 1;
+  fill(g, N, 11, 3.0f);
+  for (i = 0; i < N; ++i) p[i] = 1.0f, s1[i] = 0;
+  absmax[0] = absmax[1] = 0.0f;
+  CHECK_OK(lowbit_optimizer_update_8bit_blockwise("momentum", &tg, &tp, &ts1, NULL, &tq, NULL, &ta, NULL, &h, NULL));
+  for (i = 0; i < N; ++i) {
+    const float a = absmax[i / 256];
+    const double e = absd((double)qmap[s1[i]] * a - g[i]) / a;
+    worst = e > worst ? e : worst;
+    ok &= p[i] == 1.0f - 0.5f * g[i];
+  }
+  CHECK(ok, "optimizer_update_8bit_blockwise: momentum p (got p[0] = %g for g[0] = %g)", p[0], g[0]);
+  CHECK(absmax[0] == block_absmax(g, 0, 256) && absmax[1] == block_absmax(g, 256, N), "absmax %g %g", absmax[0],
+        absmax[1]);
+  CHECK(worst <= gap / 2 + 1e-6, "state error %g of absmax (half gap %g)", worst, gap / 2);
+  CHECK_FAILS(lowbit_optimizer_update_8bit_blockwise("lamb", &tg, &tp, &ts1, NULL, &tq, NULL, &ta, NULL, &h, NULL),
+              LOWBIT_INVALID_ARGUMENT, "optimizer must be one of");
+  CHECK_FAILS(lowbit_optimizer_update_8bit_blockwise("adam", &tg, &tp, &ts1, NULL, &tq, NULL, &ta, NULL, &h, NULL),
+              LOWBIT_INVALID_ARGUMENT, "state2");
+  CHECK_FAILS(lowbit_optimizer_update_8bit_blockwise("momentum", &tg, &tp, &tp, NULL, &tq, NULL, &ta, NULL, &h, NULL),
+              LOWBIT_UNSUPPORTED_DTYPE, "state1 dtype must be uint8");
+  CHECK_FAILS(lowbit_optimizer_update_8bit_blockwise("momentum", &tg, &tp, &ts1, NULL, &tq, NULL, &ta, NULL, NULL,
+                                                     NULL),
+              LOWBIT_INVALID_ARGUMENT, "hparams is NULL");
+  h.max_unorm = 1.0f;
+  CHECK_FAILS(lowbit_optimizer_update_8bit_blockwise("momentum", &tg, &tp, &ts1, NULL, &tq, NULL, &ta, NULL, &h, NULL),
+              LOWBIT_INVALID_ARGUMENT, "max_unorm must be 0");
+}
+
+/* percentile clipping's device step: |g|^2 in every slot at step 1, in slot
+ * step % 100 after. */
+static void test_percentile_clipping(void) {
+  static float g[2] = {3.0f, 4.0f}, g2[2] = {1.0f, 0.0f}, vec[100];
+  int64_t n = 2, nv = 100, short_n = 99;
+  DLTensor tg = make_tensor(g, kDLFloat, 32, 1, &n), tg2 = make_tensor(g2, kDLFloat, 32, 1, &n);
+  DLTensor tv = make_tensor(vec, kDLFloat, 32, 1, &nv), tshort = make_tensor(vec, kDLFloat, 32, 1, &short_n);
+  int i, ok = 1;
+  CHECK_OK(lowbit_percentile_clipping(&tg, &tv, 1, NULL));
+  for (i = 0; i < 100; ++i) ok &= vec[i] == 25.0f;
+  CHECK(ok, "percentile_clipping: step 1 fills every slot (got %g)", vec[0]);
+  CHECK_OK(lowbit_percentile_clipping(&tg2, &tv, 102, NULL));
+  CHECK(vec[2] == 1.0f && vec[1] == 25.0f && vec[3] == 25.0f, "step 102 writes slot 2 only (got %g %g %g)", vec[1],
+        vec[2], vec[3]);
+  CHECK_FAILS(lowbit_percentile_clipping(&tg, &tshort, 2, NULL), LOWBIT_INVALID_ARGUMENT, "percentile_clipping",
+              "gnorm_vec");
+  CHECK_FAILS(lowbit_percentile_clipping(&tg, &tv, 0, NULL), LOWBIT_INVALID_ARGUMENT, "step must be at least 1");
+}
+
 static void test_int8(void) {
   enum { ROWS = 3, K = 50 };
   static float a[ROWS * K], back[ROWS * K], stats[ROWS];
@@ -420,6 +488,8 @@ int main(void) {
   test_weight_fp8();
   test_fp8_gemm();
   test_optimizer();
+  test_optimizer_8bit_blockwise();
+  test_percentile_clipping();
   test_int8();
   test_estimate_quantiles();
   test_layouts();

@@ -118,3 +118,160 @@ def test_every_backend_matches_numpy(backend, rng, name):
     for k in ("p", "state1", "state2", "unorm_vec"):
         if want[k] is not None:
             np.testing.assert_allclose(backend.numpy(got[k]), want[k], rtol=1e-6, atol=1e-7, err_msg=k)
+
+
+# ------------------------------------------------- 8-bit blockwise states
+
+
+def _blockwise_arrays(rng, name, n):
+    """Inputs of one 8-bit blockwise step: states quantized from random moments with the dynamic maps."""
+    blocks = -(-n // 256)
+    two = name in ("adam", "ademamix")
+    n1 = 2 * n if name == "ademamix" else n
+    return {
+        "g": rng.standard_normal(n).astype(np.float32),
+        "p": rng.standard_normal(n).astype(np.float32),
+        "state1": rng.integers(0, 256, n1).astype(np.uint8),
+        "state2": rng.integers(128, 256, n).astype(np.uint8) if two else None,
+        "qmap1": F.create_dynamic_map(True),
+        "qmap2": F.create_dynamic_map(False) if two else None,
+        "absmax1": np.abs(0.1 * rng.standard_normal(n1 // n * blocks)).astype(np.float32),
+        "absmax2": np.abs(0.1 * rng.standard_normal(blocks)).astype(np.float32) if two else None,
+    }
+
+
+def _blockwise_step(name, a, step=3, **kwargs):
+    F.optimizer_update_8bit_blockwise(name, a["g"], a["p"], a["state1"], a["state2"], 0.9, 0.99, 0.999, 5.0, 1e-6,
+                                      step, 1e-2, a["qmap1"], a["qmap2"], a["absmax1"], a["absmax2"], **kwargs)
+
+
+def test_8bit_blockwise_momentum_step_one(rng):
+    """Step 1: m = g, so each block's absmax is max |g| and p moves by -lr * g."""
+    n = 600
+    a = _blockwise_arrays(rng, "momentum", n)
+    p0 = a["p"].copy()
+    _blockwise_step("momentum", a, step=1)
+    np.testing.assert_array_equal(a["p"], p0 - np.float32(1e-2) * a["g"])
+    want = [np.abs(a["g"][b * 256:(b + 1) * 256]).max() for b in range(3)]
+    np.testing.assert_array_equal(a["absmax1"], np.array(want, np.float32))
+    m = a["qmap1"][a["state1"]] * np.repeat(a["absmax1"], 256)[:n]
+    gap = np.diff(a["qmap1"]).max()
+    assert np.all(np.abs(m - a["g"]) <= np.repeat(a["absmax1"], 256)[:n] * gap / 2 * (1 + 1e-6))
+
+
+def test_8bit_blockwise_keyword_arguments_are_bitsandbytes(rng):
+    a = _blockwise_arrays(rng, "rmsprop", 300)
+    b = {k: None if v is None else v.copy() for k, v in a.items()}
+    _blockwise_step("rmsprop", a, weight_decay=0.01, gnorm_scale=0.5, skip_zeros=True)
+    F.optimizer_update_8bit_blockwise(optimizer_name="rmsprop", g=b["g"], p=b["p"], state1=b["state1"], state2=None,
+                                      beta1=0.9, beta2=0.99, beta3=0.999, alpha=5.0, eps=1e-6, step=3, lr=1e-2,
+                                      qmap1=b["qmap1"], qmap2=None, absmax1=b["absmax1"], absmax2=None,
+                                      weight_decay=0.01, gnorm_scale=0.5, skip_zeros=True)
+    for k in ("p", "state1", "absmax1"):
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+def test_8bit_blockwise_errors_name_the_argument(rng):
+    a = _blockwise_arrays(rng, "adam", 300)
+    with pytest.raises(ValueError, match="optimizer_update_8bit_blockwise: optimizer must be one of adam, momentum"):
+        _blockwise_step("lamb", a)
+    with pytest.raises(ValueError, match="optimizer_update_8bit_blockwise: optimizer_name must be one of"):
+        _blockwise_step("adamw", a)
+    with pytest.raises(ValueError, match="momentum keeps one state: state2 must be absent"):
+        _blockwise_step("momentum", a)
+    with pytest.raises(ValueError, match="optimizer_update_8bit_blockwise: absmax1"):
+        _blockwise_step("adam", dict(a, absmax1=np.zeros(1, np.float32)))
+    with pytest.raises(TypeError, match="optimizer_update_8bit_blockwise: state1"):
+        _blockwise_step("adam", dict(a, state1=np.zeros(300, np.float32)))
+    with pytest.raises(ValueError, match="step must be at least 1"):
+        _blockwise_step("adam", a, step=0)
+    with pytest.raises(TypeError, match="optimizer_update_8bit_blockwise: optimizer_name must be a string"):
+        _blockwise_step(3, a)
+    with pytest.raises(TypeError, match="optimizer_update_8bit_blockwise: skip_zeros must be True or False"):
+        _blockwise_step("adam", a, skip_zeros="yes")
+
+
+@pytest.mark.parametrize("name", ["adam", "momentum", "lion", "adagrad", "ademamix"])
+def test_8bit_blockwise_every_backend_matches_numpy(backend, rng, name):
+    """The same step on each array backend (CUDA on torch-cuda / CuPy) as on NumPy's CPU arrays: the codes and
+    absmax bit for bit, p to the last bit of fp32 (the CUDA kernel's arithmetic is the CPU's)."""
+    require_writable(backend)
+    arrays = _blockwise_arrays(rng, name, 3001)
+    want = {k: None if v is None else v.copy() for k, v in arrays.items()}
+    _blockwise_step(name, want, weight_decay=0.01)
+    got = {k: None if v is None else backend.array(v) for k, v in arrays.items()}
+    _blockwise_step(name, got, weight_decay=0.01)
+    for k in ("p", "state1", "state2", "absmax1", "absmax2"):
+        if want[k] is not None:
+            np.testing.assert_array_equal(backend.numpy(got[k]), want[k], err_msg=k)
+
+
+# ----------------------------------------------------- percentile clipping
+
+
+def _model_percentile(grads, percentile):
+    """bitsandbytes' percentile_clipping over a run of steps, in float64 with the history stored as float32."""
+    vec = np.zeros(100, np.float32)
+    out = []
+    for step, g in enumerate(grads, start=1):
+        norm2 = np.float32(np.sum(g.astype(np.float64) ** 2))
+        if step == 1:
+            vec[:] = norm2
+        else:
+            vec[step % 100] = norm2
+        current = np.sqrt(vec[step % 100])
+        clip = np.sqrt(np.sort(vec)[percentile])
+        out.append((vec.copy(), current, clip, clip / current if current > clip else 1.0))
+    return out
+
+
+def test_percentile_clipping_matches_the_model(rng):
+    grads = [(rng.standard_normal(500) * (1 + 9 * (i % 5 == 4))).astype(np.float32) for i in range(30)]
+    vec = np.zeros(100, np.float32)
+    for step, (g, (want_vec, current, clip, scale)) in enumerate(zip(grads, _model_percentile(grads, 5)), start=1):
+        got = F.percentile_clipping(g, vec, step, percentile=5)
+        np.testing.assert_allclose(vec, want_vec, rtol=1.2e-7, err_msg=f"step {step}")
+        np.testing.assert_allclose(got, (current, clip, scale), rtol=3e-7, err_msg=f"step {step}")
+        assert all(isinstance(v, np.float32) for v in got)
+    assert any(s < 1.0 for *_, s in _model_percentile(grads, 5)), "no step clipped: the test would miss the scale"
+
+
+def test_percentile_clipping_takes_half_and_bfloat16(rng):
+    g = rng.standard_normal((16, 16)).astype(np.float16)
+    vec = np.zeros(100, np.float32)
+    current, clip, scale = F.percentile_clipping(g, vec, 1)
+    want = np.float32(np.sum(g.astype(np.float64) ** 2))
+    np.testing.assert_allclose(vec, np.full(100, want), rtol=1.2e-7)
+    assert scale == 1.0 and current == clip
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    b = rng.standard_normal(33).astype(ml_dtypes.bfloat16)
+    F.percentile_clipping(b, vec, 2)
+    np.testing.assert_allclose(vec[2], np.sum(b.astype(np.float64) ** 2), rtol=1.2e-7)
+
+
+def test_percentile_clipping_errors_name_the_argument():
+    g = np.ones(8, np.float32)
+    with pytest.raises(ValueError, match="percentile_clipping: gnorm_vec"):
+        F.percentile_clipping(g, np.zeros(99, np.float32), 1)
+    with pytest.raises(TypeError, match="percentile_clipping: gnorm_vec dtype must be float32"):
+        F.percentile_clipping(g, np.zeros(100, np.float16), 1)
+    with pytest.raises(TypeError, match="percentile_clipping: grad dtype must be one of"):
+        F.percentile_clipping(np.ones(8, np.int32), np.zeros(100, np.float32), 1)
+    with pytest.raises(ValueError, match="step must be at least 1"):
+        F.percentile_clipping(g, np.zeros(100, np.float32), 0)
+    with pytest.raises(ValueError, match="percentile_clipping: percentile must be from 0 to 99"):
+        F.percentile_clipping(g, np.zeros(100, np.float32), 1, percentile=100)
+    with pytest.raises(TypeError, match="percentile_clipping: step must be an integer"):
+        F.percentile_clipping(g, np.zeros(100, np.float32), 1.5)
+
+
+def test_percentile_clipping_every_backend_matches_numpy(backend, rng):
+    """The same steps on each array backend (CUDA on torch-cuda / CuPy) as on NumPy's CPU arrays."""
+    require_writable(backend)
+    want_vec, got_vec = np.zeros(100, np.float32), backend.array(np.zeros(100, np.float32))
+    for step in (1, 2, 3, 101):
+        g = rng.standard_normal(5001).astype(np.float32)
+        want = F.percentile_clipping(g, want_vec, step, 3)
+        got = F.percentile_clipping(backend.array(g), got_vec, step, 3)
+        np.testing.assert_allclose(backend.numpy(got_vec), want_vec, rtol=1.2e-7, err_msg=f"step {step}")
+        np.testing.assert_allclose(got, want, rtol=3e-7, err_msg=f"step {step}")

@@ -414,6 +414,26 @@ LOWBIT_C_API lowbit_status lowbit_optimizer_update_32bit(const char* optimizer_n
                                                          DLTensor* state1, DLTensor* state2, DLTensor* unorm_vec,
                                                          const lowbit_optimizer_hparams* hparams, void* stream);
 
+/* One step of optimizer_name ("adam", "momentum", "rmsprop", "lion",
+ * "adagrad", "ademamix") with 8-bit blockwise states, in place
+ * (docs/optim.md, "8-bit blockwise states"): g, p as above; state1 uint8
+ * codes of qmap1 (ademamix: twice the size); state2 uint8 codes of qmap2 for
+ * adam and ademamix, NULL for the others (with qmap2 and absmax2); qmap1,
+ * qmap2 float32 [256], sorted; absmax1, absmax2 float32, one per block of
+ * 256 (absmax1 of ademamix: twice as many), updated. hparams->max_unorm must
+ * be 0 (no trust ratio here). All contiguous, on one device. */
+LOWBIT_C_API lowbit_status lowbit_optimizer_update_8bit_blockwise(
+    const char* optimizer_name, const DLTensor* g, DLTensor* p, DLTensor* state1, DLTensor* state2,
+    const DLTensor* qmap1, const DLTensor* qmap2, DLTensor* absmax1, DLTensor* absmax2,
+    const lowbit_optimizer_hparams* hparams, void* stream);
+
+/* Percentile clipping's device step (docs/optim.md): the squared L2 norm of
+ * grad (float32/float16/bfloat16, contiguous) written to gnorm_vec (float32
+ * [100]): to every slot at step 1, to slot step % 100 after. The clip value
+ * is then sqrt of the `percentile`-th smallest slot, read by the caller. */
+LOWBIT_C_API lowbit_status lowbit_percentile_clipping(const DLTensor* grad, DLTensor* gnorm_vec, int64_t step,
+                                                      void* stream);
+
 /* ---------------------------------------------------------- CUDA memory */
 /* Where lowbit's CUDA memory comes from: packed weights, the results of
  * calls that allocate them, and scratch. All of it is stream-ordered: made

@@ -2,7 +2,8 @@
 // momentum, RMSprop, Lion, Adagrad, LAMB, LARS or AdEMAMix on one parameter,
 // in place, with 32-bit states or 8-bit blockwise ones, the rules and their
 // arithmetic as bitsandbytes' optimizer_update_32bit and
-// optimizer_update_8bit_blockwise apply them.
+// optimizer_update_8bit_blockwise apply them; and percentile clipping's
+// gradient norm history.
 #pragma once
 
 #include <cstdint>
@@ -71,5 +72,19 @@ struct OptimizerUpdate8bitBlockwiseArgs {
 bool optimizer_has_8bit_blockwise(Optimizer o);
 
 LOWBIT_DECLARE_OP(OptimizerUpdate8bitBlockwiseArgs)
+
+// The device step of bitsandbytes' percentile_clipping: the gradient's
+// squared L2 norm (summed in float64, stored as fp32) goes into gnorm_vec,
+// into every slot at step 1 and into slot step % 100 after. The caller reads
+// the clip value from gnorm_vec (docs/optim.md, "Percentile clipping").
+struct PercentileClippingArgs {
+  static constexpr const char* kName = "percentile_clipping";
+  static constexpr int64_t kHistory = 100;  // gnorm_vec's slots, as bitsandbytes keeps them
+  TensorRef grad;       // f32/f16/bf16 (any shape), contiguous: the gradient
+  TensorRef gnorm_vec;  // f32 [kHistory], contiguous: the past squared norms, written
+  int64_t step = 1;     // 1 for the first step
+};
+
+LOWBIT_DECLARE_OP(PercentileClippingArgs)
 
 }  // namespace lowbit

@@ -14,5 +14,8 @@ void optimizer_update_32bit(const OptimizerUpdate32bitArgs& a, void* workspace, 
 // The per-CTA partial sums of the update norm (max_unorm > 0), else 0.
 size_t optimizer_update_32bit_workspace(const OptimizerUpdate32bitArgs& a);
 void optimizer_update_8bit_blockwise(const OptimizerUpdate8bitBlockwiseArgs& a, void* workspace, Stream stream);
+void percentile_clipping(const PercentileClippingArgs& a, void* workspace, Stream stream);
+// The per-CTA partial sums of the squared norm.
+size_t percentile_clipping_workspace(const PercentileClippingArgs& a);
 
 }  // namespace lowbit::cuda

@@ -27,11 +27,13 @@
 #include "cuda/common/launch.h"
 #include "cuda/common/vec.cuh"
 #include "cuda/optim/access.cuh"
+#include "cuda/optim/block_sum.cuh"
 #include "cuda/optim/ops.h"
 
 namespace lowbit::cuda {
 namespace {
 
+using optim::block_sum;
 using optim::load_in;
 using optim::load_inout;
 using optim::store_out;
@@ -70,29 +72,6 @@ __device__ __forceinline__ int chunk_valid(const Arrays<T>& x, int64_t base) {
   return rem >= kItems ? kItems : (rem > 0 ? static_cast<int>(rem) : 0);
 }
 
-// a and b summed over the CTA in one fixed order; the sums in thread 0.
-__device__ void block_sum(double& a, double& b) {
-  __shared__ double s[2][kThreads / 32];
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) {
-    a += __shfl_xor_sync(0xffffffffu, a, off);
-    b += __shfl_xor_sync(0xffffffffu, b, off);
-  }
-  if ((threadIdx.x & 31) == 0) {
-    s[0][threadIdx.x >> 5] = a;
-    s[1][threadIdx.x >> 5] = b;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    a = 0.0;
-    b = 0.0;
-    for (int w = 0; w < kThreads / 32; ++w) {
-      a += s[0][w];
-      b += s[1][w];
-    }
-  }
-}
-
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     update_norms(Arrays<T> x, core::optim::Step st, float gnorm_scale, double* partials) {
@@ -118,7 +97,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  block_sum(unorm, pnorm);
+  block_sum<kThreads>(unorm, pnorm);
   if (threadIdx.x == 0) {
     partials[2 * blockIdx.x] = unorm;
     partials[2 * blockIdx.x + 1] = pnorm;
@@ -135,7 +114,7 @@ __global__ void __launch_bounds__(kThreads)
       unorm += norms.partials[2 * i];
       pnorm += norms.partials[2 * i + 1];
     }
-    block_sum(unorm, pnorm);
+    block_sum<kThreads>(unorm, pnorm);
     if (threadIdx.x == 0) {
       const float u = static_cast<float>(unorm);
       s_scale = norms.trust
