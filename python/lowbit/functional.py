@@ -946,7 +946,7 @@ def percentile_clipping(grad: Array, gnorm_vec: Array, step: int, percentile: in
         raise ValueError(f"{op}: percentile must be from 0 to 99, an index into the 100 sorted norms (got {percentile})")
     out = call.out(gnorm_vec, "gnorm_vec")
     _lowbit.percentile_clipping(call.arg(grad, "grad"), out, step, call.ctx)
-    raw = _lowbit.to_device(out, "cpu", 0, call.stream)
+    raw = _lowbit.to_device(call.arg(gnorm_vec, "gnorm_vec"), "cpu", 0, call.stream)  # an input's form, any framework
     history = np.asarray(_arrays.NUMPY.wrap(raw, raw[1]), dtype=np.float32)
     current_gnorm = np.sqrt(history[step % 100])
     clip_value = np.sqrt(np.sort(history)[percentile])
