@@ -5,6 +5,7 @@
 #include "core/float_convert.h"
 #include "core/optim_percentile.h"
 #include "cpu/optim/impls.h"
+#include "cpu/quant/elementwise.h"
 
 namespace lowbit::core::cpu {
 namespace {
@@ -24,12 +25,7 @@ void record(const PercentileClippingArgs& a) {
 }  // namespace
 
 void percentile_clipping(const PercentileClippingArgs& a, void* /*workspace*/, Stream /*stream*/) {
-  switch (a.grad.dtype) {
-    case DType::f32: record<float>(a); break;
-    case DType::f16: record<Half>(a); break;
-    case DType::bf16: record<BFloat16>(a); break;
-    default: break;  // check() admits only the three
-  }
+  with_float_type(a.grad.dtype, PercentileClippingArgs::kName, [&](auto t) { record<decltype(t)>(a); });
 }
 
 }  // namespace lowbit::core::cpu

@@ -7,6 +7,7 @@
 #include "core/float_convert.h"
 #include "core/optim_rules.h"
 #include "cpu/optim/impls.h"
+#include "cpu/quant/elementwise.h"
 
 namespace lowbit::core::cpu {
 namespace {
@@ -53,12 +54,7 @@ void update(const OptimizerUpdate32bitArgs& a) {
 }  // namespace
 
 void optimizer_update_32bit(const OptimizerUpdate32bitArgs& a, void* /*workspace*/, Stream /*stream*/) {
-  switch (a.g.dtype) {
-    case DType::f32: update<float>(a); break;
-    case DType::f16: update<Half>(a); break;
-    case DType::bf16: update<BFloat16>(a); break;
-    default: break;  // check() admits only the three
-  }
+  with_float_type(a.g.dtype, OptimizerUpdate32bitArgs::kName, [&](auto t) { update<decltype(t)>(a); });
 }
 
 }  // namespace lowbit::core::cpu

@@ -8,6 +8,7 @@
 #include "core/quant_math.h"
 #include "core/tables.h"
 #include "cpu/optim/impls.h"
+#include "cpu/quant/elementwise.h"
 
 namespace lowbit::core::cpu {
 namespace {
@@ -91,12 +92,7 @@ void update(const OptimizerUpdate8bitBlockwiseArgs& a) {
 
 void optimizer_update_8bit_blockwise(const OptimizerUpdate8bitBlockwiseArgs& a, void* /*workspace*/,
                                      Stream /*stream*/) {
-  switch (a.g.dtype) {
-    case DType::f32: update<float>(a); break;
-    case DType::f16: update<Half>(a); break;
-    case DType::bf16: update<BFloat16>(a); break;
-    default: break;  // check() admits only the three
-  }
+  with_float_type(a.g.dtype, OptimizerUpdate8bitBlockwiseArgs::kName, [&](auto t) { update<decltype(t)>(a); });
 }
 
 }  // namespace lowbit::core::cpu
