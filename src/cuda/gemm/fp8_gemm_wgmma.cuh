@@ -30,6 +30,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -58,17 +59,15 @@ struct WgmmaTile {
   static constexpr int kScaleFloats = (kBM + 2 + 3) / 4 * 4;
   static constexpr int kScaleBytes = 4 * kScaleFloats;
   // Stages: as many as fit in 220 KB beside the barriers, at most 8.
-  static constexpr int kStages = 225280 / (kStageBytes + kScaleBytes) < 8 ? 225280 / (kStageBytes + kScaleBytes) : 8;
+  static constexpr int kStages = std::min(225280 / (kStageBytes + kScaleBytes), 8);
   static constexpr size_t kSmem = 1024 + static_cast<size_t>(kStages) * (kStageBytes + kScaleBytes) + 2 * 8 * kStages;
-  // Registers: with two or more consumer warpgroups the producer's go to them (setmaxnreg).
+  // Registers: with two or more consumer warpgroups the producer warpgroup
+  // (its TMA and scale warps) keeps 56 and the consumers take the rest (setmaxnreg), 240 at most.
   static constexpr bool kRealloc = WM * WN >= 2;
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
   static constexpr int kProducerRegs = 56;
-  static constexpr int kConsumerRegs = (kLaunchRegs + 128 * (kLaunchRegs - kProducerRegs) / (128 * WM * WN)) / 8 * 8 >
-                                               240
-                                           ? 240
-                                           : (kLaunchRegs + 128 * (kLaunchRegs - kProducerRegs) / (128 * WM * WN)) / 8 *
-                                                 8;
+  static constexpr int kConsumerRegs =
+      std::min((kLaunchRegs + 128 * (kLaunchRegs - kProducerRegs) / (128 * WM * WN)) / 8 * 8, 240);
   static_assert(kBN <= 256 && WGN % 16 == 0, "wgmma N: a multiple of 16 up to 256");
   static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "stage tiles stay 1024-byte aligned (the swizzle atom)");
   static_assert(kStages >= 2, "a pipeline of at least two stages");
