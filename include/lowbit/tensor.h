@@ -94,6 +94,8 @@ class Tensor {
   Tensor reshaped(Shape shape) const;
   // The owner of the memory (its deleter tells who allocated it).
   const std::shared_ptr<void>& storage() const { return storage_; }
+  // A tensor over `storage`, laid out as `view` (contiguous, data at storage's start).
+  static Tensor adopt(std::shared_ptr<void> storage, const TensorRef& view);
 
  private:
   std::shared_ptr<void> storage_;

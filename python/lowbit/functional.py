@@ -31,10 +31,14 @@ from typing import Any, Optional, Tuple
 import numpy as np
 
 from . import _arrays, _lowbit
+from ._paged import GlobalPageManager, _mul, arange, elementwise_func, fill, get_paged, prefetch_tensor
 from ._quant_state import QuantState
 
 __all__ = [
+    "GlobalPageManager",
     "QuantState",
+    "_mul",
+    "arange",
     "act_quant",
     "create_dynamic_map",
     "create_fp8_map",
@@ -45,18 +49,22 @@ __all__ = [
     "dequantize_blockwise",
     "dequantize_fp4",
     "dequantize_nf4",
+    "elementwise_func",
     "estimate_quantiles",
     "fp8_gemm",
     "fp8_grouped_gemm_contiguous",
     "fp8_grouped_gemm_masked",
+    "fill",
     "gemv_4bit",
     "get_4bit_type",
+    "get_paged",
     "int8_vectorwise_dequant",
     "int8_vectorwise_quant",
     "matmul_4bit",
     "optimizer_update_32bit",
     "optimizer_update_8bit_blockwise",
     "percentile_clipping",
+    "prefetch_tensor",
     "quantize_4bit",
     "quantize_blockwise",
     "quantize_fp4",

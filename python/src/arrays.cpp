@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "core/dlpack.h"
 #include "lowbit/c/lowbit.h"  // the fp8 type codes
+#include "lowbit/managed.h"
 #include "ops/quant/common.h"
 
 namespace lowbit::python {
@@ -307,6 +308,24 @@ void bind_arrays(nb::module_& m) {
   m.def(
       "synchronize", [](uintptr_t stream) { without_gil([&] { synchronize(to_stream(stream)); }); },
       nb::arg("stream") = 0, "Waits for the work enqueued on a CUDA stream (0: the default stream).");
+  m.def(
+      "empty_managed",
+      [](const std::vector<int64_t>& shape, const std::string& dtype, int index) {
+        const DType d = parse_dtype_arg("get_paged", "dtype", dtype);
+        const Shape s(shape.data(), shape.size());
+        return to_py(without_gil([&] { return empty_managed(s, d, Device::cuda(index)); }), "paged");
+      },
+      nb::arg("shape"), nb::arg("dtype"), nb::arg("device_index"),
+      "An uninitialized tensor of CUDA managed memory preferring cuda:device_index, as an exported tensor.");
+  m.def(
+      "prefetch",
+      [](const InArray& a, const std::string& type, int index, uintptr_t stream) {
+        const TensorRef ref = to_ref("prefetch_tensor", "A", a);
+        const Device target = to_device(type, index);
+        without_gil([&] { prefetch(ref, target, to_stream(stream)); });
+      },
+      nb::arg("array"), nb::arg("device_type"), nb::arg("device_index"), nb::arg("stream") = 0,
+      "Moves the pages of a managed-memory array to the device ('cpu': the host), ordered on the stream.");
   m.def("cuda_device_count", &cuda_device_count, "CUDA devices visible to lowbit (0 without the CUDA backend).");
 #if defined(LOWBIT_WITH_CUDA)
   m.attr("built_with_cuda") = true;

@@ -70,6 +70,10 @@ struct DeviceBackend {
   // return and usable from any stream (tables made once and cached: the one
   // place a backend waits, once per table).
   std::shared_ptr<void> (*constant)(const void* src, size_t bytes, int index) = nullptr;
+  // Managed memory of `bytes` preferring device `index` (include/lowbit/managed.h).
+  std::shared_ptr<void> (*managed)(size_t bytes, int index) = nullptr;
+  // Moves managed pages to `target`, ordered on `stream`.
+  void (*prefetch)(const void* data, size_t bytes, Device target, Stream stream) = nullptr;
 };
 
 void register_device_backend(DeviceType type, const DeviceBackend& backend);

@@ -1,6 +1,7 @@
 #include "lowbit/tensor.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/allocation.h"
 #include "core/check.h"
@@ -68,6 +69,14 @@ Tensor Tensor::empty(Shape shape, DType dtype, Device device, Stream stream) {
   const core::AllocationScope* scope = device.is_cuda() ? core::AllocationScope::current() : nullptr;
   t.storage_ = scope != nullptr ? scope->allocate(t.ref_, bytes, stream)
                                 : core::device_backend(device.type).alloc(bytes, device.index, stream);
+  t.ref_.data = t.storage_.get();
+  return t;
+}
+
+Tensor Tensor::adopt(std::shared_ptr<void> storage, const TensorRef& view) {
+  Tensor t;
+  t.ref_ = view;
+  t.storage_ = std::move(storage);
   t.ref_.data = t.storage_.get();
   return t;
 }

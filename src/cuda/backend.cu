@@ -45,7 +45,8 @@ void add(void (*run)(const Args&, void*, Stream), size_t (*workspace)(const Args
 
 void register_cuda_backend() {
   register_device_backend(DeviceType::cuda, DeviceBackend{cuda::allocate, cuda::copy, cuda_synchronize,
-                                                          cuda_device_count, cuda::empty_cache, cuda::constant});
+                                                          cuda_device_count, cuda::empty_cache, cuda::constant,
+                                                          cuda::managed, cuda::prefetch});
   add<QuantizeBlockwiseArgs>(cuda::quantize_blockwise);
   add<DequantizeBlockwiseArgs>(cuda::dequantize_blockwise);
   add<Quantize4bitArgs>(cuda::quantize_4bit);

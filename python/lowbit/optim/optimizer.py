@@ -1,0 +1,434 @@
+"""The optimizer base classes of ``lowbit.optim``: bitsandbytes' ``Optimizer8bit``,
+``Optimizer1State`` and ``Optimizer2State`` and its ``GlobalOptimManager``, over
+lowbit's update ops (docs/optim.md).
+
+The states are the ones bitsandbytes keeps, under its keys and shapes, so a
+``state_dict()`` moves between the two libraries in either direction:
+``step``, ``state1``/``state2`` (float32, or uint8 codes of ``qmap1``/``qmap2``),
+``absmax1``/``absmax2`` (blockwise), ``max1``/``new_max1``/``max2``/``new_max2``
+(tensor-wise), ``gnorm_vec`` (percentile clipping) and ``unorm_vec`` (LAMB/LARS).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections import abc as container_abcs
+from collections import defaultdict
+from copy import deepcopy
+from itertools import chain
+from typing import Any, Dict, Optional
+
+import torch
+
+from .. import functional as F
+
+_BLOCKSIZE = 256  # the blockwise states' block, as optimizer_update_8bit_blockwise takes it
+
+
+class GlobalOptimManager:
+    """Per-parameter overrides of the optimizer's configuration (bitsandbytes' ``GlobalOptimManager``).
+
+    Register the parameters while they are still the model's (``register_parameters``), then
+    ``override_config(param, "optim_bits", 32)`` keeps that parameter's states in 32 bits, say; any key
+    of the configuration (``betas``, ``lr``, ``eps``, ``weight_decay``, ``optim_bits``, ``min_8bit_size``,
+    ``percentile_clipping``, ``block_wise``, ``max_unorm``, ``skip_zeros``) can be overridden.
+    """
+
+    _instance: Optional["GlobalOptimManager"] = None
+
+    def __init__(self):
+        raise RuntimeError("GlobalOptimManager: call GlobalOptimManager.get_instance()")
+
+    def initialize(self) -> None:
+        self.pid2config: Dict[int, Dict[str, Any]] = {}
+        self.index2config: Dict[tuple, Dict[str, Any]] = {}
+        self.optimizer = None
+        self.uses_config_override = False
+        self.module_weight_config_triple: list = []
+
+    @classmethod
+    def get_instance(cls) -> "GlobalOptimManager":
+        if cls._instance is None:
+            cls._instance = cls.__new__(cls)
+            cls._instance.initialize()
+        return cls._instance
+
+    def register_parameters(self, params) -> None:
+        groups = list(params)
+        if groups and not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for gindex, group in enumerate(groups):
+            for pindex, p in enumerate(group["params"]):
+                if id(p) in self.pid2config:
+                    self.index2config[(gindex, pindex)] = self.pid2config[id(p)]
+
+    def override_config(self, parameters, key=None, value=None, key_value_dict=None) -> None:
+        """Overrides ``key`` with ``value`` (or every item of ``key_value_dict``) for ``parameters``."""
+        self.uses_config_override = True
+        if isinstance(parameters, torch.Tensor):
+            parameters = [parameters]
+        if key is not None and value is not None:
+            if key_value_dict is not None:
+                raise ValueError("override_config: give key and value, or key_value_dict, not both")
+            key_value_dict = {key: value}
+        if key_value_dict is None:
+            return
+        for p in parameters:
+            self.pid2config.setdefault(id(p), {}).update(key_value_dict)
+
+    def register_module_override(self, module, param_name, config) -> None:
+        """Overrides ``config`` for ``module.<param_name>`` once the optimizer first steps."""
+        self.module_weight_config_triple.append((module, param_name, config))
+
+
+class _Args:
+    """The configuration keys that are the optimizer's rather than a parameter group's."""
+
+    def __init__(self, values: Dict[str, Any]):
+        self.__dict__.update(values)
+
+
+def _check_hyperparameters(lr, eps, betas, weight_decay) -> None:
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr} (must be >= 0)")
+    if not 0.0 <= eps:
+        raise ValueError(f"Invalid epsilon value: {eps} (must be >= 0)")
+    for i, beta in enumerate(betas):
+        if not 0.0 <= beta < 1.0:
+            raise ValueError(f"Invalid beta parameter at index {i}: {beta} (must be in [0, 1))")
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay} (must be >= 0)")
+
+
+def _parse_betas(betas):
+    if isinstance(betas, str):  # '(0.9, 0.999)', as some launchers pass them
+        betas = [float(b) for b in betas.replace("(", "").replace(")", "").split(",") if b.strip()]
+    return tuple(float(b) for b in betas)
+
+
+class Optimizer8bit(torch.optim.Optimizer):
+    """The base of every ``lowbit.optim`` optimizer: state creation, paging, overrides and
+    ``state_dict`` handling. Subclasses give ``init_state`` and ``update_step``."""
+
+    # bitsandbytes' key: quantization states ride in a nested dict that FSDP's gathering leaves alone.
+    _FSDP_WRAPPED_QUANT_STATE_KEY = "__bnb_optimizer_quant_state__"
+    non_castable_tensor_keys = frozenset({"qmap1", "qmap2", "max1", "max2", "new_max1", "new_max2", "state1", "state2",
+                                          "gnorm_vec", "absmax1", "absmax2", "unorm_vec"})
+
+    def __init__(self, params, defaults, optim_bits=32, is_paged=False):
+        super().__init__(params, defaults)
+        self.initialized = False
+        self.name2qmap: Dict[str, torch.Tensor] = {}
+        self.is_paged = bool(is_paged)
+        self.page_mng = F.GlobalPageManager.get_instance()
+        self.mng = GlobalOptimManager.get_instance()
+        if optim_bits == 8:
+            self.fill_qmap()
+
+    def fill_qmap(self) -> None:
+        self.name2qmap["dynamic"] = torch.from_numpy(F.create_dynamic_map(signed=True))
+        self.name2qmap["udynamic"] = torch.from_numpy(F.create_dynamic_map(signed=False))
+
+    def _qmap(self, name: str, device) -> torch.Tensor:
+        if name not in self.name2qmap:
+            self.fill_qmap()
+        self.name2qmap[name] = self.name2qmap[name].to(device)
+        return self.name2qmap[name]
+
+    # ----------------------------------------------------------- state_dict
+
+    def state_dict(self):
+        """The state as ``torch.optim.Optimizer`` gives it, with the quantization tensors of each
+        parameter moved under ``__bnb_optimizer_quant_state__``, as bitsandbytes writes them."""
+        state_dict = super().state_dict()
+        state_dict["state"] = {k: dict(v) if isinstance(v, dict) else v for k, v in state_dict["state"].items()}
+        for param_state in state_dict["state"].values():
+            if not isinstance(param_state, dict):
+                continue
+            quant = {k: param_state.pop(k) for k in list(param_state) if k in self.non_castable_tensor_keys}
+            if quant:
+                param_state[self._FSDP_WRAPPED_QUANT_STATE_KEY] = quant
+        return state_dict
+
+    def load_state_dict(self, state_dict, move_to_device=True):
+        """Loads a state saved by ``state_dict()`` here or by bitsandbytes' optimizer of the same rule.
+
+        Floating-point states other than the quantization ones take the parameter's dtype (as
+        ``torch.optim`` does); the quantization states keep theirs and move to the parameter's device.
+        """
+        state_dict = deepcopy(state_dict)
+        for param_state in state_dict["state"].values():
+            if isinstance(param_state, dict) and self._FSDP_WRAPPED_QUANT_STATE_KEY in param_state:
+                param_state.update(param_state.pop(self._FSDP_WRAPPED_QUANT_STATE_KEY))
+
+        groups = self.param_groups
+        saved_groups = state_dict["param_groups"]
+        if len(groups) != len(saved_groups):
+            raise ValueError(f"load_state_dict: the state has {len(saved_groups)} parameter groups, "
+                             f"the optimizer {len(groups)}")
+        for i, (g, s) in enumerate(zip(groups, saved_groups)):
+            if len(g["params"]) != len(s["params"]):
+                raise ValueError(f"load_state_dict: parameter group {i} has {len(s['params'])} parameters in the "
+                                 f"state, {len(g['params'])} in the optimizer")
+        id_map = dict(zip(chain.from_iterable(g["params"] for g in saved_groups),
+                          chain.from_iterable(g["params"] for g in groups)))
+
+        def cast(param, value):
+            if isinstance(value, torch.Tensor):
+                if param.is_floating_point() and value.dtype != torch.uint8:
+                    value = value.to(param.dtype)
+                return value
+            if isinstance(value, dict):
+                for k, v in value.items():
+                    if k in self.non_castable_tensor_keys:
+                        if move_to_device and isinstance(v, torch.Tensor):
+                            value[k] = v.to(param.device)
+                    else:
+                        value[k] = cast(param, v)
+                return value
+            if isinstance(value, container_abcs.Iterable) and not isinstance(value, (str, bytes)):
+                return type(value)(cast(param, v) for v in value)
+            return value
+
+        state = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            if k in id_map:
+                state[id_map[k]] = cast(id_map[k], v)
+            else:
+                state[k] = v
+        param_groups = []
+        for g, s in zip(groups, saved_groups):
+            s["params"] = g["params"]
+            param_groups.append(s)
+        self.__setstate__({"state": state, "param_groups": param_groups})
+
+    # --------------------------------------------------------------- stepping
+
+    def to_gpu(self) -> None:
+        """Moves states created on another device (a checkpoint loaded to the CPU) to their parameter's."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.device.type == "cpu" or p not in self.state:
+                    continue
+                for k, v in self.state[p].items():
+                    if isinstance(v, torch.Tensor) and not getattr(v, "is_paged", False):
+                        self.state[p][k] = v.to(p.device)
+
+    def check_overrides(self) -> None:
+        for module, attr, config in self.mng.module_weight_config_triple:
+            target = getattr(module, attr)
+            for gindex, group in enumerate(self.param_groups):
+                for pindex, p in enumerate(group["params"]):
+                    if p is target:
+                        self.mng.pid2config[id(p)] = config
+                        self.mng.index2config[(gindex, pindex)] = config
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        """One update of every parameter that has a gradient. Nothing here waits for the GPU
+        (percentile clipping aside: its clip value is read back, as bitsandbytes does)."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        if not self.initialized:
+            self.check_overrides()
+            self.to_gpu()
+            self.initialized = True
+        for gindex, group in enumerate(self.param_groups):
+            for pindex, p in enumerate(group["params"]):
+                if p.grad is None:
+                    continue
+                if len(self.state[p]) == 0:
+                    self.init_state(group, p, gindex, pindex)
+                self.prefetch_state(p)
+                self.update_step(group, p, gindex, pindex)
+        return loss
+
+    def get_config(self, gindex, pindex, group) -> Dict[str, Any]:
+        config = {
+            "betas": group["betas"],
+            "eps": group["eps"],
+            "weight_decay": group["weight_decay"],
+            "lr": group["lr"],
+            "alpha": group.get("alpha", 0.0),
+            "t_alpha": group.get("t_alpha"),
+            "t_beta3": group.get("t_beta3"),
+        }
+        for key in ("optim_bits", "min_8bit_size", "percentile_clipping", "block_wise", "max_unorm", "skip_zeros"):
+            config[key] = getattr(self.args, key)
+        config.update(self.mng.index2config.get((gindex, pindex), {}))
+        p = self.param_groups[gindex]["params"][pindex]
+        config.update(self.mng.pid2config.get(id(p), {}))
+        return config
+
+    def init_state(self, group, p, gindex, pindex):
+        raise NotImplementedError(f"{type(self).__name__} must define init_state")
+
+    def update_step(self, group, p, gindex, pindex):
+        raise NotImplementedError(f"{type(self).__name__} must define update_step")
+
+    def get_state_buffer(self, p, dtype=torch.float32, leading=()):
+        """A zeroed state for ``p`` (``leading`` dimensions before ``p``'s shape): in managed memory when
+        the optimizer is paged and the state is large, else on ``p``'s device."""
+        shape = (*leading, *p.shape)
+        if self.is_paged and p.device.type == "cpu":
+            if not getattr(self, "_cpu_paged_warned", False):
+                warnings.warn("Paged optimizer states need a CUDA parameter: states of CPU parameters are not paged",
+                              stacklevel=3)
+                self._cpu_paged_warned = True
+        elif self.is_paged and p.numel() >= 1e5:  # about 1 MB and more: smaller ones gain nothing from paging
+            buf = F.get_paged(*shape, dtype=dtype, device=p.device)
+            buf.zero_()
+            self.page_mng.paged_tensors.append(buf)
+            return buf
+        return torch.zeros(shape, dtype=dtype, device=p.device)
+
+    def prefetch_state(self, p) -> None:
+        if not self.is_paged:
+            return
+        for key in ("state1", "state2"):
+            t = self.state[p].get(key)
+            if t is not None and getattr(t, "is_paged", False):
+                F.prefetch_tensor(t)
+
+
+def _state_dtype(config, p) -> torch.dtype:
+    bits = config["optim_bits"]
+    if bits not in (8, 32):
+        raise NotImplementedError(f"optim_bits must be 8 or 32 (got {bits})")
+    return torch.uint8 if bits == 8 and p.numel() >= config["min_8bit_size"] else torch.float32
+
+
+def _blocks(n: int) -> int:
+    return (n + _BLOCKSIZE - 1) // _BLOCKSIZE
+
+
+class _StateOptimizer(Optimizer8bit):
+    """What the one- and two-state optimizers share: the configuration and one parameter's update."""
+
+    _two_states = False
+
+    def __init__(self, optimizer_name, params, lr, betas, eps, weight_decay, optim_bits, args, min_8bit_size,
+                 percentile_clipping, block_wise, max_unorm, skip_zeros, is_paged, extra_defaults=None):
+        betas = _parse_betas(betas)
+        _check_hyperparameters(lr, eps, betas, weight_decay)
+        if not 1 <= int(percentile_clipping) <= 100:
+            raise ValueError(f"Invalid percentile_clipping: {percentile_clipping} (must be from 1 to 100; "
+                             "100 turns clipping off)")
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, **(extra_defaults or {}))
+        super().__init__(params, defaults, optim_bits, is_paged)
+        if args is None:
+            args = _Args(dict(optim_bits=optim_bits, min_8bit_size=min_8bit_size,
+                              percentile_clipping=percentile_clipping, block_wise=block_wise,
+                              max_unorm=max_unorm, skip_zeros=skip_zeros))
+        self.args = args
+        self.optimizer_name = optimizer_name
+
+    @torch.no_grad()
+    def init_state(self, group, p, gindex, pindex):
+        config = self.get_config(gindex, pindex, group)
+        dtype = _state_dtype(config, p)
+        state = self.state[p]
+        state["step"] = 0
+        two = self._two_states
+        double = (2,) if self.optimizer_name == "ademamix" else ()  # ademamix keeps m1 and m2 in state1
+        state["state1"] = self.get_state_buffer(p, dtype, double)
+        if two:
+            state["state2"] = self.get_state_buffer(p, dtype)
+        if dtype == torch.uint8:
+            state["qmap1"] = self._qmap("dynamic", p.device)
+            if two:
+                state["qmap2"] = self._qmap("udynamic", p.device)
+            if config["block_wise"]:
+                state["absmax1"] = torch.zeros((*double, _blocks(p.numel())), dtype=torch.float32, device=p.device)
+                if two:
+                    state["absmax2"] = torch.zeros((_blocks(p.numel()),), dtype=torch.float32, device=p.device)
+            else:
+                if double:
+                    raise NotImplementedError("ademamix has no tensor-wise 8-bit states: use block_wise=True")
+                for i in ((1, 2) if two else (1,)):
+                    state[f"max{i}"] = torch.zeros((1,), dtype=torch.float32, device=p.device)
+                    state[f"new_max{i}"] = torch.zeros((1,), dtype=torch.float32, device=p.device)
+        if config["percentile_clipping"] < 100:
+            state["gnorm_vec"] = torch.zeros((100,), dtype=torch.float32, device=p.device)
+        if config["max_unorm"] > 0.0:
+            state["unorm_vec"] = torch.zeros((1,), dtype=torch.float32, device=p.device)
+
+    def _schedule(self, config, step):
+        """(beta3, alpha) of this step: ademamix's warm-ups, the constants otherwise."""
+        betas = config["betas"]
+        beta3 = betas[2] if len(betas) >= 3 else 0.0
+        alpha = config.get("alpha", 0.0)
+        if config.get("t_alpha"):
+            alpha = min(step * alpha / config["t_alpha"], alpha)
+        if config.get("t_beta3"):
+            ln_beta1, ln_beta3 = math.log(betas[0]), math.log(beta3)
+            scale = step / config["t_beta3"]
+            beta3 = min(math.exp(ln_beta1 * ln_beta3 / ((1 - scale) * ln_beta3 + scale * ln_beta1)), beta3)
+        return beta3, alpha
+
+    @torch.no_grad()
+    def update_step(self, group, p, gindex, pindex):
+        config = self.get_config(gindex, pindex, group)
+        if not p.is_contiguous():
+            p.data = p.data.contiguous()
+        if not p.grad.is_contiguous():
+            p.grad = p.grad.contiguous()
+        grad = p.grad
+        state = self.state[p]
+        state["step"] += 1
+        step = state["step"]
+        gnorm_scale = 1.0
+        if config["percentile_clipping"] < 100:
+            _, _, gnorm_scale = F.percentile_clipping(grad, state["gnorm_vec"], step, config["percentile_clipping"])
+        beta1 = config["betas"][0]
+        beta2 = config["betas"][1] if len(config["betas"]) > 1 else 0.0
+        beta3, alpha = self._schedule(config, step)
+        unorm_vec = state.get("unorm_vec") if config["max_unorm"] > 0.0 else None
+        state1, state2 = state["state1"], state.get("state2")
+        lr = float(config["lr"])
+        if state1.dtype == torch.float32:
+            F.optimizer_update_32bit(self.optimizer_name, grad, p, state1, beta1, config["eps"], step, lr, state2,
+                                     beta2, config["weight_decay"], float(gnorm_scale), unorm_vec,
+                                     max_unorm=config["max_unorm"], skip_zeros=config["skip_zeros"], beta3=beta3,
+                                     alpha=alpha)
+        elif "absmax1" in state:
+            F.optimizer_update_8bit_blockwise(self.optimizer_name, grad, p, state1, state2, beta1, beta2, beta3, alpha,
+                                              config["eps"], step, lr, state["qmap1"], state.get("qmap2"),
+                                              state["absmax1"], state.get("absmax2"), config["weight_decay"],
+                                              gnorm_scale=float(gnorm_scale), skip_zeros=config["skip_zeros"])
+        else:
+            F.optimizer_update_8bit(self.optimizer_name, grad, p, state1, state2, beta1, beta2, config["eps"], step,
+                                    lr, state["qmap1"], state.get("qmap2"), state["max1"], state.get("max2"),
+                                    state["new_max1"], state.get("new_max2"), config["weight_decay"],
+                                    gnorm_scale=float(gnorm_scale), unorm_vec=unorm_vec,
+                                    max_unorm=config["max_unorm"])
+            # this step's maxima scale the states from now on
+            state["max1"], state["new_max1"] = state["new_max1"], state["max1"]
+            if state2 is not None:
+                state["max2"], state["new_max2"] = state["new_max2"], state["max2"]
+
+
+class Optimizer2State(_StateOptimizer):
+    """Optimizers with two states: adam (Adam, AdamW), lamb and ademamix (bitsandbytes' ``Optimizer2State``)."""
+
+    _two_states = True
+
+    def __init__(self, optimizer_name, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                 optim_bits=32, args=None, min_8bit_size=4096, percentile_clipping=100, block_wise=True,
+                 max_unorm=0.0, skip_zeros=False, is_paged=False, alpha=0.0, t_alpha=None, t_beta3=None):
+        super().__init__(optimizer_name, params, lr, betas, eps, weight_decay, optim_bits, args, min_8bit_size,
+                         percentile_clipping, block_wise, max_unorm, skip_zeros, is_paged,
+                         extra_defaults=dict(alpha=alpha, t_alpha=t_alpha, t_beta3=t_beta3))
+
+
+class Optimizer1State(_StateOptimizer):
+    """Optimizers with one state: momentum (SGD), rmsprop, lion, adagrad, lars (``Optimizer1State``)."""
+
+    def __init__(self, optimizer_name, params, lr=1e-3, betas=(0.9, 0.0), eps=1e-8, weight_decay=0.0,
+                 optim_bits=32, args=None, min_8bit_size=4096, percentile_clipping=100, block_wise=True,
+                 max_unorm=0.0, skip_zeros=False, is_paged=False):
+        super().__init__(optimizer_name, params, lr, betas, eps, weight_decay, optim_bits, args, min_8bit_size,
+                         percentile_clipping, block_wise, max_unorm, skip_zeros, is_paged)
