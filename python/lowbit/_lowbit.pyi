@@ -48,6 +48,23 @@ def dequantize_blockwise(
     dtype: str,
     stream: CallStream = 0,
 ) -> Optional[Exported]: ...
+def quantize_no_absmax(
+    A: InArray, code: Optional[InArray], out: Optional[OutArray], stream: CallStream = 0
+) -> Optional[Exported]: ...
+def dequantize_no_absmax(
+    A: InArray, code: Optional[InArray], out: Optional[OutArray], dtype: str, stream: CallStream = 0
+) -> Optional[Exported]: ...
+def quantize_tensorwise(
+    A: InArray, code: Optional[InArray], out: Optional[OutArray], stream: CallStream = 0
+) -> Tuple[Optional[Exported], Exported, Optional[Exported]]: ...
+def dequantize_tensorwise(
+    A: InArray,
+    absmax: InArray,
+    code: Optional[InArray],
+    out: Optional[OutArray],
+    dtype: str,
+    stream: CallStream = 0,
+) -> Optional[Exported]: ...
 def quantize_4bit(
     A: InArray,
     absmax: Optional[OutArray],

@@ -10,6 +10,10 @@
 #define LOWBIT_FOR_EACH_OP(X)         \
   X(QuantizeBlockwiseArgs)            \
   X(DequantizeBlockwiseArgs)          \
+  X(QuantizeNoAbsmaxArgs)             \
+  X(DequantizeNoAbsmaxArgs)           \
+  X(QuantizeTensorwiseArgs)           \
+  X(DequantizeTensorwiseArgs)         \
   X(Quantize4bitArgs)                 \
   X(Dequantize4bitArgs)               \
   X(AbsmaxCenterArgs)                 \

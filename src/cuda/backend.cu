@@ -48,6 +48,10 @@ void register_cuda_backend() {
                                                           cuda_device_count, cuda::empty_cache, cuda::constant});
   add<QuantizeBlockwiseArgs>(cuda::quantize_blockwise);
   add<DequantizeBlockwiseArgs>(cuda::dequantize_blockwise);
+  add<QuantizeNoAbsmaxArgs>(cuda::quantize_no_absmax);
+  add<DequantizeNoAbsmaxArgs>(cuda::dequantize_no_absmax);
+  add<QuantizeTensorwiseArgs>(cuda::quantize_tensorwise, cuda::quantize_tensorwise_workspace);
+  add<DequantizeTensorwiseArgs>(cuda::dequantize_tensorwise);
   add<Quantize4bitArgs>(cuda::quantize_4bit);
   add<Dequantize4bitArgs>(cuda::dequantize_4bit);
   add<AbsmaxCenterArgs>(cuda::absmax_center, cuda::absmax_center_workspace);

@@ -105,6 +105,23 @@ LOWBIT_C_API lowbit_status lowbit_dequantize_blockwise(const DLTensor* input, co
                                                        const DLTensor* absmax, const lowbit_nested_absmax* nested,
                                                        DLTensor* out, int64_t blocksize, void* stream);
 
+/* ------------------------------------------------------------ 8-bit tensor-wise */
+
+/* out[i] = index of the code value nearest to input[i] (no scale).
+ * input float32/float16/bfloat16 [n], code float32 [256] sorted, out uint8 [n]. */
+LOWBIT_C_API lowbit_status lowbit_quantize_no_absmax(const DLTensor* input, const DLTensor* code, DLTensor* out,
+                                                     void* stream);
+/* out[i] = code[input[i]]; out float32/float16/bfloat16 [n]. */
+LOWBIT_C_API lowbit_status lowbit_dequantize_no_absmax(const DLTensor* input, const DLTensor* code, DLTensor* out,
+                                                       void* stream);
+/* absmax[0] = max|x| over the whole input (written on the input's device);
+ * out[i] = index of the code value nearest to input[i] / absmax[0]. */
+LOWBIT_C_API lowbit_status lowbit_quantize_tensorwise(const DLTensor* input, const DLTensor* code, DLTensor* out,
+                                                      DLTensor* absmax, void* stream);
+/* out[i] = code[input[i]] * absmax[0]. */
+LOWBIT_C_API lowbit_status lowbit_dequantize_tensorwise(const DLTensor* input, const DLTensor* code,
+                                                        const DLTensor* absmax, DLTensor* out, void* stream);
+
 /* In place: mean[0] = mean(values); values -= mean[0] (the first step of
  * nested absmax quantization; fixed summation order). */
 LOWBIT_C_API lowbit_status lowbit_absmax_center(DLTensor* values, DLTensor* mean, void* stream);
