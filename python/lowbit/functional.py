@@ -57,6 +57,7 @@ __all__ = [
     "int8_vectorwise_quant",
     "matmul_4bit",
     "optimizer_update_32bit",
+    "optimizer_update_8bit",
     "optimizer_update_8bit_blockwise",
     "percentile_clipping",
     "quantize",
@@ -976,6 +977,35 @@ def optimizer_update_32bit(optimizer_name: str, g: Array, p: Array, state1: Arra
                                    float(beta1), float(eps), int(step), float(lr), call.out(state2, "state2"),
                                    float(beta2), float(beta3), float(alpha), float(weight_decay), float(gnorm_scale),
                                    call.out(unorm_vec, "unorm_vec"), float(max_unorm), bool(skip_zeros), call.ctx)
+    call.done()
+
+
+def optimizer_update_8bit(optimizer_name: str, g: Array, p: Array, state1: Array, state2: Optional[Array],
+                          beta1: float, beta2: float, eps: float, step: int, lr: float, qmap1: Array,
+                          qmap2: Optional[Array], max1: Array, max2: Optional[Array], new_max1: Array,
+                          new_max2: Optional[Array], weight_decay: float = 0.0, gnorm_scale: float = 1.0,
+                          unorm_vec: Optional[Array] = None, max_unorm: float = 0.0, *, stream: Any = None) -> None:
+    """One optimizer step with 8-bit tensor-wise states, in place (bitsandbytes' ``optimizer_update_8bit``).
+
+    ``optimizer_name``: ``adam``, ``momentum``, ``rmsprop``, ``lion``, ``lamb`` or ``lars`` (docs/optim.md,
+    "8-bit tensor-wise states"). ``g`` and ``p``: float32/float16/bfloat16 of one dtype and size; ``p`` is
+    updated. ``state1`` uint8 codes of ``qmap1``, ``state2`` uint8 codes of ``qmap2`` for adam and lamb (None
+    for the others, with ``qmap2``, ``max2`` and ``new_max2``); ``max1``, ``max2`` float32 [1], the scales
+    the states are stored with; ``new_max1``, ``new_max2`` float32 [1] receive the new states' max |s|,
+    which the caller swaps in as the next step's ``max1``/``max2``. ``unorm_vec`` float32 [1] receives the
+    update's squared norm (adam, lamb, momentum, lars); with ``max_unorm > 0`` the update is scaled to at
+    most ``max_unorm`` times ``p``'s norm, computed on the device (bitsandbytes computes it on the host).
+    """
+    call = _arrays.Call("optimizer_update_8bit", g, "g", stream)
+    op = call.op
+    _lowbit.optimizer_update_8bit(
+        _arrays.text(optimizer_name, op, "optimizer_name"), call.arg(g, "g"), call.out(p, "p"),
+        call.out(state1, "state1"), call.out(state2, "state2"), _arrays.real(beta1, op, "beta1"),
+        _arrays.real(beta2, op, "beta2"), _arrays.real(eps, op, "eps"), _arrays.integer(step, op, "step"),
+        _arrays.real(lr, op, "lr"), call.arg(qmap1, "qmap1"), call.opt(qmap2, "qmap2"), call.arg(max1, "max1"),
+        call.opt(max2, "max2"), call.out(new_max1, "new_max1"), call.out(new_max2, "new_max2"),
+        _arrays.real(weight_decay, op, "weight_decay"), _arrays.real(gnorm_scale, op, "gnorm_scale"),
+        call.out(unorm_vec, "unorm_vec"), _arrays.real(max_unorm, op, "max_unorm"), call.ctx)
     call.done()
 
 

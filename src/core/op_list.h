@@ -29,5 +29,6 @@
   X(Fp8GroupedGemmContiguousArgs)     \
   X(Fp8GroupedGemmMaskedArgs)         \
   X(OptimizerUpdate32bitArgs)         \
+  X(OptimizerUpdate8bitArgs)          \
   X(OptimizerUpdate8bitBlockwiseArgs) \
   X(PercentileClippingArgs)

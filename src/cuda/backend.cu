@@ -68,6 +68,7 @@ void register_cuda_backend() {
                                     cuda::fp8_grouped_gemm_contiguous_configs);
   add<Fp8GroupedGemmMaskedArgs>(cuda::fp8_grouped_gemm_masked, nullptr, cuda::fp8_grouped_gemm_masked_configs);
   add<OptimizerUpdate32bitArgs>(cuda::optimizer_update_32bit, cuda::optimizer_update_32bit_workspace);
+  add<OptimizerUpdate8bitArgs>(cuda::optimizer_update_8bit, cuda::optimizer_update_8bit_workspace);
   add<OptimizerUpdate8bitBlockwiseArgs>(cuda::optimizer_update_8bit_blockwise);
   add<PercentileClippingArgs>(cuda::percentile_clipping, cuda::percentile_clipping_workspace);
 }

@@ -431,6 +431,23 @@ LOWBIT_C_API lowbit_status lowbit_optimizer_update_32bit(const char* optimizer_n
                                                          DLTensor* state1, DLTensor* state2, DLTensor* unorm_vec,
                                                          const lowbit_optimizer_hparams* hparams, void* stream);
 
+/* One step of optimizer_name ("adam", "momentum", "rmsprop", "lion", "lamb",
+ * "lars") with 8-bit tensor-wise states, in place (docs/optim.md, "8-bit
+ * tensor-wise states"): g, p as above; state1 uint8 codes of qmap1, state2
+ * uint8 codes of qmap2 for adam and lamb, NULL for the others (with qmap2,
+ * max2 and new_max2); qmap1, qmap2 float32 [256], sorted; max1, max2 float32
+ * [1], the scales the states are stored with; new_max1, new_max2 float32 [1],
+ * written: the new states' max |s|, the next step's max1 / max2 (the caller
+ * swaps them). unorm_vec float32 [1] (the update's squared norm, adam, lamb,
+ * momentum, lars) when hparams->max_unorm > 0, else NULL or given. beta3,
+ * alpha and skip_zeros must be 0. All contiguous, on one device. */
+LOWBIT_C_API lowbit_status lowbit_optimizer_update_8bit(const char* optimizer_name, const DLTensor* g, DLTensor* p,
+                                                        DLTensor* state1, DLTensor* state2, const DLTensor* qmap1,
+                                                        const DLTensor* qmap2, const DLTensor* max1,
+                                                        const DLTensor* max2, DLTensor* new_max1, DLTensor* new_max2,
+                                                        DLTensor* unorm_vec, const lowbit_optimizer_hparams* hparams,
+                                                        void* stream);
+
 /* One step of optimizer_name ("adam", "momentum", "rmsprop", "lion",
  * "adagrad", "ademamix") with 8-bit blockwise states, in place
  * (docs/optim.md, "8-bit blockwise states"): g, p as above; state1 uint8
