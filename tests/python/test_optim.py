@@ -321,7 +321,7 @@ def test_8bit_adam_steps_track_float64(rng):
     """Several steps, the caller swapping max and new_max as bitsandbytes does: the stored states follow the rule."""
     n = 2049
     a = _tensorwise_arrays(rng, "adam", n)
-    a["state1"][:] = 127  # 0 in the signed map... near it: start from (almost) zero states
+    a["state1"][:] = 127  # small first moments
     a["state2"][:] = 0
     m, v = a["qmap1"][a["state1"]] * a["max1"][0], a["qmap2"][a["state2"]] * a["max2"][0]
     m, v = m.astype(np.float64), v.astype(np.float64)
@@ -361,6 +361,10 @@ def test_8bit_every_backend_matches_numpy(backend, rng, name):
     _tensorwise_step(name, want, 2, **kw)
     got = {k: None if v is None else backend.array(v) for k, v in arrays.items()}
     _tensorwise_step(name, got, 2, **kw)
-    for k in ("p", "state1", "state2", "new_max1", "new_max2"):
+    for k in ("state1", "state2", "new_max1", "new_max2"):
         if want[k] is not None:
             np.testing.assert_array_equal(backend.numpy(got[k]), want[k], err_msg=k)
+    if kw["max_unorm"] > 0:  # the trust ratio's float64 norms add in another order on CUDA
+        np.testing.assert_array_max_ulp(backend.numpy(got["p"]), want["p"], maxulp=1)
+    else:
+        np.testing.assert_array_equal(backend.numpy(got["p"]), want["p"], err_msg="p")
