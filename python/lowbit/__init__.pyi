@@ -23,20 +23,24 @@ from .functional import create_fp8_map as create_fp8_map
 from .functional import create_linear_map as create_linear_map
 from .functional import create_normal_map as create_normal_map
 from .functional import create_quantile_map as create_quantile_map
+from .functional import dequantize as dequantize
 from .functional import dequantize_4bit as dequantize_4bit
 from .functional import dequantize_blockwise as dequantize_blockwise
 from .functional import dequantize_fp4 as dequantize_fp4
 from .functional import dequantize_nf4 as dequantize_nf4
+from .functional import dequantize_no_absmax as dequantize_no_absmax
 from .functional import estimate_quantiles as estimate_quantiles
 from .functional import gemv_4bit as gemv_4bit
 from .functional import get_4bit_type as get_4bit_type
 from .functional import int8_vectorwise_dequant as int8_vectorwise_dequant
 from .functional import int8_vectorwise_quant as int8_vectorwise_quant
 from .functional import matmul_4bit as matmul_4bit
+from .functional import quantize as quantize
 from .functional import quantize_4bit as quantize_4bit
 from .functional import quantize_blockwise as quantize_blockwise
 from .functional import quantize_fp4 as quantize_fp4
 from .functional import quantize_nf4 as quantize_nf4
+from .functional import quantize_no_absmax as quantize_no_absmax
 from .functional import weight_dequant as weight_dequant
 from .functional import weight_quant as weight_quant
 

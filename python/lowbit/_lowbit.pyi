@@ -48,6 +48,23 @@ def dequantize_blockwise(
     dtype: str,
     stream: CallStream = 0,
 ) -> Optional[Exported]: ...
+def quantize_no_absmax(
+    A: InArray, code: Optional[InArray], out: Optional[OutArray], stream: CallStream = 0
+) -> Optional[Exported]: ...
+def dequantize_no_absmax(
+    A: InArray, code: Optional[InArray], out: Optional[OutArray], dtype: str, stream: CallStream = 0
+) -> Optional[Exported]: ...
+def quantize_tensorwise(
+    A: InArray, code: Optional[InArray], out: Optional[OutArray], stream: CallStream = 0
+) -> Tuple[Optional[Exported], Exported, Optional[Exported]]: ...
+def dequantize_tensorwise(
+    A: InArray,
+    absmax: InArray,
+    code: Optional[InArray],
+    out: Optional[OutArray],
+    dtype: str,
+    stream: CallStream = 0,
+) -> Optional[Exported]: ...
 def quantize_4bit(
     A: InArray,
     absmax: Optional[OutArray],
@@ -248,3 +265,26 @@ def matmul_4bit(
     out: Optional[OutArray],
     stream: CallStream = 0,
 ) -> Optional[Exported]: ...
+def optimizer_update_8bit(
+    optimizer_name: str,
+    g: InArray,
+    p: OutArray,
+    state1: OutArray,
+    state2: Optional[OutArray],
+    beta1: float,
+    beta2: float,
+    eps: float,
+    step: int,
+    lr: float,
+    qmap1: InArray,
+    qmap2: Optional[InArray],
+    max1: InArray,
+    max2: Optional[InArray],
+    new_max1: OutArray,
+    new_max2: Optional[OutArray],
+    weight_decay: float,
+    gnorm_scale: float,
+    unorm_vec: Optional[OutArray],
+    max_unorm: float,
+    stream: CallStream = 0,
+) -> None: ...

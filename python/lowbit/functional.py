@@ -45,10 +45,12 @@ __all__ = [
     "create_linear_map",
     "create_normal_map",
     "create_quantile_map",
+    "dequantize",
     "dequantize_4bit",
     "dequantize_blockwise",
     "dequantize_fp4",
     "dequantize_nf4",
+    "dequantize_no_absmax",
     "elementwise_func",
     "estimate_quantiles",
     "fp8_gemm",
@@ -62,13 +64,16 @@ __all__ = [
     "int8_vectorwise_quant",
     "matmul_4bit",
     "optimizer_update_32bit",
+    "optimizer_update_8bit",
     "optimizer_update_8bit_blockwise",
     "percentile_clipping",
     "prefetch_tensor",
+    "quantize",
     "quantize_4bit",
     "quantize_blockwise",
     "quantize_fp4",
     "quantize_nf4",
+    "quantize_no_absmax",
     "weight_dequant",
     "weight_quant",
 ]
@@ -392,6 +397,84 @@ def dequantize_blockwise(
         _out_dtype(call.op, out, qs.dtype),
         call.ctx,
     )
+    call.done()
+    return out if out is not None else call.result(raw)
+
+
+# ------------------------------------------------------ 8-bit tensor-wise
+
+
+def _code_result(call: _arrays.Call, code: Optional[Array], copy: Any) -> Array:
+    """The map a tensor-wise state refers to: the shared dynamic map, the C++ side's copy on A's device, or code."""
+    if code is None:
+        return _shared_code(call, "dynamic")
+    if copy is not None:
+        return call.result(copy)
+    if _arrays.framework_of(code, call.op, "code") is not call.fw:
+        return call.result(_lowbit.to_device(call.arg(code, "code"), call.device[0], call.device[1], call.stream))
+    return code
+
+
+def quantize(A: Array, code: Optional[Array] = None, out: Optional[Array] = None, *,
+             stream: Any = None) -> Tuple[Array, Tuple[Array, Array]]:
+    """Quantize A to 8 bits with one scale for the whole tensor (bitsandbytes' ``quantize``).
+
+    ``absmax = max |A|`` (NaN ignored) and every value becomes the index of the ``code`` entry nearest to
+    ``x / absmax`` (float32 division; an all-zero A gives absmax 0 and 0's code). One op on A's device:
+    the absmax never goes through the host, and the call does not wait for the device.
+
+    ``A``: float32/float16/bfloat16, any shape. ``code``: float32 [256] sorted ascending (default: the
+    signed dynamic map, shared). ``out``: a uint8 buffer of A's size. Returns ``(codes, (absmax, code))``
+    with absmax a 0-d float32 array, all in A's framework and device.
+    """
+    call = _arrays.Call("quantize", A, "A", stream)
+    raw, absmax, copy = _lowbit.quantize_tensorwise(call.arg(A, "A"), _code_arg(call, code, "code"),
+                                                    call.out(out, "out"), call.ctx)
+    q = out if out is not None else call.result(raw)
+    state = (call.result(absmax), _code_result(call, code, copy))
+    call.done()
+    return q, state
+
+
+def dequantize(A: Array, state: Optional[Tuple[Array, Array]] = None, absmax: Optional[Array] = None,
+               code: Optional[Array] = None, out: Optional[Array] = None, *, stream: Any = None) -> Array:
+    """Dequantize tensor-wise 8-bit codes (bitsandbytes' ``dequantize``): ``code[A] * absmax`` in float32.
+
+    ``state``: ``(absmax, code)`` from :func:`quantize`; without it ``absmax`` (float32, one element) is
+    required and ``code`` defaults to the dynamic map. ``out``: a float32/float16/bfloat16 buffer of A's
+    size, written with the product (bitsandbytes writes ``code[A]`` there and returns the product apart).
+    Returns the output (``out`` when given) in A's framework and device.
+    """
+    if state is None:
+        if absmax is None:
+            raise ValueError("dequantize: state or absmax is required (got neither)")
+        state = (absmax, code)
+    call = _arrays.Call("dequantize", A, "A", stream)
+    raw = _lowbit.dequantize_tensorwise(call.arg(A, "A"), call.scalar(state[0], "absmax"),
+                                        _code_arg(call, state[1], "code"), call.out(out, "out"),
+                                        _out_dtype(call.op, out, None), call.ctx)
+    call.done()
+    return out if out is not None else call.result(raw)
+
+
+def quantize_no_absmax(A: Array, code: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
+    """8-bit codes of A without a scale (bitsandbytes' ``quantize_no_absmax``): the nearest ``code`` entry.
+
+    ``A``: float32/float16/bfloat16. ``code``: float32 [256] sorted ascending. A value exactly midway between
+    two entries takes the lower one (docs/formats.md). Returns uint8 of A's shape (``out`` when given).
+    """
+    call = _arrays.Call("quantize_no_absmax", A, "A", stream)
+    raw = _lowbit.quantize_no_absmax(call.arg(A, "A"), _code_arg(call, code, "code"), call.out(out, "out"), call.ctx)
+    call.done()
+    return out if out is not None else call.result(raw)
+
+
+def dequantize_no_absmax(A: Array, code: Array, out: Optional[Array] = None, *, stream: Any = None) -> Array:
+    """``code[A]`` (bitsandbytes' ``dequantize_no_absmax``): float32 of A's shape, or ``out``
+    (float32/float16/bfloat16) when given."""
+    call = _arrays.Call("dequantize_no_absmax", A, "A", stream)
+    raw = _lowbit.dequantize_no_absmax(call.arg(A, "A"), _code_arg(call, code, "code"), call.out(out, "out"),
+                                       _out_dtype(call.op, out, None), call.ctx)
     call.done()
     return out if out is not None else call.result(raw)
 
@@ -902,6 +985,35 @@ def optimizer_update_32bit(optimizer_name: str, g: Array, p: Array, state1: Arra
                                    float(beta1), float(eps), int(step), float(lr), call.out(state2, "state2"),
                                    float(beta2), float(beta3), float(alpha), float(weight_decay), float(gnorm_scale),
                                    call.out(unorm_vec, "unorm_vec"), float(max_unorm), bool(skip_zeros), call.ctx)
+    call.done()
+
+
+def optimizer_update_8bit(optimizer_name: str, g: Array, p: Array, state1: Array, state2: Optional[Array],
+                          beta1: float, beta2: float, eps: float, step: int, lr: float, qmap1: Array,
+                          qmap2: Optional[Array], max1: Array, max2: Optional[Array], new_max1: Array,
+                          new_max2: Optional[Array], weight_decay: float = 0.0, gnorm_scale: float = 1.0,
+                          unorm_vec: Optional[Array] = None, max_unorm: float = 0.0, *, stream: Any = None) -> None:
+    """One optimizer step with 8-bit tensor-wise states, in place (bitsandbytes' ``optimizer_update_8bit``).
+
+    ``optimizer_name``: ``adam``, ``momentum``, ``rmsprop``, ``lion``, ``lamb`` or ``lars`` (docs/optim.md,
+    "8-bit tensor-wise states"). ``g`` and ``p``: float32/float16/bfloat16 of one dtype and size; ``p`` is
+    updated. ``state1`` uint8 codes of ``qmap1``, ``state2`` uint8 codes of ``qmap2`` for adam and lamb (None
+    for the others, with ``qmap2``, ``max2`` and ``new_max2``); ``max1``, ``max2`` float32 [1], the scales
+    the states are stored with; ``new_max1``, ``new_max2`` float32 [1] receive the new states' max |s|,
+    which the caller swaps in as the next step's ``max1``/``max2``. ``unorm_vec`` float32 [1] receives the
+    update's squared norm (adam, lamb, momentum, lars); with ``max_unorm > 0`` the update is scaled to at
+    most ``max_unorm`` times ``p``'s norm, computed on the device (bitsandbytes computes it on the host).
+    """
+    call = _arrays.Call("optimizer_update_8bit", g, "g", stream)
+    op = call.op
+    _lowbit.optimizer_update_8bit(
+        _arrays.text(optimizer_name, op, "optimizer_name"), call.arg(g, "g"), call.out(p, "p"),
+        call.out(state1, "state1"), call.out(state2, "state2"), _arrays.real(beta1, op, "beta1"),
+        _arrays.real(beta2, op, "beta2"), _arrays.real(eps, op, "eps"), _arrays.integer(step, op, "step"),
+        _arrays.real(lr, op, "lr"), call.arg(qmap1, "qmap1"), call.opt(qmap2, "qmap2"), call.arg(max1, "max1"),
+        call.opt(max2, "max2"), call.out(new_max1, "new_max1"), call.out(new_max2, "new_max2"),
+        _arrays.real(weight_decay, op, "weight_decay"), _arrays.real(gnorm_scale, op, "gnorm_scale"),
+        call.out(unorm_vec, "unorm_vec"), _arrays.real(max_unorm, op, "max_unorm"), call.ctx)
     call.done()
 
 

@@ -124,6 +124,7 @@ DType parse_dtype_arg(const char* op, const char* arg, const std::string& name);
 
 void bind_arrays(nb::module_& m);
 void bind_quant(nb::module_& m);
+void bind_tensorwise(nb::module_& m);
 void bind_quant_state(nb::module_& m);
 void bind_gemm(nb::module_& m);
 void bind_fp8_gemm(nb::module_& m);

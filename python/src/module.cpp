@@ -41,6 +41,7 @@ NB_MODULE(_lowbit, m) {
   });
   lowbit::python::bind_arrays(m);
   lowbit::python::bind_quant(m);
+  lowbit::python::bind_tensorwise(m);
   lowbit::python::bind_quant_state(m);
   lowbit::python::bind_gemm(m);
   lowbit::python::bind_fp8_gemm(m);

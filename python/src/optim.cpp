@@ -41,6 +41,33 @@ void update_32bit_py(const std::string& optimizer_name, const InArray& g, const 
   run_op(a, a.g.device, ctx.stream);
 }
 
+void update_8bit_py(const std::string& optimizer_name, const InArray& g, const OutArray& p, const OutArray& state1,
+                    const std::optional<OutArray>& state2, float beta1, float beta2, float eps, int64_t step, float lr,
+                    const InArray& qmap1, const std::optional<InArray>& qmap2, const InArray& max1,
+                    const std::optional<InArray>& max2, const OutArray& new_max1,
+                    const std::optional<OutArray>& new_max2, float weight_decay, float gnorm_scale,
+                    const std::optional<OutArray>& unorm_vec, float max_unorm, nb::handle stream_arg) {
+  const char* op = OptimizerUpdate8bitArgs::kName;
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  OptimizerUpdate8bitArgs a;
+  a.optimizer = optimizer_from_name(optimizer_name, op);
+  a.g = to_ref(op, "g", g);
+  a.p = to_ref(op, "p", p);
+  a.state1 = to_ref(op, "state1", state1);
+  if (state2) a.state2 = to_ref(op, "state2", *state2);
+  a.qmap1 = to_ref(op, "qmap1", qmap1);
+  a.qmap2 = to_ref(op, "qmap2", qmap2);
+  a.max1 = to_ref(op, "max1", max1);
+  a.max2 = to_ref(op, "max2", max2);
+  a.new_max1 = to_ref(op, "new_max1", new_max1);
+  if (new_max2) a.new_max2 = to_ref(op, "new_max2", *new_max2);
+  if (unorm_vec) a.unorm_vec = to_ref(op, "unorm_vec", *unorm_vec);
+  a.beta1 = beta1, a.beta2 = beta2, a.eps = eps, a.weight_decay = weight_decay, a.lr = lr;
+  a.gnorm_scale = gnorm_scale, a.max_unorm = max_unorm, a.step = step;
+  run_op(a, a.g.device, ctx.stream);
+}
+
 void update_8bit_blockwise_py(const std::string& optimizer_name, const InArray& g, const OutArray& p,
                               const OutArray& state1, const std::optional<OutArray>& state2, float beta1, float beta2,
                               float beta3, float alpha, float eps, int64_t step, float lr, const InArray& qmap1,
@@ -79,6 +106,11 @@ void bind_optim(nb::module_& m) {
         arg("beta1"), arg("eps"), arg("step"), arg("lr"), arg("state2").none(), arg("beta2"), arg("beta3"),
         arg("alpha"), arg("weight_decay"), arg("gnorm_scale"), arg("unorm_vec").none(), arg("max_unorm"),
         arg("skip_zeros"), arg("stream") = 0, "One optimizer step with 32-bit states, in place.");
+  m.def("optimizer_update_8bit", &update_8bit_py, arg("optimizer_name"), arg("g"), arg("p"), arg("state1"),
+        arg("state2").none(), arg("beta1"), arg("beta2"), arg("eps"), arg("step"), arg("lr"), arg("qmap1"),
+        arg("qmap2").none(), arg("max1"), arg("max2").none(), arg("new_max1"), arg("new_max2").none(),
+        arg("weight_decay"), arg("gnorm_scale"), arg("unorm_vec").none(), arg("max_unorm"), arg("stream") = 0,
+        "One optimizer step with 8-bit tensor-wise states, in place.");
   m.def("optimizer_update_8bit_blockwise", &update_8bit_blockwise_py, arg("optimizer_name"), arg("g"), arg("p"),
         arg("state1"), arg("state2").none(), arg("beta1"), arg("beta2"), arg("beta3"), arg("alpha"), arg("eps"),
         arg("step"), arg("lr"), arg("qmap1"), arg("qmap2").none(), arg("absmax1"), arg("absmax2").none(),

@@ -86,6 +86,54 @@ lowbit_status lowbit_dequantize_blockwise(const DLTensor* input, const DLTensor*
   });
 }
 
+lowbit_status lowbit_quantize_no_absmax(const DLTensor* input, const DLTensor* code, DLTensor* out, void* stream) {
+  constexpr const char* op = QuantizeNoAbsmaxArgs::kName;
+  return guarded(op, [&] {
+    QuantizeNoAbsmaxArgs a;
+    a.input = to_ref(op, "input", input);
+    a.code = to_ref(op, "code", code);
+    a.out = to_ref(op, "out", out);
+    run_op(a, a.input.device, stream);
+  });
+}
+
+lowbit_status lowbit_dequantize_no_absmax(const DLTensor* input, const DLTensor* code, DLTensor* out, void* stream) {
+  constexpr const char* op = DequantizeNoAbsmaxArgs::kName;
+  return guarded(op, [&] {
+    DequantizeNoAbsmaxArgs a;
+    a.input = to_ref(op, "input", input);
+    a.code = to_ref(op, "code", code);
+    a.out = to_ref(op, "out", out);
+    run_op(a, a.input.device, stream);
+  });
+}
+
+lowbit_status lowbit_quantize_tensorwise(const DLTensor* input, const DLTensor* code, DLTensor* out, DLTensor* absmax,
+                                         void* stream) {
+  constexpr const char* op = QuantizeTensorwiseArgs::kName;
+  return guarded(op, [&] {
+    QuantizeTensorwiseArgs a;
+    a.input = to_ref(op, "input", input);
+    a.code = to_ref(op, "code", code);
+    a.out = to_ref(op, "out", out);
+    a.absmax = to_ref(op, "absmax", absmax);
+    run_op(a, a.input.device, stream);
+  });
+}
+
+lowbit_status lowbit_dequantize_tensorwise(const DLTensor* input, const DLTensor* code, const DLTensor* absmax,
+                                           DLTensor* out, void* stream) {
+  constexpr const char* op = DequantizeTensorwiseArgs::kName;
+  return guarded(op, [&] {
+    DequantizeTensorwiseArgs a;
+    a.input = to_ref(op, "input", input);
+    a.code = to_ref(op, "code", code);
+    a.absmax = to_ref(op, "absmax", absmax);
+    a.out = to_ref(op, "out", out);
+    run_op(a, a.input.device, stream);
+  });
+}
+
 lowbit_status lowbit_absmax_center(DLTensor* values, DLTensor* mean, void* stream) {
   constexpr const char* op = AbsmaxCenterArgs::kName;
   return guarded(op, [&] {

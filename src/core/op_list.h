@@ -10,6 +10,10 @@
 #define LOWBIT_FOR_EACH_OP(X)         \
   X(QuantizeBlockwiseArgs)            \
   X(DequantizeBlockwiseArgs)          \
+  X(QuantizeNoAbsmaxArgs)             \
+  X(DequantizeNoAbsmaxArgs)           \
+  X(QuantizeTensorwiseArgs)           \
+  X(DequantizeTensorwiseArgs)         \
   X(Quantize4bitArgs)                 \
   X(Dequantize4bitArgs)               \
   X(AbsmaxCenterArgs)                 \
@@ -25,5 +29,6 @@
   X(Fp8GroupedGemmContiguousArgs)     \
   X(Fp8GroupedGemmMaskedArgs)         \
   X(OptimizerUpdate32bitArgs)         \
+  X(OptimizerUpdate8bitArgs)          \
   X(OptimizerUpdate8bitBlockwiseArgs) \
   X(PercentileClippingArgs)

@@ -23,6 +23,10 @@ LOWBIT_HD float absmax_update(float acc, float x) {
 // 0 and decodes to exactly 0 (never NaN).
 LOWBIT_HD float absmax_reciprocal(float absmax) { return absmax > 0.0f ? 1.0f / absmax : 0.0f; }
 
+// Tensor-wise 8-bit (bitsandbytes' quantize): x / absmax, one correctly
+// rounded division as its A / absmax; 0 for an all-zero tensor (never NaN).
+LOWBIT_HD float tensorwise_normalize(float x, float absmax) { return absmax > 0.0f ? x / absmax : 0.0f; }
+
 // A double-quantized absmax (docs/formats.md, "Nested absmax"): code2[q] * absmax2 + offset,
 // multiply then add, each rounded (no FMA).
 LOWBIT_HD float nested_absmax_decode(float code_value, float absmax2, float offset) {

@@ -49,6 +49,10 @@ void register_cuda_backend() {
                                                           cuda::managed, cuda::prefetch});
   add<QuantizeBlockwiseArgs>(cuda::quantize_blockwise);
   add<DequantizeBlockwiseArgs>(cuda::dequantize_blockwise);
+  add<QuantizeNoAbsmaxArgs>(cuda::quantize_no_absmax);
+  add<DequantizeNoAbsmaxArgs>(cuda::dequantize_no_absmax);
+  add<QuantizeTensorwiseArgs>(cuda::quantize_tensorwise, cuda::quantize_tensorwise_workspace);
+  add<DequantizeTensorwiseArgs>(cuda::dequantize_tensorwise);
   add<Quantize4bitArgs>(cuda::quantize_4bit);
   add<Dequantize4bitArgs>(cuda::dequantize_4bit);
   add<AbsmaxCenterArgs>(cuda::absmax_center, cuda::absmax_center_workspace);
@@ -65,6 +69,7 @@ void register_cuda_backend() {
                                     cuda::fp8_grouped_gemm_contiguous_configs);
   add<Fp8GroupedGemmMaskedArgs>(cuda::fp8_grouped_gemm_masked, nullptr, cuda::fp8_grouped_gemm_masked_configs);
   add<OptimizerUpdate32bitArgs>(cuda::optimizer_update_32bit, cuda::optimizer_update_32bit_workspace);
+  add<OptimizerUpdate8bitArgs>(cuda::optimizer_update_8bit, cuda::optimizer_update_8bit_workspace);
   add<OptimizerUpdate8bitBlockwiseArgs>(cuda::optimizer_update_8bit_blockwise);
   add<PercentileClippingArgs>(cuda::percentile_clipping, cuda::percentile_clipping_workspace);
 }

@@ -275,3 +275,96 @@ def test_percentile_clipping_every_backend_matches_numpy(backend, rng):
         got = F.percentile_clipping(backend.array(g), got_vec, step, 3)
         np.testing.assert_allclose(backend.numpy(got_vec), want_vec, rtol=1.2e-7, err_msg=f"step {step}")
         np.testing.assert_allclose(got, want, rtol=3e-7, err_msg=f"step {step}")
+
+
+# ----------------------------------------------------- 8-bit tensor-wise states
+
+
+def _tensorwise_arrays(rng, name, n):
+    two = name in ("adam", "lamb")
+    qmap1 = F.create_dynamic_map(True)
+    return dict(
+        g=rng.standard_normal(n).astype(np.float32),
+        p=rng.standard_normal(n).astype(np.float32),
+        state1=rng.integers(127 if name == "rmsprop" else 0, 256, n).astype(np.uint8),
+        state2=rng.integers(0, 256, n).astype(np.uint8) if two else None,
+        qmap1=qmap1,
+        qmap2=F.create_dynamic_map(False) if two else None,
+        max1=np.array([0.3], np.float32),
+        max2=np.array([0.02], np.float32) if two else None,
+        new_max1=np.zeros(1, np.float32),
+        new_max2=np.zeros(1, np.float32) if two else None,
+        unorm_vec=np.zeros(1, np.float32) if name not in ("rmsprop", "lion") else None,
+    )
+
+
+def _tensorwise_step(name, a, step=1, **kw):
+    F.optimizer_update_8bit(name, a["g"], a["p"], a["state1"], a["state2"], 0.9, 0.995, 1e-6, step, 1e-2,
+                            a["qmap1"], a["qmap2"], a["max1"], a["max2"], a["new_max1"], a["new_max2"],
+                            unorm_vec=a["unorm_vec"], **kw)
+
+
+def test_8bit_momentum_step_one_stores_the_gradient(rng):
+    n = 1001
+    a = _tensorwise_arrays(rng, "momentum", n)
+    p0, g = a["p"].copy(), a["g"]
+    _tensorwise_step("momentum", a)
+    new_max = np.abs(g).max()
+    assert a["new_max1"][0] == new_max
+    assert a["unorm_vec"][0] == pytest.approx(float((g.astype(np.float64) ** 2).sum()), rel=1e-6)
+    np.testing.assert_array_equal(a["p"], p0 + np.float32(-1e-2) * g)
+    gap = np.diff(a["qmap1"]).max()
+    assert np.abs(a["qmap1"][a["state1"]] * new_max - g).max() <= gap / 2 * new_max * (1 + 1e-6)
+
+
+def test_8bit_adam_steps_track_float64(rng):
+    """Several steps, the caller swapping max and new_max as bitsandbytes does: the stored states follow the rule."""
+    n = 2049
+    a = _tensorwise_arrays(rng, "adam", n)
+    a["state1"][:] = 127  # small first moments
+    a["state2"][:] = 0
+    m, v = a["qmap1"][a["state1"]] * a["max1"][0], a["qmap2"][a["state2"]] * a["max2"][0]
+    m, v = m.astype(np.float64), v.astype(np.float64)
+    for step in range(1, 5):
+        a["g"] = rng.standard_normal(n).astype(np.float32)
+        _tensorwise_step("adam", a, step, weight_decay=0.01)
+        m = 0.9 * m + 0.1 * a["g"]
+        v = 0.995 * v + 0.005 * a["g"].astype(np.float64) ** 2
+        assert a["new_max1"][0] == pytest.approx(np.abs(m).max(), rel=1e-5)
+        stored_m = a["qmap1"][a["state1"]] * a["new_max1"][0]
+        assert np.abs(stored_m - m).max() <= np.diff(a["qmap1"]).max() * a["new_max1"][0]
+        m, v = stored_m.astype(np.float64), (a["qmap2"][a["state2"]] * a["new_max2"][0]).astype(np.float64)
+        a["max1"], a["new_max1"] = a["new_max1"], a["max1"]
+        a["max2"], a["new_max2"] = a["new_max2"], a["max2"]
+
+
+def test_8bit_errors_name_the_argument(rng):
+    a = _tensorwise_arrays(rng, "adam", 300)
+    with pytest.raises(ValueError, match="optimizer_update_8bit: optimizer must be one of"):
+        _tensorwise_step("ademamix", a)
+    with pytest.raises(ValueError, match="momentum keeps one state: state2 must be absent"):
+        _tensorwise_step("momentum", a)
+    with pytest.raises(ValueError, match="optimizer_update_8bit: max1 must have 1 element"):
+        _tensorwise_step("adam", dict(a, max1=np.zeros(2, np.float32)))
+    with pytest.raises(ValueError, match="lion has no trust ratio"):
+        _tensorwise_step("lion", dict(_tensorwise_arrays(rng, "lion", 300)), max_unorm=1.0)
+
+
+@pytest.mark.parametrize("name", ["adam", "lamb", "momentum", "lars", "rmsprop", "lion"])
+def test_8bit_every_backend_matches_numpy(backend, rng, name):
+    """The same step on each array backend (CUDA on torch-cuda / CuPy) as on NumPy's CPU arrays: the codes, new
+    maxima and p bit for bit (the CUDA kernels' arithmetic is the CPU's)."""
+    require_writable(backend)
+    arrays = _tensorwise_arrays(rng, name, 3001)
+    kw = dict(weight_decay=0.01, max_unorm=0.001 if name in ("lamb", "lars") else 0.0)
+    want = {k: None if v is None else v.copy() for k, v in arrays.items()}
+    _tensorwise_step(name, want, 2, **kw)
+    got = {k: None if v is None else backend.array(v) for k, v in arrays.items()}
+    _tensorwise_step(name, got, 2, **kw)
+    for k in ("state1", "state2", "new_max1", "new_max2"):
+        if want[k] is not None:
+            np.testing.assert_array_equal(backend.numpy(got[k]), want[k], err_msg=k)
+    if kw["max_unorm"] > 0:  # the trust ratio's float64 norms add in another order on CUDA
+        np.testing.assert_array_max_ulp(backend.numpy(got["p"]), want["p"], maxulp=1)
+    else:
+        np.testing.assert_array_equal(backend.numpy(got["p"]), want["p"], err_msg="p")

@@ -105,6 +105,23 @@ LOWBIT_C_API lowbit_status lowbit_dequantize_blockwise(const DLTensor* input, co
                                                        const DLTensor* absmax, const lowbit_nested_absmax* nested,
                                                        DLTensor* out, int64_t blocksize, void* stream);
 
+/* ------------------------------------------------------------ 8-bit tensor-wise */
+
+/* out[i] = index of the code value nearest to input[i] (no scale).
+ * input float32/float16/bfloat16 [n], code float32 [256] sorted, out uint8 [n]. */
+LOWBIT_C_API lowbit_status lowbit_quantize_no_absmax(const DLTensor* input, const DLTensor* code, DLTensor* out,
+                                                     void* stream);
+/* out[i] = code[input[i]]; out float32/float16/bfloat16 [n]. */
+LOWBIT_C_API lowbit_status lowbit_dequantize_no_absmax(const DLTensor* input, const DLTensor* code, DLTensor* out,
+                                                       void* stream);
+/* absmax[0] = max|x| over the whole input (written on the input's device);
+ * out[i] = index of the code value nearest to input[i] / absmax[0]. */
+LOWBIT_C_API lowbit_status lowbit_quantize_tensorwise(const DLTensor* input, const DLTensor* code, DLTensor* out,
+                                                      DLTensor* absmax, void* stream);
+/* out[i] = code[input[i]] * absmax[0]. */
+LOWBIT_C_API lowbit_status lowbit_dequantize_tensorwise(const DLTensor* input, const DLTensor* code,
+                                                        const DLTensor* absmax, DLTensor* out, void* stream);
+
 /* In place: mean[0] = mean(values); values -= mean[0] (the first step of
  * nested absmax quantization; fixed summation order). */
 LOWBIT_C_API lowbit_status lowbit_absmax_center(DLTensor* values, DLTensor* mean, void* stream);
@@ -413,6 +430,23 @@ typedef struct lowbit_optimizer_hparams {
 LOWBIT_C_API lowbit_status lowbit_optimizer_update_32bit(const char* optimizer_name, const DLTensor* g, DLTensor* p,
                                                          DLTensor* state1, DLTensor* state2, DLTensor* unorm_vec,
                                                          const lowbit_optimizer_hparams* hparams, void* stream);
+
+/* One step of optimizer_name ("adam", "momentum", "rmsprop", "lion", "lamb",
+ * "lars") with 8-bit tensor-wise states, in place (docs/optim.md, "8-bit
+ * tensor-wise states"): g, p as above; state1 uint8 codes of qmap1, state2
+ * uint8 codes of qmap2 for adam and lamb, NULL for the others (with qmap2,
+ * max2 and new_max2); qmap1, qmap2 float32 [256], sorted; max1, max2 float32
+ * [1], the scales the states are stored with; new_max1, new_max2 float32 [1],
+ * written: the new states' max |s|, the next step's max1 / max2 (the caller
+ * swaps them). unorm_vec float32 [1] (the update's squared norm, adam, lamb,
+ * momentum, lars) when hparams->max_unorm > 0, else NULL or given. beta3,
+ * alpha and skip_zeros must be 0. All contiguous, on one device. */
+LOWBIT_C_API lowbit_status lowbit_optimizer_update_8bit(const char* optimizer_name, const DLTensor* g, DLTensor* p,
+                                                        DLTensor* state1, DLTensor* state2, const DLTensor* qmap1,
+                                                        const DLTensor* qmap2, const DLTensor* max1,
+                                                        const DLTensor* max2, DLTensor* new_max1, DLTensor* new_max2,
+                                                        DLTensor* unorm_vec, const lowbit_optimizer_hparams* hparams,
+                                                        void* stream);
 
 /* One step of optimizer_name ("adam", "momentum", "rmsprop", "lion",
  * "adagrad", "ademamix") with 8-bit blockwise states, in place

@@ -1,9 +1,9 @@
 // Optimizer updates (docs/optim.md): one step of Adam / AdamW, SGD with
 // momentum, RMSprop, Lion, Adagrad, LAMB, LARS or AdEMAMix on one parameter,
-// in place, with 32-bit states or 8-bit blockwise ones, the rules and their
-// arithmetic as bitsandbytes' optimizer_update_32bit and
-// optimizer_update_8bit_blockwise apply them; and percentile clipping's
-// gradient norm history.
+// in place, with 32-bit states or 8-bit tensor-wise or blockwise ones, the
+// rules and their arithmetic as bitsandbytes' optimizer_update_32bit,
+// optimizer_update_8bit and optimizer_update_8bit_blockwise apply them; and
+// percentile clipping's gradient norm history.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +42,38 @@ struct OptimizerUpdate32bitArgs {
 };
 
 LOWBIT_DECLARE_OP(OptimizerUpdate32bitArgs)
+
+// One step with tensor-wise 8-bit states, as bitsandbytes'
+// optimizer_update_8bit: each state is stored as codes of its map times one
+// scale for the whole tensor. Two passes: the new states' max |s| over the
+// tensor (new_max1 / new_max2, with the trust ratio's norms), then the
+// update, storing the states with those maxima (docs/optim.md, "8-bit
+// tensor-wise states"). Rules: adam, momentum, rmsprop, lion, lamb, lars.
+struct OptimizerUpdate8bitArgs {
+  static constexpr const char* kName = "optimizer_update_8bit";
+  Optimizer optimizer = Optimizer::adam;
+  TensorRef g;          // f32/f16/bf16 [n] (any shape), contiguous: the gradient
+  TensorRef p;          // the parameter: g's dtype and numel, updated in place
+  TensorRef state1;     // u8 numel n: codes of qmap1, updated
+  TensorRef state2;     // u8 numel n for adam and lamb: codes of qmap2, updated; absent otherwise
+  TensorRef qmap1;      // f32 [256], sorted: state1's code map (bitsandbytes: the signed dynamic map)
+  TensorRef qmap2;      // f32 [256], sorted, with state2 (the unsigned dynamic map)
+  TensorRef max1;       // f32 [1]: the scale state1 is stored with
+  TensorRef max2;       // f32 [1], with state2
+  TensorRef new_max1;   // f32 [1], written: max |state1| after the step (the next step's max1)
+  TensorRef new_max2;   // f32 [1], with state2, written
+  TensorRef unorm_vec;  // f32 [1]: the update's squared norm, written (adam, lamb, momentum, lars)
+  float beta1 = 0.0f, beta2 = 0.0f, eps = 0.0f, weight_decay = 0.0f, lr = 0.0f;
+  float gnorm_scale = 1.0f;  // the gradient is multiplied by it first
+  float max_unorm = 0.0f;    // > 0: the update is scaled down to max_unorm * |p| at most
+  int64_t step = 1;          // 1 for the first update
+};
+
+// Whether optimizer_update_8bit has the rule (bitsandbytes' 8-bit tensor-wise
+// kernels: no adagrad or ademamix).
+bool optimizer_has_8bit(Optimizer o);
+
+LOWBIT_DECLARE_OP(OptimizerUpdate8bitArgs)
 
 // One step with 8-bit blockwise states, as bitsandbytes'
 // optimizer_update_8bit_blockwise: per block of kBlocksize elements the

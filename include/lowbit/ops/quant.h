@@ -1,5 +1,5 @@
-// Quantization ops: 8-bit blockwise with code maps, 4-bit NF4/FP4, FP8 with
-// DeepSeek block scales, int8 vector-wise, quantile estimation. Semantics:
+// Quantization ops: 8-bit blockwise and tensor-wise with code maps, 4-bit
+// NF4/FP4, FP8 with DeepSeek block scales, int8 vector-wise, quantile estimation. Semantics:
 // docs/formats.md.
 //
 // Each op has an Args struct and three calls (the CUTLASS pattern):
@@ -54,6 +54,43 @@ struct DequantizeBlockwiseArgs {
   NestedAbsmax nested;
   TensorRef out;     // f32/f16/bf16, n elements
   int64_t blocksize = 4096;
+};
+
+// Tensor-wise 8-bit codes (bitsandbytes' quantize_no_absmax): out[i] = the
+// code index nearest to input[i], with no scale (docs/formats.md, "8-bit
+// tensor-wise").
+struct QuantizeNoAbsmaxArgs {
+  static constexpr const char* kName = "quantize_no_absmax";
+  TensorRef input;  // f32/f16/bf16, contiguous, n elements
+  TensorRef code;   // f32 [256], sorted ascending
+  TensorRef out;    // u8, n elements
+};
+
+// out[i] = code[q[i]] (bitsandbytes' dequantize_no_absmax).
+struct DequantizeNoAbsmaxArgs {
+  static constexpr const char* kName = "dequantize_no_absmax";
+  TensorRef input;  // u8, n elements
+  TensorRef code;   // f32 [256]
+  TensorRef out;    // f32/f16/bf16, n elements
+};
+
+// bitsandbytes' quantize in one op: absmax = max|x| over the whole tensor,
+// written on the device; out[i] = the code nearest to x[i] / absmax.
+struct QuantizeTensorwiseArgs {
+  static constexpr const char* kName = "quantize_tensorwise";
+  TensorRef input;   // f32/f16/bf16, contiguous, n elements
+  TensorRef code;    // f32 [256], sorted ascending
+  TensorRef out;     // u8, n elements
+  TensorRef absmax;  // f32 [1], written
+};
+
+// out[i] = code[q[i]] * absmax[0] (bitsandbytes' dequantize).
+struct DequantizeTensorwiseArgs {
+  static constexpr const char* kName = "dequantize_tensorwise";
+  TensorRef input;   // u8, n elements
+  TensorRef code;    // f32 [256]
+  TensorRef absmax;  // f32 [1]
+  TensorRef out;     // f32/f16/bf16, n elements
 };
 
 enum class Quant4Type : uint8_t { nf4, fp4 };
@@ -141,6 +178,10 @@ struct EstimateQuantilesArgs {
 
 LOWBIT_DECLARE_OP(QuantizeBlockwiseArgs)
 LOWBIT_DECLARE_OP(DequantizeBlockwiseArgs)
+LOWBIT_DECLARE_OP(QuantizeNoAbsmaxArgs)
+LOWBIT_DECLARE_OP(DequantizeNoAbsmaxArgs)
+LOWBIT_DECLARE_OP(QuantizeTensorwiseArgs)
+LOWBIT_DECLARE_OP(DequantizeTensorwiseArgs)
 LOWBIT_DECLARE_OP(Quantize4bitArgs)
 LOWBIT_DECLARE_OP(Dequantize4bitArgs)
 LOWBIT_DECLARE_OP(AbsmaxCenterArgs)

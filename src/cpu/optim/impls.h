@@ -6,6 +6,7 @@
 namespace lowbit::core::cpu {
 
 void optimizer_update_32bit(const OptimizerUpdate32bitArgs& a, void* workspace, Stream stream);
+void optimizer_update_8bit(const OptimizerUpdate8bitArgs& a, void* workspace, Stream stream);
 void optimizer_update_8bit_blockwise(const OptimizerUpdate8bitBlockwiseArgs& a, void* workspace, Stream stream);
 void percentile_clipping(const PercentileClippingArgs& a, void* workspace, Stream stream);
 

@@ -7,6 +7,7 @@ namespace lowbit::core::cpu {
 
 void register_optim_ops() {
   OpRegistry<OptimizerUpdate32bitArgs>::add({"cpu", DeviceType::cpu, 10, optimizer_update_32bit});
+  OpRegistry<OptimizerUpdate8bitArgs>::add({"cpu", DeviceType::cpu, 10, optimizer_update_8bit});
   OpRegistry<OptimizerUpdate8bitBlockwiseArgs>::add({"cpu", DeviceType::cpu, 10, optimizer_update_8bit_blockwise});
   OpRegistry<PercentileClippingArgs>::add({"cpu", DeviceType::cpu, 10, percentile_clipping});
 }

@@ -5,10 +5,12 @@ namespace lowbit::core::cpu {
 
 void register_blockwise_fast();
 void register_quant_fast_other();
+void register_tensorwise();
 
 void register_quant_fast() {
   register_blockwise_fast();
   register_quant_fast_other();
+  register_tensorwise();
 }
 
 void register_quant_ops() {

@@ -13,6 +13,9 @@ namespace lowbit::cuda {
 void optimizer_update_32bit(const OptimizerUpdate32bitArgs& a, void* workspace, Stream stream);
 // The per-CTA partial sums of the update norm (max_unorm > 0), else 0.
 size_t optimizer_update_32bit_workspace(const OptimizerUpdate32bitArgs& a);
+void optimizer_update_8bit(const OptimizerUpdate8bitArgs& a, void* workspace, Stream stream);
+// The per-CTA maxima and norm sums of the first pass.
+size_t optimizer_update_8bit_workspace(const OptimizerUpdate8bitArgs& a);
 void optimizer_update_8bit_blockwise(const OptimizerUpdate8bitBlockwiseArgs& a, void* workspace, Stream stream);
 void percentile_clipping(const PercentileClippingArgs& a, void* workspace, Stream stream);
 // The per-CTA partial sums of the squared norm.

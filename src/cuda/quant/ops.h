@@ -12,6 +12,12 @@ namespace lowbit::cuda {
 
 void quantize_blockwise(const QuantizeBlockwiseArgs& a, void* workspace, Stream stream);
 void dequantize_blockwise(const DequantizeBlockwiseArgs& a, void* workspace, Stream stream);
+void quantize_no_absmax(const QuantizeNoAbsmaxArgs& a, void* workspace, Stream stream);
+void dequantize_no_absmax(const DequantizeNoAbsmaxArgs& a, void* workspace, Stream stream);
+void quantize_tensorwise(const QuantizeTensorwiseArgs& a, void* workspace, Stream stream);
+// The per-CTA maxima of the first pass.
+size_t quantize_tensorwise_workspace(const QuantizeTensorwiseArgs& a);
+void dequantize_tensorwise(const DequantizeTensorwiseArgs& a, void* workspace, Stream stream);
 void quantize_4bit(const Quantize4bitArgs& a, void* workspace, Stream stream);
 void dequantize_4bit(const Dequantize4bitArgs& a, void* workspace, Stream stream);
 void absmax_center(const AbsmaxCenterArgs& a, void* workspace, Stream stream);
