@@ -152,6 +152,47 @@ def test_8bit_tracks_32bit(device, eight, thirty_two):
     assert (a[0] - b[0]).abs().mean() < 0.2 * moved  # the 8-bit states change the trajectory only a little
 
 
+TENSORWISE = [(optim.LAMB8bit, optim.LAMB32bit, {}), (optim.LARS8bit, optim.LARS32bit, {"momentum": 0.9}),
+              (optim.Adam8bit, optim.Adam32bit, {"block_wise": False}),
+              (optim.SGD8bit, optim.SGD32bit, {"momentum": 0.9, "block_wise": False})]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("eight,thirty_two,kw", TENSORWISE, ids=[t[0].__name__ + str(t[2]) for t in TENSORWISE])
+def test_tensorwise_8bit_tracks_32bit(device, eight, thirty_two, kw):
+    shape = ((128, 96),)
+    a, b, start = _params(device, shapes=shape), _params(device, shapes=shape), _params(device, shapes=shape)[0]
+    opt8 = eight(a, lr=1e-3, **kw)
+    opt32 = thirty_two(b, lr=1e-3, **{k: v for k, v in kw.items() if k != "block_wise"})
+    _run(opt8, a, 8)
+    _run(opt32, b, 8)
+    st = opt8.state[a[0]]
+    assert st["state1"].dtype == torch.uint8 and "max1" in st and "absmax1" not in st
+    assert float(st["max1"]) > 0  # the maxima swap after each step: max1 holds the last step's
+    moved = (b[0] - start).abs().mean()
+    assert (a[0] - b[0]).abs().mean() < 0.25 * moved
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_tensorwise_step_is_the_op_with_the_maxima_swapped(device):
+    a = _params(device, shapes=((50, 100),))
+    opt = optim.Adam8bit(a, lr=1e-3, block_wise=False)
+    p = a[0].detach().clone()
+    s1, s2 = (torch.zeros(p.shape, dtype=torch.uint8, device=device) for _ in range(2))
+    q1 = torch.from_numpy(F.create_dynamic_map(True)).to(device)
+    q2 = torch.from_numpy(F.create_dynamic_map(False)).to(device)
+    mx = [torch.zeros(1, device=device) for _ in range(4)]
+    for step in range(1, 4):
+        _grads(a, step)
+        F.optimizer_update_8bit("adam", a[0].grad, p, s1, s2, 0.9, 0.999, 1e-8, step, 1e-3, q1, q2, mx[0], mx[1],
+                                mx[2], mx[3])
+        mx = [mx[2], mx[3], mx[0], mx[1]]
+        opt.step()
+        st = opt.state[a[0]]
+        assert torch.equal(a[0].detach(), p) and torch.equal(st["state1"], s1) and torch.equal(st["state2"], s2)
+        assert torch.equal(st["max1"], mx[0]) and torch.equal(st["max2"], mx[1])
+
+
 def test_small_tensors_keep_32bit_states_and_overrides_apply():
     params = _params("cpu", shapes=((100, 100), (100,), (64, 64)))
     mng = optim.GlobalOptimManager.get_instance()
