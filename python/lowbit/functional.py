@@ -51,6 +51,7 @@ __all__ = [
     "fp8_grouped_gemm_masked",
     "gemv_4bit",
     "get_4bit_type",
+    "histogram_scatter_add_2d",
     "int8_vectorwise_dequant",
     "int8_vectorwise_quant",
     "matmul_4bit",
@@ -180,6 +181,22 @@ def estimate_quantiles(
                                      _arrays.integer(num_quantiles, call.op, "num_quantiles", 32), call.ctx)
     call.done()
     return out if out is not None else call.result(raw)
+
+
+def histogram_scatter_add_2d(histogram: Array, index1: Array, index2: Array, source: Array, *,
+                             stream: Any = None) -> None:
+    """``histogram[index1[i], index2[i]] += source[i]`` for every i, in place (bitsandbytes'
+    ``histogram_scatter_add_2d``).
+
+    ``histogram``: float32 [maxdim1, maxdim2]; ``index1``, ``index2``: int32, ``source``: float32, all of one
+    element count; any DLPack framework, one device (bitsandbytes: CUDA only). An index outside the histogram
+    raises ``ValueError`` on the CPU (nothing is added) and is skipped on CUDA, which cannot raise without
+    waiting for the device. CUDA adds with atomics in no fixed order: sums agree within float32 rounding.
+    """
+    call = _arrays.Call("histogram_scatter_add_2d", histogram, "histogram", stream)
+    _lowbit.histogram_scatter_add_2d(call.out(histogram, "histogram"), call.arg(index1, "index1"),
+                                     call.arg(index2, "index2"), call.arg(source, "source"), call.ctx)
+    call.done()
 
 
 _4BIT_TYPES = ("nf4", "fp4", "int4", "af4", "fp4_e2m1")

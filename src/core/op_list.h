@@ -19,6 +19,7 @@
   X(Int8VectorwiseQuantArgs)          \
   X(Int8VectorwiseDequantArgs)        \
   X(EstimateQuantilesArgs)            \
+  X(HistogramScatterAdd2dArgs)        \
   X(MatmulArgs)                       \
   X(Matmul4bitArgs)                   \
   X(Fp8GemmArgs)                      \

@@ -57,6 +57,7 @@ void register_cuda_backend() {
   add<Int8VectorwiseQuantArgs>(cuda::int8_vectorwise_quant);
   add<Int8VectorwiseDequantArgs>(cuda::int8_vectorwise_dequant);
   add<EstimateQuantilesArgs>(cuda::estimate_quantiles, cuda::estimate_quantiles_workspace);
+  add<HistogramScatterAdd2dArgs>(cuda::histogram_scatter_add_2d);
   add<MatmulArgs>(cuda::matmul, cuda::matmul_workspace, cuda::matmul_configs, cuda::matmul_prepare);
   add<Matmul4bitArgs>(cuda::matmul_4bit, cuda::matmul_4bit_workspace, cuda::matmul_4bit_configs);
   add<Fp8GemmArgs>(cuda::fp8_gemm, nullptr, cuda::fp8_gemm_configs);

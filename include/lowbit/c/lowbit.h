@@ -176,6 +176,15 @@ LOWBIT_C_API lowbit_status lowbit_int8_vectorwise_dequant(const DLTensor* input,
  * out float32 [256]. */
 LOWBIT_C_API lowbit_status lowbit_estimate_quantiles(const DLTensor* input, DLTensor* out, float offset, void* stream);
 
+/* bitsandbytes histogram_scatter_add_2d, in place: histogram[index1[i],
+ * index2[i]] += source[i]. histogram float32 [maxdim1, maxdim2]; index1,
+ * index2 int32 and source float32 of n elements each; all contiguous, on one
+ * device. An index outside the histogram is LOWBIT_INVALID_ARGUMENT on the
+ * CPU (nothing added) and skipped on CUDA (docs/formats.md). */
+LOWBIT_C_API lowbit_status lowbit_histogram_scatter_add_2d(DLTensor* histogram, const DLTensor* index1,
+                                                           const DLTensor* index2, const DLTensor* source,
+                                                           void* stream);
+
 /* ----------------------------------------------------------- code maps */
 /* Each writes its values (float32, host memory) into out[0 .. *count) and
  * stores the number of values in *count (count may be NULL). With out ==
