@@ -250,3 +250,15 @@ def matmul_4bit(
     out: Optional[OutArray],
     stream: CallStream = 0,
 ) -> Optional[Exported]: ...
+def optimizer_update_32bit_multi(optimizer_name: str, g: List[InArray], p: List[OutArray], state1: List[OutArray],
+                                 beta1: float, eps: float, step: int, lr: float,
+                                 state2: Optional[List[Optional[OutArray]]], beta2: float, beta3: float, alpha: float,
+                                 weight_decay: float, gnorm_scale: float, unorm_vec: Optional[List[Optional[OutArray]]],
+                                 max_unorm: float, skip_zeros: bool, stream: CallStream = 0) -> None: ...
+def optimizer_update_8bit_blockwise_multi(optimizer_name: str, g: List[InArray], p: List[OutArray],
+                                          state1: List[OutArray], state2: Optional[List[Optional[OutArray]]],
+                                          beta1: float, beta2: float, beta3: float, alpha: float, eps: float,
+                                          step: int, lr: float, qmap1: InArray, qmap2: Optional[InArray],
+                                          absmax1: List[OutArray], absmax2: Optional[List[Optional[OutArray]]],
+                                          weight_decay: float, gnorm_scale: float, skip_zeros: bool,
+                                          stream: CallStream = 0) -> None: ...

@@ -66,6 +66,8 @@ void register_cuda_backend() {
   add<Fp8GroupedGemmMaskedArgs>(cuda::fp8_grouped_gemm_masked, nullptr, cuda::fp8_grouped_gemm_masked_configs);
   add<OptimizerUpdate32bitArgs>(cuda::optimizer_update_32bit, cuda::optimizer_update_32bit_workspace);
   add<OptimizerUpdate8bitBlockwiseArgs>(cuda::optimizer_update_8bit_blockwise);
+  add<OptimizerUpdate32bitMultiArgs>(cuda::optimizer_update_32bit_multi, cuda::optimizer_update_32bit_multi_workspace);
+  add<OptimizerUpdate8bitBlockwiseMultiArgs>(cuda::optimizer_update_8bit_blockwise_multi);
   add<PercentileClippingArgs>(cuda::percentile_clipping, cuda::percentile_clipping_workspace);
 }
 

@@ -436,6 +436,29 @@ LOWBIT_C_API lowbit_status lowbit_optimizer_update_8bit_blockwise(
     const DLTensor* qmap1, const DLTensor* qmap2, DLTensor* absmax1, DLTensor* absmax2,
     const lowbit_optimizer_hparams* hparams, void* stream);
 
+/* One step over `count` parameters in one call (docs/optim.md, "Multi-tensor
+ * updates"): entry i is g[i], p[i], state1[i], state2[i], unorm_vec[i], each
+ * as lowbit_optimizer_update_32bit takes it, under one optimizer_name and
+ * one hparams. g and p have one dtype over the list; all on one device.
+ * state2 and unorm_vec may be NULL arrays (no entry has one) or hold NULL
+ * entries. Each parameter gets the bits the single call gives it; on CUDA
+ * the list is one launch (two with max_unorm > 0) for up to about 400
+ * parameters. */
+LOWBIT_C_API lowbit_status lowbit_optimizer_update_32bit_multi(const char* optimizer_name, size_t count,
+                                                               const DLTensor* const* g, DLTensor* const* p,
+                                                               DLTensor* const* state1, DLTensor* const* state2,
+                                                               DLTensor* const* unorm_vec,
+                                                               const lowbit_optimizer_hparams* hparams, void* stream);
+
+/* lowbit_optimizer_update_8bit_blockwise over `count` parameters in one call:
+ * entry i is g[i], p[i], state1[i], state2[i], absmax1[i], absmax2[i]; qmap1
+ * and qmap2 are every entry's maps. state2 and absmax2 may be NULL arrays
+ * for the one-state rules; hparams->max_unorm must be 0. */
+LOWBIT_C_API lowbit_status lowbit_optimizer_update_8bit_blockwise_multi(
+    const char* optimizer_name, size_t count, const DLTensor* const* g, DLTensor* const* p, DLTensor* const* state1,
+    DLTensor* const* state2, const DLTensor* qmap1, const DLTensor* qmap2, DLTensor* const* absmax1,
+    DLTensor* const* absmax2, const lowbit_optimizer_hparams* hparams, void* stream);
+
 /* Percentile clipping's device step (docs/optim.md): the squared L2 norm of
  * grad (float32/float16/bfloat16, contiguous) written to gnorm_vec (float32
  * [100]): to every slot at step 1, to slot step % 100 after. The clip value
