@@ -24,7 +24,8 @@ template <class Entry>
 constexpr int kTableCapacity = static_cast<int>((kMaxParamBytes - kOtherParamBytes - 16) / sizeof(Entry));
 
 // Up to kCap tensors of one launch; entries [0, count) are used, their
-// first_cta ascending.
+// first_cta ascending. Kernels take it as `const __grid_constant__`, so a
+// CTA reads its entry from the parameter space in place, with no local copy.
 template <class Entry, int kCap>
 struct Table {
   Entry e[kCap];
