@@ -15,19 +15,19 @@ static int same(const void* a, const void* b, size_t bytes) { return memcmp(a, b
 
 static void test_32bit_multi(void) {
   static float g0[N0], g1[N1], p0[N0], p1[N1], s0[N0], s1[N1], q0[N0], q1[N1], r0[N0], r1[N1];
-  static double wide[N1];
+  static uint16_t half[N1];
   int64_t n0 = N0, n1 = N1, short1 = N1 - 1;
   DLTensor tg0 = make_tensor(g0, kDLFloat, 32, 1, &n0), tg1 = make_tensor(g1, kDLFloat, 32, 1, &n1);
   DLTensor tp0 = make_tensor(p0, kDLFloat, 32, 1, &n0), tp1 = make_tensor(p1, kDLFloat, 32, 1, &n1);
   DLTensor ts0 = make_tensor(s0, kDLFloat, 32, 1, &n0), ts1 = make_tensor(s1, kDLFloat, 32, 1, &n1);
   DLTensor tq0 = make_tensor(q0, kDLFloat, 32, 1, &n0), tq1 = make_tensor(q1, kDLFloat, 32, 1, &n1);
   DLTensor tr0 = make_tensor(r0, kDLFloat, 32, 1, &n0), tr1 = make_tensor(r1, kDLFloat, 32, 1, &n1);
-  DLTensor tshort = make_tensor(s1, kDLFloat, 32, 1, &short1), twide = make_tensor(wide, kDLFloat, 64, 1, &n1);
+  DLTensor tshort = make_tensor(s1, kDLFloat, 32, 1, &short1), thalf = make_tensor(half, kDLFloat, 16, 1, &n1);
   const DLTensor* g[2] = {&tg0, &tg1};
   DLTensor* p[2] = {&tp0, &tp1};
   DLTensor* s[2] = {&ts0, &ts1};
   DLTensor* bad_s[2] = {&ts0, &tshort};
-  DLTensor* bad_p[2] = {&tp0, &twide};
+  DLTensor* bad_p[2] = {&tp0, &thalf};
   lowbit_optimizer_hparams h;
   memset(&h, 0, sizeof h);
   h.beta1 = 0.9f;
