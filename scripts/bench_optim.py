@@ -25,6 +25,7 @@ import argparse
 import csv
 import gc
 import os
+import subprocess
 import sys
 from typing import Any, Dict, List, Optional
 
@@ -72,12 +73,66 @@ def fresh_params(torch, sizes: List[int], dtype) -> List[Any]:
     return params
 
 
+def peer_child(rows: List[str], n: int, reps: int) -> int:
+    """Times bitsandbytes' rows ('name:dtype'), printing 'ROW name dtype ms' as each ends."""
+    import torch
+    import bitsandbytes as bnb
+
+    timer = bg.Timer(torch, reps, 2)
+    kws = {name: kw for name, _, _, kw in ROWS}
+    params, params_dtype = None, None
+    for row in rows:
+        name, dtype_name = row.split(":")
+        print(f"START {name} {dtype_name}", flush=True)
+        if params_dtype != dtype_name:
+            params = None
+            gc.collect()
+            torch.cuda.empty_cache()
+            params, params_dtype = fresh_params(torch, [n], getattr(torch, dtype_name)), dtype_name
+        ms = time_step(timer, torch, lambda ps: getattr(bnb.optim, name)(ps, lr=1e-4, **kws[name]), params) \
+            if hasattr(bnb.optim, name) else None
+        print(f"ROW {name} {dtype_name} {ms if ms is not None else '-'}", flush=True)
+    return 0
+
+
+def peer_times(rows: List[str], n: int, reps: int) -> Dict[str, Any]:
+    """bitsandbytes' times by 'name:dtype', each child process restarted after one crashes (its row: 'crashed')."""
+    out: Dict[str, Any] = {}
+    left = list(rows)
+    while left:
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--peer-child", ",".join(left), "--n", str(n),
+                               "--reps", str(reps)], capture_output=True, text=True, timeout=600)
+        current = None
+        for line in proc.stdout.splitlines():
+            parts = line.split()
+            if parts[:1] == ["START"]:
+                current = f"{parts[1]}:{parts[2]}"
+            elif parts[:1] == ["ROW"]:
+                out[f"{parts[1]}:{parts[2]}"] = None if parts[3] == "-" else float(parts[3])
+                current = None
+        done = [r for r in left if r in out]
+        left = [r for r in left if r not in out]
+        if current is not None:
+            out[current] = "crashed"
+            left.remove(current)
+            tail = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
+            bg.log(f"    bitsandbytes {current} crashed: {tail}")
+        elif not done:
+            bg.log(f"    bitsandbytes child failed: {proc.stderr.strip()[-300:]}")
+            break
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="2^24 elements and the AdamW rows only")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--csv", default=None)
+    ap.add_argument("--peer-child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.peer_child:
+        return peer_child(args.peer_child.split(","), args.n, args.reps)
     import torch
 
     lowbit, where = bg.find_lowbit()
@@ -87,15 +142,20 @@ def main() -> int:
     import lowbit.optim as lo
     try:
         import bitsandbytes as bnb
-        peer, peer_name = bnb.optim, f"bitsandbytes {bnb.__version__}"
+        peer_name = f"bitsandbytes {bnb.__version__} (timed in a child process)"
+        have_peer = True
     except Exception as e:  # noqa: BLE001
-        peer, peer_name = None, f"not installed ({type(e).__name__})"
+        peer_name, have_peer = f"not installed ({type(e).__name__})", False
     timer = bg.Timer(torch, args.reps, 2)
     copy = timer.copy_gbps()
     n = 1 << (24 if args.quick else 28)
     bg.log(f"device: {torch.cuda.get_device_name(0)}; lowbit at {where}; peer: {peer_name}")
     bg.log(f"copy (device-to-device, read + write): {copy:.1f} GB/s; n = {n}")
     rows: List[Dict[str, Any]] = []
+    chosen = ROWS[:2] if args.quick else ROWS
+    # bitsandbytes first, in its own process: a crash of its kernels must not take lowbit's rows with it
+    peer = peer_times([f"{r[0]}:{d}" for d in ("float32", "bfloat16") for r in chosen], n, args.reps) if have_peer \
+        else {}
     for dtype_name in ("float32", "bfloat16"):
         dtype = getattr(torch, dtype_name)
         elem = torch.tensor([], dtype=dtype).element_size()
@@ -103,18 +163,16 @@ def main() -> int:
         fused = None
         if dtype_name in ("float32", "bfloat16"):
             fused = time_step(timer, torch, lambda ps: torch.optim.AdamW(ps, lr=1e-3, fused=True), params)
-        for name, states, state_bytes, kw in (ROWS[:2] if args.quick else ROWS):
+        for name, states, state_bytes, kw in chosen:
             lb = time_step(timer, torch, lambda ps: getattr(lo, name)(ps, lr=1e-4, **kw), params)
-            pb = None
-            if peer is not None and hasattr(peer, name):
-                pb = time_step(timer, torch, lambda ps: getattr(peer, name)(ps, lr=1e-4, **kw), params)
+            pb = peer.get(f"{name}:{dtype_name}")
             floor = moved_bytes(n, elem, states, state_bytes) / (copy * 1e6)
             row = dict(rule=name, dtype=dtype_name, n=n, lowbit_ms=lb, peer_ms=pb,
                        torch_fused_ms=fused if name.startswith("AdamW") else None, floor_ms=floor,
-                       of_copy=floor / lb if lb else None)
+                       of_copy=floor / lb if lb else None, one_tensor_ms=None)
             rows.append(row)
-            bg.log(f"  {name:<14} {dtype_name:<8} lowbit {bg.fmt(lb, '.3f')} ms  bnb {bg.fmt(pb, '.3f')} ms  "
-                   f"floor {floor:.3f} ms")
+            cell = pb if isinstance(pb, str) else bg.fmt(pb, ".3f")
+            bg.log(f"  {name:<14} {dtype_name:<8} lowbit {bg.fmt(lb, '.3f')} ms  bnb {cell} ms  floor {floor:.3f} ms")
         del params
         gc.collect()
         torch.cuda.empty_cache()
@@ -131,9 +189,9 @@ def main() -> int:
     gc.collect()
     torch.cuda.empty_cache()
     one = time_step(timer, torch, lambda ps: lo.AdamW8bit(ps, lr=1e-4), fresh_params(torch, [total], torch.float32))
-    rows.append(dict(rule="AdamW8bit x200 tensors", dtype="float32", n=total, lowbit_ms=many, peer_ms=one,
-                     torch_fused_ms=None, floor_ms=moved_bytes(total, 4, 2, 1) / (copy * 1e6),
-                     of_copy=(moved_bytes(total, 4, 2, 1) / (copy * 1e6)) / many if many else None))
+    floor = moved_bytes(total, 4, 2, 1) / (copy * 1e6)
+    rows.append(dict(rule="AdamW8bit x200 tensors", dtype="float32", n=total, lowbit_ms=many, peer_ms=None,
+                     torch_fused_ms=None, floor_ms=floor, of_copy=floor / many if many else None, one_tensor_ms=one))
 
     out = args.csv or (os.path.join(os.environ["OUT"], "bench_optim.csv") if os.environ.get("OUT") else None)
     if out:
@@ -145,9 +203,13 @@ def main() -> int:
     bg.log(f"{'rule':<24} {'dtype':<9} {'lowbit ms':>10} {'bnb ms':>8} {'x bnb':>6} {'fused ms':>9} {'x fused':>7} "
            f"{'floor ms':>9} {'of copy':>7}")
     for r in rows:
+        crashed = isinstance(r["peer_ms"], str)
+        if crashed:
+            r["peer_ms"] = None
         xb = r["peer_ms"] / r["lowbit_ms"] if r["peer_ms"] and r["lowbit_ms"] else None
         xf = r["torch_fused_ms"] / r["lowbit_ms"] if r["torch_fused_ms"] and r["lowbit_ms"] else None
-        bg.log(f"{r['rule']:<24} {r['dtype']:<9} {bg.fmt(r['lowbit_ms'], '.3f'):>10} {bg.fmt(r['peer_ms'], '.3f'):>8} "
+        peer_cell = "crashed" if crashed else bg.fmt(r["peer_ms"], ".3f")
+        bg.log(f"{r['rule']:<24} {r['dtype']:<9} {bg.fmt(r['lowbit_ms'], '.3f'):>10} {peer_cell:>8} "
                f"{bg.fmt(xb, '.2f'):>6} {bg.fmt(r['torch_fused_ms'], '.3f'):>9} {bg.fmt(xf, '.2f'):>7} "
                f"{r['floor_ms']:.3f}     {bg.fmt(r['of_copy'], '.2f'):>7}")
     a8 = next((r for r in rows if r["rule"] == "AdamW8bit" and r["dtype"] == "float32"), None)
@@ -156,9 +218,9 @@ def main() -> int:
                f"{a8['of_copy']:.2f} of copy; x{bg.fmt(a8['peer_ms'] and a8['peer_ms'] / a8['lowbit_ms'], '.2f')} "
                f"bnb, x{bg.fmt(a8['torch_fused_ms'] and a8['torch_fused_ms'] / a8['lowbit_ms'], '.2f')} torch fused")
     m = rows[-1]
-    if m["lowbit_ms"] and m["peer_ms"]:
-        bg.log(f"summary: 200 tensors {m['lowbit_ms']:.3f} ms vs one tensor {m['peer_ms']:.3f} ms "
-               f"({m['lowbit_ms'] / m['peer_ms']:.2f}x)")
+    if m["lowbit_ms"] and m["one_tensor_ms"]:
+        bg.log(f"summary: AdamW8bit over 200 tensors {m['lowbit_ms']:.3f} ms vs one tensor of their size "
+               f"{m['one_tensor_ms']:.3f} ms ({m['lowbit_ms'] / m['one_tensor_ms']:.2f}x)")
     return 0
 
 

@@ -89,6 +89,8 @@ def estimate_quantiles(
     A: InArray, out: Optional[OutArray], offset: float, num_quantiles: int, stream: CallStream = 0
 ) -> Optional[Exported]: ...
 def quantile_map(A: InArray, total_bits: int, stream: CallStream = 0) -> Exported: ...
+def histogram_scatter_add_2d(histogram: OutArray, index1: InArray, index2: InArray, source: InArray,
+                             stream: CallStream = 0) -> None: ...
 def fp8_gemm(a: InArray, a_s: InArray, b: InArray, b_s: InArray, bias: Optional[InArray], out: Optional[OutArray],
              out_dtype: str, stream: CallStream = 0) -> Optional[Exported]: ...
 def fp8_grouped_gemm_contiguous(a: InArray, a_s: InArray, b: InArray, b_s: InArray, m_indices: InArray,
@@ -288,3 +290,15 @@ def optimizer_update_8bit(
     max_unorm: float,
     stream: CallStream = 0,
 ) -> None: ...
+def optimizer_update_32bit_multi(optimizer_name: str, g: List[InArray], p: List[OutArray], state1: List[OutArray],
+                                 beta1: float, eps: float, step: int, lr: float,
+                                 state2: Optional[List[Optional[OutArray]]], beta2: float, beta3: float, alpha: float,
+                                 weight_decay: float, gnorm_scale: float, unorm_vec: Optional[List[Optional[OutArray]]],
+                                 max_unorm: float, skip_zeros: bool, stream: CallStream = 0) -> None: ...
+def optimizer_update_8bit_blockwise_multi(optimizer_name: str, g: List[InArray], p: List[OutArray],
+                                          state1: List[OutArray], state2: Optional[List[Optional[OutArray]]],
+                                          beta1: float, beta2: float, beta3: float, alpha: float, eps: float,
+                                          step: int, lr: float, qmap1: InArray, qmap2: Optional[InArray],
+                                          absmax1: List[OutArray], absmax2: Optional[List[Optional[OutArray]]],
+                                          weight_decay: float, gnorm_scale: float, skip_zeros: bool,
+                                          stream: CallStream = 0) -> None: ...

@@ -26,7 +26,7 @@ The semantics (rounding, NaN/Inf, layouts) are lowbit's C++ ops: docs/formats.md
 
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -60,12 +60,15 @@ __all__ = [
     "gemv_4bit",
     "get_4bit_type",
     "get_paged",
+    "histogram_scatter_add_2d",
     "int8_vectorwise_dequant",
     "int8_vectorwise_quant",
     "matmul_4bit",
     "optimizer_update_32bit",
     "optimizer_update_8bit",
+    "optimizer_update_32bit_multi",
     "optimizer_update_8bit_blockwise",
+    "optimizer_update_8bit_blockwise_multi",
     "percentile_clipping",
     "prefetch_tensor",
     "quantize",
@@ -193,6 +196,22 @@ def estimate_quantiles(
                                      _arrays.integer(num_quantiles, call.op, "num_quantiles", 32), call.ctx)
     call.done()
     return out if out is not None else call.result(raw)
+
+
+def histogram_scatter_add_2d(histogram: Array, index1: Array, index2: Array, source: Array, *,
+                             stream: Any = None) -> None:
+    """``histogram[index1[i], index2[i]] += source[i]`` for every i, in place (bitsandbytes'
+    ``histogram_scatter_add_2d``).
+
+    ``histogram``: float32 [maxdim1, maxdim2]; ``index1``, ``index2``: int32, ``source``: float32, all of one
+    element count; any DLPack framework, one device (bitsandbytes: CUDA only). An index outside the histogram
+    raises ``ValueError`` on the CPU (nothing is added) and is skipped on CUDA, which cannot raise without
+    waiting for the device. CUDA adds with atomics in no fixed order: sums agree within float32 rounding.
+    """
+    call = _arrays.Call("histogram_scatter_add_2d", histogram, "histogram", stream)
+    _lowbit.histogram_scatter_add_2d(call.out(histogram, "histogram"), call.arg(index1, "index1"),
+                                     call.arg(index2, "index2"), call.arg(source, "source"), call.ctx)
+    call.done()
 
 
 _4BIT_TYPES = ("nf4", "fp4", "int4", "af4", "fp4_e2m1")
@@ -1040,6 +1059,72 @@ def optimizer_update_8bit_blockwise(optimizer_name: str, g: Array, p: Array, sta
         _arrays.real(eps, op, "eps"), _arrays.integer(step, op, "step"), _arrays.real(lr, op, "lr"),
         call.arg(qmap1, "qmap1"), call.opt(qmap2, "qmap2"), call.out(absmax1, "absmax1"),
         call.out(absmax2, "absmax2"), _arrays.real(weight_decay, op, "weight_decay"),
+        _arrays.real(gnorm_scale, op, "gnorm_scale"), _arrays.flag(skip_zeros, op, "skip_zeros"), call.ctx)
+    call.done()
+
+
+def _outs(call: "_arrays.Call", xs: Optional[Sequence[Any]], name: str) -> Optional[List[Any]]:
+    """A list argument of buffers (None entries kept), or None."""
+    return None if xs is None else [call.out(x, f"{name}[{i}]") for i, x in enumerate(xs)]
+
+
+def optimizer_update_32bit_multi(optimizer_name: str, g: Sequence[Array], p: Sequence[Array],
+                                 state1: Sequence[Array], beta1: float, eps: float, step: int, lr: float,
+                                 state2: Optional[Sequence[Optional[Array]]] = None, beta2: float = 0.0,
+                                 weight_decay: float = 0.0, gnorm_scale: float = 1.0,
+                                 unorm_vec: Optional[Sequence[Optional[Array]]] = None, max_unorm: float = 0.0,
+                                 skip_zeros: bool = False, *, beta3: float = 0.0, alpha: float = 0.0,
+                                 stream: Any = None) -> None:
+    """``optimizer_update_32bit`` over lists of parameters in one call, in place (docs/optim.md, "Multi-tensor
+    updates").
+
+    ``g``, ``p``, ``state1`` (and ``state2``, ``unorm_vec`` where the rule takes them) are lists of one length:
+    entry ``i`` is what ``optimizer_update_32bit`` takes for parameter ``i``, under one rule, one ``step`` and
+    one set of constants. ``g`` and ``p`` have one dtype over the list; every array is on one device. Each
+    parameter ends with the values the single call gives it; on CUDA the list runs as one kernel launch (two
+    with ``max_unorm > 0``, each parameter then scaled by its own norms).
+    """
+    if len(g) == 0:
+        return
+    call = _arrays.Call("optimizer_update_32bit_multi", g[0], "g[0]", stream)
+    op = call.op
+    _lowbit.optimizer_update_32bit_multi(
+        _arrays.text(optimizer_name, op, "optimizer_name"), [call.arg(x, f"g[{i}]") for i, x in enumerate(g)],
+        _outs(call, p, "p"), _outs(call, state1, "state1"), _arrays.real(beta1, op, "beta1"),
+        _arrays.real(eps, op, "eps"), _arrays.integer(step, op, "step"), _arrays.real(lr, op, "lr"),
+        _outs(call, state2, "state2"), _arrays.real(beta2, op, "beta2"), _arrays.real(beta3, op, "beta3"),
+        _arrays.real(alpha, op, "alpha"), _arrays.real(weight_decay, op, "weight_decay"),
+        _arrays.real(gnorm_scale, op, "gnorm_scale"), _outs(call, unorm_vec, "unorm_vec"),
+        _arrays.real(max_unorm, op, "max_unorm"), _arrays.flag(skip_zeros, op, "skip_zeros"), call.ctx)
+    call.done()
+
+
+def optimizer_update_8bit_blockwise_multi(optimizer_name: str, g: Sequence[Array], p: Sequence[Array],
+                                          state1: Sequence[Array], state2: Optional[Sequence[Optional[Array]]],
+                                          beta1: float, beta2: float, beta3: float, alpha: float, eps: float,
+                                          step: int, lr: float, qmap1: Array, qmap2: Optional[Array],
+                                          absmax1: Sequence[Array], absmax2: Optional[Sequence[Optional[Array]]],
+                                          weight_decay: float = 0.0, gnorm_scale: float = 1.0,
+                                          skip_zeros: bool = False, *, stream: Any = None) -> None:
+    """``optimizer_update_8bit_blockwise`` over lists of parameters in one call, in place (docs/optim.md,
+    "Multi-tensor updates").
+
+    ``g``, ``p``, ``state1``, ``absmax1`` (and ``state2``, ``absmax2`` for adam and ademamix) are lists of one
+    length, entry ``i`` what the single call takes for parameter ``i``; ``qmap1`` and ``qmap2`` are every
+    entry's maps. One rule, step and set of constants; ``g`` and ``p`` of one dtype; one device. Each parameter
+    ends with the values the single call gives it; on CUDA the list runs as one kernel launch.
+    """
+    if len(g) == 0:
+        return
+    call = _arrays.Call("optimizer_update_8bit_blockwise_multi", g[0], "g[0]", stream)
+    op = call.op
+    _lowbit.optimizer_update_8bit_blockwise_multi(
+        _arrays.text(optimizer_name, op, "optimizer_name"), [call.arg(x, f"g[{i}]") for i, x in enumerate(g)],
+        _outs(call, p, "p"), _outs(call, state1, "state1"), _outs(call, state2, "state2"),
+        _arrays.real(beta1, op, "beta1"), _arrays.real(beta2, op, "beta2"), _arrays.real(beta3, op, "beta3"),
+        _arrays.real(alpha, op, "alpha"), _arrays.real(eps, op, "eps"), _arrays.integer(step, op, "step"),
+        _arrays.real(lr, op, "lr"), call.arg(qmap1, "qmap1"), call.opt(qmap2, "qmap2"), _outs(call, absmax1, "absmax1"),
+        _outs(call, absmax2, "absmax2"), _arrays.real(weight_decay, op, "weight_decay"),
         _arrays.real(gnorm_scale, op, "gnorm_scale"), _arrays.flag(skip_zeros, op, "skip_zeros"), call.ctx)
     call.done()
 

@@ -1,9 +1,13 @@
 // Bindings of the optimizer updates and percentile clipping
 // (include/lowbit/ops/optim.h): in place, no result.
+#include <nanobind/stl/vector.h>
+
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "arrays.h"
+#include "core/check.h"
 #include "lowbit/ops/optim.h"
 
 namespace lowbit::python {
@@ -87,6 +91,84 @@ void update_8bit_blockwise_py(const std::string& optimizer_name, const InArray& 
   run_op(a, a.g.device, ctx.stream);
 }
 
+// Entry i of an optional list argument (of g's length): absent when the list or its entry is None.
+template <class Array>
+TensorRef entry_ref(const char* op, const char* name, const std::optional<std::vector<std::optional<Array>>>& list,
+                    size_t i) {
+  if (!list) return {};
+  const auto& a = (*list)[i];
+  return a ? to_ref(op, core::cat(name, "[", i, "]").c_str(), *a) : TensorRef{};
+}
+
+// Lists given beside g must have its length.
+template <class List>
+void require_length(const char* op, const char* name, const List& list, size_t n) {
+  LOWBIT_REQUIRE(list.size() == n, ErrorCode::invalid_argument, op, ": ", name, " must have g's length ", n, " (got ",
+                 list.size(), ")");
+}
+
+using OutList = std::vector<OutArray>;
+using OptionalOutList = std::optional<std::vector<std::optional<OutArray>>>;
+
+void update_32bit_multi_py(const std::string& optimizer_name, const std::vector<InArray>& g, const OutList& p,
+                           const OutList& state1, float beta1, float eps, int64_t step, float lr,
+                           const OptionalOutList& state2, float beta2, float beta3, float alpha, float weight_decay,
+                           float gnorm_scale, const OptionalOutList& unorm_vec, float max_unorm, bool skip_zeros,
+                           nb::handle stream_arg) {
+  const char* op = OptimizerUpdate32bitMultiArgs::kName;
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  require_length(op, "p", p, g.size());
+  require_length(op, "state1", state1, g.size());
+  if (state2) require_length(op, "state2", *state2, g.size());
+  if (unorm_vec) require_length(op, "unorm_vec", *unorm_vec, g.size());
+  std::vector<OptimizerTensors32bit> params(g.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    params[i] = {to_ref(op, core::cat("g[", i, "]").c_str(), g[i]), to_ref(op, core::cat("p[", i, "]").c_str(), p[i]),
+                 to_ref(op, core::cat("state1[", i, "]").c_str(), state1[i]), entry_ref(op, "state2", state2, i),
+                 entry_ref(op, "unorm_vec", unorm_vec, i)};
+  }
+  OptimizerUpdate32bitMultiArgs a;
+  a.optimizer = optimizer_from_name(optimizer_name, op), a.params = params;
+  a.beta1 = beta1, a.beta2 = beta2, a.beta3 = beta3, a.alpha = alpha;
+  a.eps = eps, a.weight_decay = weight_decay, a.lr = lr, a.gnorm_scale = gnorm_scale;
+  a.max_unorm = max_unorm, a.step = step, a.skip_zeros = skip_zeros;
+  run_op(a, params.empty() ? Device::cpu() : params[0].g.device, ctx.stream);
+}
+
+void update_8bit_blockwise_multi_py(const std::string& optimizer_name, const std::vector<InArray>& g,
+                                    const OutList& p, const OutList& state1, const OptionalOutList& state2,
+                                    float beta1, float beta2, float beta3, float alpha, float eps, int64_t step,
+                                    float lr, const InArray& qmap1, const std::optional<InArray>& qmap2,
+                                    const OutList& absmax1, const OptionalOutList& absmax2, float weight_decay,
+                                    float gnorm_scale, bool skip_zeros, nb::handle stream_arg) {
+  const char* op = OptimizerUpdate8bitBlockwiseMultiArgs::kName;
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  require_length(op, "p", p, g.size());
+  require_length(op, "state1", state1, g.size());
+  require_length(op, "absmax1", absmax1, g.size());
+  if (state2) require_length(op, "state2", *state2, g.size());
+  if (absmax2) require_length(op, "absmax2", *absmax2, g.size());
+  std::vector<OptimizerTensors8bitBlockwise> params(g.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    params[i] = {to_ref(op, core::cat("g[", i, "]").c_str(), g[i]),
+                 to_ref(op, core::cat("p[", i, "]").c_str(), p[i]),
+                 to_ref(op, core::cat("state1[", i, "]").c_str(), state1[i]),
+                 entry_ref(op, "state2", state2, i),
+                 to_ref(op, core::cat("absmax1[", i, "]").c_str(), absmax1[i]),
+                 entry_ref(op, "absmax2", absmax2, i)};
+  }
+  OptimizerUpdate8bitBlockwiseMultiArgs a;
+  a.optimizer = optimizer_from_name(optimizer_name, op), a.params = params;
+  a.qmap1 = to_ref(op, "qmap1", qmap1);
+  a.qmap2 = to_ref(op, "qmap2", qmap2);
+  a.beta1 = beta1, a.beta2 = beta2, a.beta3 = beta3, a.alpha = alpha;
+  a.eps = eps, a.weight_decay = weight_decay, a.lr = lr, a.gnorm_scale = gnorm_scale;
+  a.step = step, a.skip_zeros = skip_zeros;
+  run_op(a, params.empty() ? Device::cpu() : params[0].g.device, ctx.stream);
+}
+
 void percentile_clipping_py(const InArray& grad, const OutArray& gnorm_vec, int64_t step, nb::handle stream_arg) {
   const char* op = PercentileClippingArgs::kName;
   const CallContext ctx = call_context(stream_arg);
@@ -116,6 +198,16 @@ void bind_optim(nb::module_& m) {
         arg("step"), arg("lr"), arg("qmap1"), arg("qmap2").none(), arg("absmax1"), arg("absmax2").none(),
         arg("weight_decay"), arg("gnorm_scale"), arg("skip_zeros"), arg("stream") = 0,
         "One optimizer step with 8-bit blockwise states, in place.");
+  m.def("optimizer_update_32bit_multi", &update_32bit_multi_py, arg("optimizer_name"), arg("g"), arg("p"),
+        arg("state1"), arg("beta1"), arg("eps"), arg("step"), arg("lr"), arg("state2").none(), arg("beta2"),
+        arg("beta3"), arg("alpha"), arg("weight_decay"), arg("gnorm_scale"), arg("unorm_vec").none(),
+        arg("max_unorm"), arg("skip_zeros"), arg("stream") = 0,
+        "One optimizer step with 32-bit states over lists of parameters, in place.");
+  m.def("optimizer_update_8bit_blockwise_multi", &update_8bit_blockwise_multi_py, arg("optimizer_name"), arg("g"),
+        arg("p"), arg("state1"), arg("state2").none(), arg("beta1"), arg("beta2"), arg("beta3"), arg("alpha"),
+        arg("eps"), arg("step"), arg("lr"), arg("qmap1"), arg("qmap2").none(), arg("absmax1"),
+        arg("absmax2").none(), arg("weight_decay"), arg("gnorm_scale"), arg("skip_zeros"), arg("stream") = 0,
+        "One optimizer step with 8-bit blockwise states over lists of parameters, in place.");
   m.def("percentile_clipping", &percentile_clipping_py, arg("grad"), arg("gnorm_vec"), arg("step"), arg("stream") = 0,
         "Percentile clipping's device step: grad's squared norm into gnorm_vec, in place.");
 }

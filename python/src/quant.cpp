@@ -189,6 +189,19 @@ nb::object estimate_quantiles_py(const InArray& A, const std::optional<OutArray>
   return nb::none();
 }
 
+void histogram_scatter_add_2d_py(const OutArray& histogram, const InArray& index1, const InArray& index2,
+                                 const InArray& source, nb::handle stream_arg) {
+  const char* op = HistogramScatterAdd2dArgs::kName;
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  HistogramScatterAdd2dArgs a;
+  a.histogram = to_ref(op, "histogram", histogram);
+  a.index1 = to_ref(op, "index1", index1);
+  a.index2 = to_ref(op, "index2", index2);
+  a.source = to_ref(op, "source", source);
+  run_op(a, a.histogram.device, ctx.stream);
+}
+
 nb::tuple quantile_map_py(const InArray& A, int total_bits, nb::handle stream_arg) {
   const char* op = "create_quantile_map";
   LOWBIT_REQUIRE(total_bits >= 1 && total_bits <= 8, ErrorCode::invalid_argument, op,
@@ -291,6 +304,8 @@ void bind_quant(nb::module_& m) {
         "NF4/FP4 dequantization; returns the output (None when out was given).");
   m.def("estimate_quantiles", &estimate_quantiles_py, arg("A"), arg("out").none(), arg("offset"), arg("num_quantiles"),
         arg("stream") = 0, "Quantiles of A (None when out was given).");
+  m.def("histogram_scatter_add_2d", &histogram_scatter_add_2d_py, arg("histogram"), arg("index1"), arg("index2"),
+        arg("source"), arg("stream") = 0, "histogram[index1[i], index2[i]] += source[i], in place.");
   m.def("quantile_map", &quantile_map_py, arg("A"), arg("total_bits"), arg("stream") = 0,
         "bitsandbytes create_quantile_map on A's device.");
   m.def("act_quant", &act_quant_py, arg("x"), arg("block_size"), arg("ue8m0"), arg("stream") = 0,

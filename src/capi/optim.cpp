@@ -3,6 +3,9 @@
 // stream-ordered scratch (the CUDA norms' partial sums) and run.
 #include "lowbit/ops/optim.h"
 
+#include <string>
+#include <vector>
+
 #include "capi/capi.h"
 #include "core/check.h"
 #include "ops/dispatch.h"
@@ -16,8 +19,7 @@ namespace {
 // The name, the tensors and the constants every update takes, NULLs checked first.
 template <class Args>
 void set_common(Args& a, const char* optimizer_name, const lowbit_optimizer_hparams* hparams, const DLTensor* g,
-                DLTensor* p, DLTensor* state1, DLTensor* state2) {
-  constexpr const char* op = Args::kName;
+                DLTensor* p, DLTensor* state1, DLTensor* state2, const char* op = Args::kName) {
   LOWBIT_REQUIRE(optimizer_name != nullptr, ErrorCode::invalid_argument, op, ": optimizer_name is NULL");
   LOWBIT_REQUIRE(hparams != nullptr, ErrorCode::invalid_argument, op, ": hparams is NULL");
   a.optimizer = optimizer_from_name(optimizer_name, op);
@@ -29,6 +31,22 @@ void set_common(Args& a, const char* optimizer_name, const lowbit_optimizer_hpar
   a.p = to_ref(op, "p", p);
   a.state1 = to_ref(op, "state1", state1);
   a.state2 = to_ref(op, "state2", state2);
+}
+
+// The list-wide constants of a multi update (the single update's, through set_common).
+template <class Multi, class Single>
+void copy_constants(Multi& m, const Single& a) {
+  m.optimizer = a.optimizer;
+  m.beta1 = a.beta1, m.beta2 = a.beta2, m.beta3 = a.beta3, m.alpha = a.alpha;
+  m.eps = a.eps, m.weight_decay = a.weight_decay, m.lr = a.lr, m.gnorm_scale = a.gnorm_scale;
+  m.step = a.step, m.skip_zeros = a.skip_zeros;
+}
+
+// Entry i of an array argument ("state2[3]"); absent where the array or its entry is NULL.
+TensorRef entry_ref(const char* op, const char* name, const DLTensor* const* array, size_t i, bool required) {
+  const std::string arg = core::cat(name, "[", i, "]");
+  if (required) capi::require_not_null(op, name, array);
+  return to_ref(op, arg.c_str(), array ? array[i] : nullptr);
 }
 
 }  // namespace
@@ -105,5 +123,55 @@ lowbit_status lowbit_percentile_clipping(const DLTensor* grad, DLTensor* gnorm_v
     a.gnorm_vec = to_ref(op, "gnorm_vec", gnorm_vec);
     a.step = step;
     ops::run_with_workspace(a, a.grad.device, Stream{stream});
+  });
+}
+
+lowbit_status lowbit_optimizer_update_32bit_multi(const char* optimizer_name, size_t count, const DLTensor* const* g,
+                                                  DLTensor* const* p, DLTensor* const* state1, DLTensor* const* state2,
+                                                  DLTensor* const* unorm_vec, const lowbit_optimizer_hparams* hparams,
+                                                  void* stream) {
+  constexpr const char* op = OptimizerUpdate32bitMultiArgs::kName;
+  return guarded(op, [&] {
+    OptimizerUpdate32bitArgs constants;
+    set_common(constants, optimizer_name, hparams, nullptr, nullptr, nullptr, nullptr, op);
+    std::vector<OptimizerTensors32bit> params(count);
+    for (size_t i = 0; i < count; ++i) {
+      params[i] = {entry_ref(op, "g", g, i, true), entry_ref(op, "p", p, i, true),
+                   entry_ref(op, "state1", state1, i, true), entry_ref(op, "state2", state2, i, false),
+                   entry_ref(op, "unorm_vec", unorm_vec, i, false)};
+    }
+    OptimizerUpdate32bitMultiArgs a;
+    copy_constants(a, constants);
+    a.max_unorm = hparams->max_unorm;
+    a.params = params;
+    ops::run_with_workspace(a, count ? params[0].g.device : Device::cpu(), Stream{stream});
+  });
+}
+
+lowbit_status lowbit_optimizer_update_8bit_blockwise_multi(const char* optimizer_name, size_t count,
+                                                           const DLTensor* const* g, DLTensor* const* p,
+                                                           DLTensor* const* state1, DLTensor* const* state2,
+                                                           const DLTensor* qmap1, const DLTensor* qmap2,
+                                                           DLTensor* const* absmax1, DLTensor* const* absmax2,
+                                                           const lowbit_optimizer_hparams* hparams, void* stream) {
+  constexpr const char* op = OptimizerUpdate8bitBlockwiseMultiArgs::kName;
+  return guarded(op, [&] {
+    OptimizerUpdate8bitBlockwiseArgs constants;
+    set_common(constants, optimizer_name, hparams, nullptr, nullptr, nullptr, nullptr, op);
+    LOWBIT_REQUIRE(hparams->max_unorm == 0.0f, ErrorCode::invalid_argument, op,
+                   ": 8-bit blockwise states have no trust ratio: hparams->max_unorm must be 0 (got ",
+                   hparams->max_unorm, ")");
+    std::vector<OptimizerTensors8bitBlockwise> params(count);
+    for (size_t i = 0; i < count; ++i) {
+      params[i] = {entry_ref(op, "g", g, i, true),          entry_ref(op, "p", p, i, true),
+                   entry_ref(op, "state1", state1, i, true), entry_ref(op, "state2", state2, i, false),
+                   entry_ref(op, "absmax1", absmax1, i, true), entry_ref(op, "absmax2", absmax2, i, false)};
+    }
+    OptimizerUpdate8bitBlockwiseMultiArgs a;
+    copy_constants(a, constants);
+    a.params = params;
+    a.qmap1 = to_ref(op, "qmap1", qmap1);
+    a.qmap2 = to_ref(op, "qmap2", qmap2);
+    ops::run_with_workspace(a, count ? params[0].g.device : Device::cpu(), Stream{stream});
   });
 }

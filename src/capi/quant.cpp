@@ -268,4 +268,17 @@ lowbit_status lowbit_estimate_quantiles(const DLTensor* input, DLTensor* out, fl
   });
 }
 
+lowbit_status lowbit_histogram_scatter_add_2d(DLTensor* histogram, const DLTensor* index1, const DLTensor* index2,
+                                              const DLTensor* source, void* stream) {
+  constexpr const char* op = HistogramScatterAdd2dArgs::kName;
+  return guarded(op, [&] {
+    HistogramScatterAdd2dArgs a;
+    a.histogram = to_ref(op, "histogram", histogram);
+    a.index1 = to_ref(op, "index1", index1);
+    a.index2 = to_ref(op, "index2", index2);
+    a.source = to_ref(op, "source", source);
+    run_op(a, a.histogram.device, stream);
+  });
+}
+
 }  // extern "C"

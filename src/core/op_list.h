@@ -7,28 +7,31 @@
 #include "lowbit/ops/optim.h"
 #include "lowbit/ops/quant.h"
 
-#define LOWBIT_FOR_EACH_OP(X)         \
-  X(QuantizeBlockwiseArgs)            \
-  X(DequantizeBlockwiseArgs)          \
-  X(QuantizeNoAbsmaxArgs)             \
-  X(DequantizeNoAbsmaxArgs)           \
-  X(QuantizeTensorwiseArgs)           \
-  X(DequantizeTensorwiseArgs)         \
-  X(Quantize4bitArgs)                 \
-  X(Dequantize4bitArgs)               \
-  X(AbsmaxCenterArgs)                 \
-  X(ActQuantArgs)                     \
-  X(WeightQuantArgs)                  \
-  X(WeightDequantArgs)                \
-  X(Int8VectorwiseQuantArgs)          \
-  X(Int8VectorwiseDequantArgs)        \
-  X(EstimateQuantilesArgs)            \
-  X(MatmulArgs)                       \
-  X(Matmul4bitArgs)                   \
-  X(Fp8GemmArgs)                      \
-  X(Fp8GroupedGemmContiguousArgs)     \
-  X(Fp8GroupedGemmMaskedArgs)         \
-  X(OptimizerUpdate32bitArgs)         \
-  X(OptimizerUpdate8bitArgs)          \
-  X(OptimizerUpdate8bitBlockwiseArgs) \
+#define LOWBIT_FOR_EACH_OP(X)              \
+  X(QuantizeBlockwiseArgs)                 \
+  X(DequantizeBlockwiseArgs)               \
+  X(QuantizeNoAbsmaxArgs)                  \
+  X(DequantizeNoAbsmaxArgs)                \
+  X(QuantizeTensorwiseArgs)                \
+  X(DequantizeTensorwiseArgs)              \
+  X(Quantize4bitArgs)                      \
+  X(Dequantize4bitArgs)                    \
+  X(AbsmaxCenterArgs)                      \
+  X(ActQuantArgs)                          \
+  X(WeightQuantArgs)                       \
+  X(WeightDequantArgs)                     \
+  X(Int8VectorwiseQuantArgs)               \
+  X(Int8VectorwiseDequantArgs)             \
+  X(EstimateQuantilesArgs)                 \
+  X(HistogramScatterAdd2dArgs)             \
+  X(MatmulArgs)                            \
+  X(Matmul4bitArgs)                        \
+  X(Fp8GemmArgs)                           \
+  X(Fp8GroupedGemmContiguousArgs)          \
+  X(Fp8GroupedGemmMaskedArgs)              \
+  X(OptimizerUpdate32bitArgs)              \
+  X(OptimizerUpdate8bitArgs)               \
+  X(OptimizerUpdate8bitBlockwiseArgs)      \
+  X(OptimizerUpdate32bitMultiArgs)         \
+  X(OptimizerUpdate8bitBlockwiseMultiArgs) \
   X(PercentileClippingArgs)

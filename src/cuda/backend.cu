@@ -62,6 +62,7 @@ void register_cuda_backend() {
   add<Int8VectorwiseQuantArgs>(cuda::int8_vectorwise_quant);
   add<Int8VectorwiseDequantArgs>(cuda::int8_vectorwise_dequant);
   add<EstimateQuantilesArgs>(cuda::estimate_quantiles, cuda::estimate_quantiles_workspace);
+  add<HistogramScatterAdd2dArgs>(cuda::histogram_scatter_add_2d);
   add<MatmulArgs>(cuda::matmul, cuda::matmul_workspace, cuda::matmul_configs, cuda::matmul_prepare);
   add<Matmul4bitArgs>(cuda::matmul_4bit, cuda::matmul_4bit_workspace, cuda::matmul_4bit_configs);
   add<Fp8GemmArgs>(cuda::fp8_gemm, nullptr, cuda::fp8_gemm_configs);
@@ -71,6 +72,8 @@ void register_cuda_backend() {
   add<OptimizerUpdate32bitArgs>(cuda::optimizer_update_32bit, cuda::optimizer_update_32bit_workspace);
   add<OptimizerUpdate8bitArgs>(cuda::optimizer_update_8bit, cuda::optimizer_update_8bit_workspace);
   add<OptimizerUpdate8bitBlockwiseArgs>(cuda::optimizer_update_8bit_blockwise);
+  add<OptimizerUpdate32bitMultiArgs>(cuda::optimizer_update_32bit_multi, cuda::optimizer_update_32bit_multi_workspace);
+  add<OptimizerUpdate8bitBlockwiseMultiArgs>(cuda::optimizer_update_8bit_blockwise_multi);
   add<PercentileClippingArgs>(cuda::percentile_clipping, cuda::percentile_clipping_workspace);
 }
 

@@ -368,3 +368,69 @@ def test_8bit_every_backend_matches_numpy(backend, rng, name):
         np.testing.assert_array_max_ulp(backend.numpy(got["p"]), want["p"], maxulp=1)
     else:
         np.testing.assert_array_equal(backend.numpy(got["p"]), want["p"], err_msg="p")
+
+
+def _mixed(rng, sizes, two, n_state1=None):
+    g = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    p = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    s1 = [(0.1 * rng.standard_normal(n)).astype(np.float32) for n in sizes]
+    s2 = [np.abs(0.1 * rng.standard_normal(n)).astype(np.float32) for n in sizes] if two else None
+    return g, p, s1, s2
+
+
+@pytest.mark.parametrize("name", ["adam", "lamb", "momentum", "lion"])
+def test_multi_32bit_matches_single_calls(rng, name):
+    sizes = [1, 0, 7, 1037, 40000, 300]
+    two = name in ("adam", "lamb")
+    g, p, s1, s2 = _mixed(rng, sizes, two)
+    norms = name == "lamb"
+    unorm = [np.zeros(1, np.float32) for _ in sizes] if norms else None
+    copies = [a.copy() for a in p], [a.copy() for a in s1], None if s2 is None else [a.copy() for a in s2]
+    kw = dict(beta2=0.99, weight_decay=0.01, max_unorm=0.01 if norms else 0.0)
+    F.optimizer_update_32bit_multi(name, g, p, s1, 0.9, 1e-6, 3, 1e-2, state2=s2, unorm_vec=unorm, **kw)
+    for i in range(len(sizes)):
+        u = np.zeros(1, np.float32) if norms else None
+        F.optimizer_update_32bit(name, g[i], copies[0][i], copies[1][i], 0.9, 1e-6, 3, 1e-2,
+                                 state2=None if s2 is None else copies[2][i], unorm_vec=u, **kw)
+        np.testing.assert_array_equal(p[i], copies[0][i])
+        np.testing.assert_array_equal(s1[i], copies[1][i])
+        if s2 is not None:
+            np.testing.assert_array_equal(s2[i], copies[2][i])
+        if norms:
+            np.testing.assert_array_equal(unorm[i], u)
+
+
+@pytest.mark.parametrize("name", ["adam", "momentum"])
+def test_multi_8bit_blockwise_matches_single_calls(rng, name):
+    sizes = [5, 300, 1000]
+    two = name == "adam"
+    qmap1 = F.create_dynamic_map(True)
+    qmap2 = F.create_dynamic_map(False) if two else None
+    g = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    p = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    s1 = [rng.integers(0, 256, n).astype(np.uint8) for n in sizes]
+    s2 = [rng.integers(128, 256, n).astype(np.uint8) for n in sizes] if two else None
+    a1 = [np.full((n + 255) // 256, 0.25, np.float32) for n in sizes]
+    a2 = [np.full((n + 255) // 256, 0.01, np.float32) for n in sizes] if two else None
+    cp = [[a.copy() for a in xs] if xs is not None else None for xs in (p, s1, s2, a1, a2)]
+    F.optimizer_update_8bit_blockwise_multi(name, g, p, s1, s2, 0.9, 0.99, 0.0, 0.0, 1e-8, 2, 1e-3, qmap1, qmap2,
+                                            a1, a2, weight_decay=0.01)
+    for i in range(len(sizes)):
+        F.optimizer_update_8bit_blockwise(name, g[i], cp[0][i], cp[1][i], cp[2][i] if two else None, 0.9, 0.99, 0.0,
+                                          0.0, 1e-8, 2, 1e-3, qmap1, qmap2, cp[3][i], cp[4][i] if two else None,
+                                          weight_decay=0.01)
+        for k, got in enumerate((p, s1, s2, a1, a2)):
+            if got is not None:
+                np.testing.assert_array_equal(got[i], cp[k][i])
+
+
+def test_multi_errors_name_the_entry(rng):
+    g, p, s1, _ = _mixed(rng, [8, 9], False)
+    with pytest.raises(ValueError, match=r"optimizer_update_32bit_multi: params\[1\]: state1"):
+        F.optimizer_update_32bit_multi("momentum", g, p, [s1[0], s1[0]], 0.9, 0.0, 1, 1e-3)
+    with pytest.raises(ValueError, match="state1 must have g's length 2"):
+        F.optimizer_update_32bit_multi("momentum", g, p, s1[:1], 0.9, 0.0, 1, 1e-3)
+    with pytest.raises(ValueError, match=r"params\[1\].g must have params\[0\].g's dtype float32"):
+        F.optimizer_update_32bit_multi("momentum", [g[0], g[1].astype(np.float16)], [p[0], p[1].astype(np.float16)],
+                                       s1, 0.9, 0.0, 1, 1e-3)
+    F.optimizer_update_32bit_multi("momentum", [], [], [], 0.9, 0.0, 1, 1e-3)  # an empty list: nothing to do

@@ -193,6 +193,15 @@ LOWBIT_C_API lowbit_status lowbit_int8_vectorwise_dequant(const DLTensor* input,
  * out float32 [256]. */
 LOWBIT_C_API lowbit_status lowbit_estimate_quantiles(const DLTensor* input, DLTensor* out, float offset, void* stream);
 
+/* bitsandbytes histogram_scatter_add_2d, in place: histogram[index1[i],
+ * index2[i]] += source[i]. histogram float32 [maxdim1, maxdim2]; index1,
+ * index2 int32 and source float32 of n elements each; all contiguous, on one
+ * device. An index outside the histogram is LOWBIT_INVALID_ARGUMENT on the
+ * CPU (nothing added) and skipped on CUDA (docs/formats.md). */
+LOWBIT_C_API lowbit_status lowbit_histogram_scatter_add_2d(DLTensor* histogram, const DLTensor* index1,
+                                                           const DLTensor* index2, const DLTensor* source,
+                                                           void* stream);
+
 /* ----------------------------------------------------------- code maps */
 /* Each writes its values (float32, host memory) into out[0 .. *count) and
  * stores the number of values in *count (count may be NULL). With out ==
@@ -460,6 +469,29 @@ LOWBIT_C_API lowbit_status lowbit_optimizer_update_8bit_blockwise(
     const char* optimizer_name, const DLTensor* g, DLTensor* p, DLTensor* state1, DLTensor* state2,
     const DLTensor* qmap1, const DLTensor* qmap2, DLTensor* absmax1, DLTensor* absmax2,
     const lowbit_optimizer_hparams* hparams, void* stream);
+
+/* One step over `count` parameters in one call (docs/optim.md, "Multi-tensor
+ * updates"): entry i is g[i], p[i], state1[i], state2[i], unorm_vec[i], each
+ * as lowbit_optimizer_update_32bit takes it, under one optimizer_name and
+ * one hparams. g and p have one dtype over the list; all on one device.
+ * state2 and unorm_vec may be NULL arrays (no entry has one) or hold NULL
+ * entries. Each parameter gets the bits the single call gives it; on CUDA
+ * the list is one launch (two with max_unorm > 0) for up to about 400
+ * parameters. */
+LOWBIT_C_API lowbit_status lowbit_optimizer_update_32bit_multi(const char* optimizer_name, size_t count,
+                                                               const DLTensor* const* g, DLTensor* const* p,
+                                                               DLTensor* const* state1, DLTensor* const* state2,
+                                                               DLTensor* const* unorm_vec,
+                                                               const lowbit_optimizer_hparams* hparams, void* stream);
+
+/* lowbit_optimizer_update_8bit_blockwise over `count` parameters in one call:
+ * entry i is g[i], p[i], state1[i], state2[i], absmax1[i], absmax2[i]; qmap1
+ * and qmap2 are every entry's maps. state2 and absmax2 may be NULL arrays
+ * for the one-state rules; hparams->max_unorm must be 0. */
+LOWBIT_C_API lowbit_status lowbit_optimizer_update_8bit_blockwise_multi(
+    const char* optimizer_name, size_t count, const DLTensor* const* g, DLTensor* const* p, DLTensor* const* state1,
+    DLTensor* const* state2, const DLTensor* qmap1, const DLTensor* qmap2, DLTensor* const* absmax1,
+    DLTensor* const* absmax2, const lowbit_optimizer_hparams* hparams, void* stream);
 
 /* Percentile clipping's device step (docs/optim.md): the squared L2 norm of
  * grad (float32/float16/bfloat16, contiguous) written to gnorm_vec (float32

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "lowbit/ops/declare_op.h"
@@ -104,6 +105,61 @@ struct OptimizerUpdate8bitBlockwiseArgs {
 bool optimizer_has_8bit_blockwise(Optimizer o);
 
 LOWBIT_DECLARE_OP(OptimizerUpdate8bitBlockwiseArgs)
+
+// ------------------------------------------------- multi-tensor updates
+// One step over a list of parameters in one call, as torch's fused and
+// _foreach optimizers take them: one rule, one step and one set of
+// constants for the list, each parameter with its own tensors. Every entry
+// is checked as the single-tensor op checks it; g and p have one dtype over
+// the list; every tensor is on one device. The result of each parameter is
+// bit for bit what the single-tensor op gives it (docs/optim.md,
+// "Multi-tensor updates"); on CUDA the list is one launch (two with the
+// trust ratio) up to the entries a kernel's parameters hold.
+
+// One parameter's tensors, as OptimizerUpdate32bitArgs takes them.
+struct OptimizerTensors32bit {
+  TensorRef g, p, state1, state2, unorm_vec;
+};
+
+struct OptimizerUpdate32bitMultiArgs {
+  static constexpr const char* kName = "optimizer_update_32bit_multi";
+  Optimizer optimizer = Optimizer::adam;
+  std::span<const OptimizerTensors32bit> params;  // the list (empty: nothing to do)
+  float beta1 = 0.0f, beta2 = 0.0f, beta3 = 0.0f, alpha = 0.0f;
+  float eps = 0.0f, weight_decay = 0.0f, lr = 0.0f;
+  float gnorm_scale = 1.0f;
+  float max_unorm = 0.0f;  // > 0: each parameter's update scaled by its own norms (unorm_vec each)
+  int64_t step = 1;
+  bool skip_zeros = false;
+
+  // The single-tensor update of params[i].
+  OptimizerUpdate32bitArgs entry(size_t i) const;
+};
+
+LOWBIT_DECLARE_OP(OptimizerUpdate32bitMultiArgs)
+
+// One parameter's tensors, as OptimizerUpdate8bitBlockwiseArgs takes them;
+// the code maps are the list's.
+struct OptimizerTensors8bitBlockwise {
+  TensorRef g, p, state1, state2, absmax1, absmax2;
+};
+
+struct OptimizerUpdate8bitBlockwiseMultiArgs {
+  static constexpr const char* kName = "optimizer_update_8bit_blockwise_multi";
+  Optimizer optimizer = Optimizer::adam;
+  std::span<const OptimizerTensors8bitBlockwise> params;  // the list (empty: nothing to do)
+  TensorRef qmap1;  // f32 [256], sorted: every state1's map
+  TensorRef qmap2;  // f32 [256], sorted: every state2's map (two-state rules)
+  float beta1 = 0.0f, beta2 = 0.0f, beta3 = 0.0f, alpha = 0.0f;
+  float eps = 0.0f, weight_decay = 0.0f, lr = 0.0f;
+  float gnorm_scale = 1.0f;
+  int64_t step = 1;
+  bool skip_zeros = false;
+
+  OptimizerUpdate8bitBlockwiseArgs entry(size_t i) const;
+};
+
+LOWBIT_DECLARE_OP(OptimizerUpdate8bitBlockwiseMultiArgs)
 
 // The device step of bitsandbytes' percentile_clipping: the gradient's
 // squared L2 norm (summed in float64, stored as fp32) goes into gnorm_vec,

@@ -1,6 +1,6 @@
 // Quantization ops: 8-bit blockwise and tensor-wise with code maps, 4-bit
-// NF4/FP4, FP8 with DeepSeek block scales, int8 vector-wise, quantile estimation. Semantics:
-// docs/formats.md.
+// NF4/FP4, FP8 with DeepSeek block scales, int8 vector-wise, quantile
+// estimation, 2-D histograms. Semantics: docs/formats.md.
 //
 // Each op has an Args struct and three calls (the CUTLASS pattern):
 //   check(args)                 validates; throws lowbit::Error naming the op,
@@ -176,6 +176,20 @@ struct EstimateQuantilesArgs {
   float offset = 1.0f / 512.0f;
 };
 
+// bitsandbytes' histogram_scatter_add_2d, in place:
+// histogram[index1[i], index2[i]] += source[i] for every i. An index outside
+// the histogram is an error on the CPU (nothing is added) and skipped on
+// CUDA, where the host cannot read device data without waiting for it. CUDA
+// adds with atomics in no fixed order: sums agree with the CPU's within fp32
+// rounding, exactly where the order cannot matter (integer-valued sums).
+struct HistogramScatterAdd2dArgs {
+  static constexpr const char* kName = "histogram_scatter_add_2d";
+  TensorRef histogram;  // f32 [maxdim1, maxdim2], contiguous, updated
+  TensorRef index1;     // i32, n elements (any shape), contiguous: rows, in [0, maxdim1)
+  TensorRef index2;     // i32, n elements, contiguous: columns, in [0, maxdim2)
+  TensorRef source;     // f32, n elements, contiguous: the values added
+};
+
 LOWBIT_DECLARE_OP(QuantizeBlockwiseArgs)
 LOWBIT_DECLARE_OP(DequantizeBlockwiseArgs)
 LOWBIT_DECLARE_OP(QuantizeNoAbsmaxArgs)
@@ -191,6 +205,7 @@ LOWBIT_DECLARE_OP(WeightDequantArgs)
 LOWBIT_DECLARE_OP(Int8VectorwiseQuantArgs)
 LOWBIT_DECLARE_OP(Int8VectorwiseDequantArgs)
 LOWBIT_DECLARE_OP(EstimateQuantilesArgs)
+LOWBIT_DECLARE_OP(HistogramScatterAdd2dArgs)
 
 // ------------------------------------------------------- allocating front ends
 

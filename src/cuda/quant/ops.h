@@ -29,5 +29,6 @@ void int8_vectorwise_quant(const Int8VectorwiseQuantArgs& a, void* workspace, St
 void int8_vectorwise_dequant(const Int8VectorwiseDequantArgs& a, void* workspace, Stream stream);
 void estimate_quantiles(const EstimateQuantilesArgs& a, void* workspace, Stream stream);
 size_t estimate_quantiles_workspace(const EstimateQuantilesArgs& a);
+void histogram_scatter_add_2d(const HistogramScatterAdd2dArgs& a, void* workspace, Stream stream);
 
 }  // namespace lowbit::cuda
