@@ -304,3 +304,36 @@ def test_adamw8bit_trains_an_mlp_as_well_as_torch_adamw():
     ours = _train(lambda ps: optim.AdamW8bit(ps, lr=2e-3, min_8bit_size=4096))
     ref = _train(lambda ps: torch.optim.AdamW(ps, lr=2e-3))
     assert ours <= ref * 1.02 + 1e-4, (ours, ref)
+
+
+class _OneByOne(optim.AdamW8bit):
+    def _batch_key(self, group, p, gindex, pindex):
+        return None
+
+
+class _OneByOne32(optim.AdamW):
+    def _batch_key(self, group, p, gindex, pindex):
+        return None
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("batched,single", [(optim.AdamW8bit, _OneByOne), (optim.AdamW, _OneByOne32)])
+def test_batched_step_equals_one_parameter_at_a_time(device, batched, single):
+    shapes = ((70, 90), (4096 + 300,), (33,), (128, 64), (5000,))
+    a, b = _params(device, shapes=shapes), _params(device, shapes=shapes)
+    opt_a, opt_b = batched(a, lr=1e-3), single(b, lr=1e-3)
+    _run(opt_a, a, 4)
+    _run(opt_b, b, 4)
+    assert opt_a._batch_key(opt_a.param_groups[0], a[0], 0, 0) == opt_a._batch_key(opt_a.param_groups[0], a[3], 0, 3)
+    for x, y in zip(a, b):
+        assert torch.equal(x, y)
+    saved = opt_a.state_dict()
+    c = [torch.nn.Parameter(x.detach().clone()) for x in a]
+    opt_c = batched(c, lr=1e-3)
+    opt_c.load_state_dict(saved)
+    if batched is optim.AdamW8bit:  # the loaded maps are shared again, so the loaded state batches too
+        assert opt_c.state[c[0]]["qmap1"] is opt_c.state[c[3]]["qmap1"]
+    _run(opt_c, c, 2, seed=7)
+    _run(opt_a, a, 2, seed=7)
+    for x, y in zip(a, c):
+        assert torch.equal(x, y)

@@ -202,6 +202,25 @@ class Optimizer8bit(torch.optim.Optimizer):
             s["params"] = g["params"]
             param_groups.append(s)
         self.__setstate__({"state": state, "param_groups": param_groups})
+        self._share_maps()
+
+    def _share_maps(self) -> None:
+        """Makes equal code maps one tensor again (a loaded state has a copy per parameter), so that the
+        parameters' updates batch; compared once, at load."""
+        shared: list = []
+        for st in self.state.values():
+            if not isinstance(st, dict):
+                continue
+            for key in ("qmap1", "qmap2"):
+                m = st.get(key)
+                if not isinstance(m, torch.Tensor):
+                    continue
+                same = next((u for u in shared if u.device == m.device and u.shape == m.shape and torch.equal(u, m)),
+                            None)
+                if same is None:
+                    shared.append(m)
+                else:
+                    st[key] = same
 
     # --------------------------------------------------------------- stepping
 
@@ -226,8 +245,9 @@ class Optimizer8bit(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        """One update of every parameter that has a gradient. Nothing here waits for the GPU
-        (percentile clipping aside: its clip value is read back, as bitsandbytes does)."""
+        """One update of every parameter that has a gradient. Parameters that share a rule, a step count, the
+        constants, a dtype and a device go to the GPU as one multi-tensor update; nothing here waits for the
+        GPU (percentile clipping aside: its clip value is read back, as bitsandbytes does)."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -236,6 +256,7 @@ class Optimizer8bit(torch.optim.Optimizer):
             self.check_overrides()
             self.to_gpu()
             self.initialized = True
+        batches: Dict[tuple, list] = {}
         for gindex, group in enumerate(self.param_groups):
             for pindex, p in enumerate(group["params"]):
                 if p.grad is None:
@@ -243,8 +264,25 @@ class Optimizer8bit(torch.optim.Optimizer):
                 if len(self.state[p]) == 0:
                     self.init_state(group, p, gindex, pindex)
                 self.prefetch_state(p)
-                self.update_step(group, p, gindex, pindex)
+                key = self._batch_key(group, p, gindex, pindex)
+                if key is None:
+                    self.update_step(group, p, gindex, pindex)
+                else:
+                    batches.setdefault(key, []).append((group, p, gindex, pindex))
+        for members in batches.values():
+            if len(members) == 1:
+                self.update_step(*members[0])
+            else:
+                self._update_batch(members)
         return loss
+
+    def _batch_key(self, group, p, gindex, pindex) -> Optional[tuple]:
+        """What a parameter's update shares with those it can run with in one call, or None to run it alone."""
+        return None
+
+    def _update_batch(self, members) -> None:
+        for m in members:
+            self.update_step(*m)
 
     def get_config(self, gindex, pindex, group) -> Dict[str, Any]:
         config = {
@@ -368,6 +406,49 @@ class _StateOptimizer(Optimizer8bit):
             scale = step / config["t_beta3"]
             beta3 = min(math.exp(ln_beta1 * ln_beta3 / ((1 - scale) * ln_beta3 + scale * ln_beta1)), beta3)
         return beta3, alpha
+
+    def _batch_key(self, group, p, gindex, pindex) -> Optional[tuple]:
+        # a subclass's own update_step, percentile clipping (a scale per parameter) and tensor-wise states
+        # (no multi-tensor op) run alone
+        if type(self).update_step is not _StateOptimizer.update_step:
+            return None
+        config = self.get_config(gindex, pindex, group)
+        state = self.state[p]
+        if config["percentile_clipping"] < 100 or "max1" in state:
+            return None
+        if not p.is_contiguous() or p.grad is None or not p.grad.is_contiguous() or p.grad.dtype != p.dtype:
+            return None
+        kind = "32bit" if state["state1"].dtype == torch.float32 else "8bit_blockwise"
+        step = state["step"] + 1
+        beta3, alpha = self._schedule(config, step)
+        betas = tuple(config["betas"]) + (0.0,)
+        maps = (id(state.get("qmap1")), id(state.get("qmap2")))  # one map per call: the same tensors
+        return (kind, p.dtype, p.device, step, maps, float(config["lr"]), float(betas[0]), float(betas[1]), beta3, alpha,
+                float(config["eps"]), float(config["weight_decay"]), float(config["max_unorm"]),
+                bool(config["skip_zeros"]))
+
+    def _update_batch(self, members) -> None:
+        group, p0, gindex, pindex = members[0]
+        (kind, _, _, step, _, lr, beta1, beta2, beta3, alpha, eps, weight_decay, max_unorm,
+         skip_zeros) = self._batch_key(group, p0, gindex, pindex)
+        states = [self.state[m[1]] for m in members]
+        for st in states:
+            st["step"] += 1
+        g = [m[1].grad for m in members]
+        p = [m[1] for m in members]
+        two = "state2" in states[0]
+        if kind == "32bit":
+            F.optimizer_update_32bit_multi(
+                self.optimizer_name, g, p, [st["state1"] for st in states], beta1, eps, step, lr,
+                [st["state2"] for st in states] if two else None, beta2, weight_decay, 1.0,
+                [st["unorm_vec"] for st in states] if max_unorm > 0.0 else None, max_unorm, skip_zeros,
+                beta3=beta3, alpha=alpha)
+        else:
+            F.optimizer_update_8bit_blockwise_multi(
+                self.optimizer_name, g, p, [st["state1"] for st in states],
+                [st["state2"] for st in states] if two else None, beta1, beta2, beta3, alpha, eps, step, lr,
+                states[0]["qmap1"], states[0].get("qmap2"), [st["absmax1"] for st in states],
+                [st["absmax2"] for st in states] if two else None, weight_decay, 1.0, skip_zeros)
 
     @torch.no_grad()
     def update_step(self, group, p, gindex, pindex):
