@@ -9,10 +9,10 @@ from backends import require_writable
 
 
 def _inputs(rng, rows, cols, n):
-    hist = rng.standard_normal((rows, cols)).astype(np.float32)
+    hist = np.round(4 * rng.standard_normal((rows, cols))).astype(np.float32)
     i1 = rng.integers(0, rows, n).astype(np.int32)
     i2 = rng.integers(0, cols, n).astype(np.int32)
-    src = np.round(8 * rng.standard_normal(n)).astype(np.float32)  # integers: every order sums exactly
+    src = np.round(8 * rng.standard_normal(n)).astype(np.float32)  # integers, as hist: every order sums exactly
     return hist, i1, i2, src
 
 

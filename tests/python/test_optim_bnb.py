@@ -17,9 +17,10 @@ if not lowbit._lowbit.built_with_cuda or lowbit.cuda_device_count() == 0:
     pytest.skip("lowbit was built without CUDA or sees no device", allow_module_level=True)
 
 
-def _params(seed=0):
+def _params(seed=0, ragged=True):
     g = torch.Generator().manual_seed(seed)
-    return [torch.nn.Parameter(torch.randn(s, generator=g).cuda()) for s in ((256, 300), (4096 + 77,), (64,))]
+    shapes = ((256, 300), (4096 + 77,), (64,)) if ragged else ((256, 300), (4096 + 256,), (64,))
+    return [torch.nn.Parameter(torch.randn(s, generator=g).cuda()) for s in shapes]
 
 
 def _step(opt, params, step):
@@ -39,7 +40,8 @@ def test_state_dict_moves_between_libraries(name, kw, direction):
     if not hasattr(bnb.optim, name):
         pytest.skip(f"bitsandbytes {bnb.__version__} has no optim.{name}")
     first, second = (bnb.optim, optim) if direction == "bnb_to_lowbit" else (optim, bnb.optim)
-    a = _params()
+    # bitsandbytes' ademamix reads m2's scales from the wrong block unless 256 divides n (docs/optim.md)
+    a = _params(ragged=name != "AdEMAMix8bit")
     opt_a = getattr(first, name)(a, **kw)
     for step in range(3):
         _step(opt_a, a, step)

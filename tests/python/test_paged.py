@@ -56,7 +56,8 @@ def test_prefetch_of_ordinary_memory_is_refused():
 
 def _big_params(seed=0, n=300_000):
     g = torch.Generator().manual_seed(seed)
-    return [torch.nn.Parameter(torch.randn(n, generator=g).cuda()), torch.nn.Parameter(torch.randn(77).cuda())]
+    return [torch.nn.Parameter(torch.randn(n, generator=g).cuda()),
+            torch.nn.Parameter(torch.randn(77, generator=g).cuda())]
 
 
 def _train(opt, params, steps=4):

@@ -48,6 +48,10 @@ struct Table {
 #endif
 };
 
+// Waves of CTAs a launch is cut into: past one wave, the block scheduler
+// evens out what rounding each tensor's share up leaves uneven.
+constexpr int64_t kGridWaves = 4;
+
 // CTAs of each tensor for a grid of about `wave` CTAs: every unit its own
 // CTA where all fit, else shares in proportion to the units, rounded up (so
 // no CTA takes more than ceil(total / wave) units, as in one tensor of the

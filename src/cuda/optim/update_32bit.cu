@@ -77,7 +77,8 @@ static_assert(sizeof(Table<Entry<float>, kCapacity<float>>) + sizeof(core::optim
 
 // The trust ratio's inputs, for every tensor of the launch.
 struct Norms {
-  const double* partials;  // [partials][2]: update norm^2, |p|^2 of each update_norms CTA; null: no norms
+  const double* partials;  // [partials][2]: update norm^2, |p|^2 of each update_norms CTA
+  bool on;                 // max_unorm > 0 (partials may be null then: every tensor empty)
   float max_unorm;
   bool trust;  // the ratio scales the update (every rule but ademamix)
 };
@@ -143,7 +144,7 @@ __global__ void __launch_bounds__(kThreads)
                     Norms norms) {
   const Entry<T>& x = tab.e[tab.find(blockIdx.x)];
   const int cta = static_cast<int>(blockIdx.x) - x.first_cta;
-  if (norms.partials != nullptr) {
+  if (norms.on) {
     __shared__ float s_scale;
     double unorm = 0.0, pnorm = 0.0;
     const double* own = norms.partials + 2 * static_cast<int64_t>(x.first_partial);
@@ -227,7 +228,7 @@ void launch(const std::vector<Entry<T>>& entries, const OptimizerUpdate32bitArgs
       units.push_back(ceil_div(x.n, kTile));
     }
     if (tab.count == 0) break;
-    const std::vector<int32_t> ctas = optim::split_grid(units, wave);
+    const std::vector<int32_t> ctas = optim::split_grid(units, optim::kGridWaves * wave);
     int grid = 0, norm_grid = 0;
     for (int t = 0; t < tab.count; ++t) {
       Entry<T>& x = tab.e[t];
@@ -235,7 +236,7 @@ void launch(const std::vector<Entry<T>>& entries, const OptimizerUpdate32bitArgs
       x.first_partial = norm_grid, x.partials = norms ? static_cast<int>(partial_count(x.n)) : 0;
       norm_grid += x.partials;
     }
-    const Norms nm{norms ? partials : nullptr, first.max_unorm, first.optimizer != Optimizer::ademamix};
+    const Norms nm{partials, norms, first.max_unorm, first.optimizer != Optimizer::ademamix};
     if (norm_grid > 0) {
       update_norms<T, kCap><<<norm_grid, kThreads, 0, stream>>>(tab, st, first.gnorm_scale, partials);
       check_launch(op, "update_norms");

@@ -212,7 +212,7 @@ void launch(const std::vector<Entry<T>>& entries, const OptimizerUpdate8bitBlock
       units.push_back(ceil_div(entries[next].blocks, kWarps));
     }
     if (tab.count == 0) break;
-    const std::vector<int32_t> ctas = optim::split_grid(units, wave);
+    const std::vector<int32_t> ctas = optim::split_grid(units, optim::kGridWaves * wave);
     int grid = 0;
     for (int t = 0; t < tab.count; ++t) {
       tab.e[t].first_cta = grid, tab.e[t].ctas = ctas[static_cast<size_t>(t)];
