@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import operator
 import sys
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -672,6 +672,25 @@ class Call:
         if fw is NUMPY:
             _check_numpy(obj, self.op, name)
         return obj, view_as or as_
+
+    def many(self, xs: Sequence[Any], name: str, out: bool) -> List[Any]:
+        """A list argument (the multi-tensor ops: hundreds of arrays a call), each as arg()/out() takes it, with
+        PyTorch tensors of the common kind (contiguous, not fp8, conj or neg) exported directly: the
+        per-array checks cost more than the op's launch otherwise."""
+        one = self.out if out else self.arg
+        if self.fw is not TORCH:
+            return [None if x is None else one(x, f"{name}[{i}]") for i, x in enumerate(xs)]
+        torch = sys.modules["torch"]
+        fp8 = _TORCH_FP8 or _torch_fp8()
+        export, tensor = torch._C._to_dlpack, torch.Tensor
+        got: List[Any] = []
+        for i, x in enumerate(xs):
+            if isinstance(x, tensor) and x.is_contiguous() and x.dtype not in fp8 and not x.is_conj() \
+                    and not x.is_neg():
+                got.append((export(x.detach() if x.requires_grad else x), ""))
+            else:
+                got.append(None if x is None else one(x, f"{name}[{i}]"))
+        return got
 
     def scalar(self, value: Any, name: str) -> Tuple[Any, str]:
         """A float (or 0-d/1-element array) as a float32 [1] input."""

@@ -1065,7 +1065,7 @@ def optimizer_update_8bit_blockwise(optimizer_name: str, g: Array, p: Array, sta
 
 def _outs(call: "_arrays.Call", xs: Optional[Sequence[Any]], name: str) -> Optional[List[Any]]:
     """A list argument of buffers (None entries kept), or None."""
-    return None if xs is None else [call.out(x, f"{name}[{i}]") for i, x in enumerate(xs)]
+    return None if xs is None else call.many(xs, name, out=True)
 
 
 def optimizer_update_32bit_multi(optimizer_name: str, g: Sequence[Array], p: Sequence[Array],
@@ -1089,7 +1089,7 @@ def optimizer_update_32bit_multi(optimizer_name: str, g: Sequence[Array], p: Seq
     call = _arrays.Call("optimizer_update_32bit_multi", g[0], "g[0]", stream)
     op = call.op
     _lowbit.optimizer_update_32bit_multi(
-        _arrays.text(optimizer_name, op, "optimizer_name"), [call.arg(x, f"g[{i}]") for i, x in enumerate(g)],
+        _arrays.text(optimizer_name, op, "optimizer_name"), call.many(g, "g", out=False),
         _outs(call, p, "p"), _outs(call, state1, "state1"), _arrays.real(beta1, op, "beta1"),
         _arrays.real(eps, op, "eps"), _arrays.integer(step, op, "step"), _arrays.real(lr, op, "lr"),
         _outs(call, state2, "state2"), _arrays.real(beta2, op, "beta2"), _arrays.real(beta3, op, "beta3"),
@@ -1119,7 +1119,7 @@ def optimizer_update_8bit_blockwise_multi(optimizer_name: str, g: Sequence[Array
     call = _arrays.Call("optimizer_update_8bit_blockwise_multi", g[0], "g[0]", stream)
     op = call.op
     _lowbit.optimizer_update_8bit_blockwise_multi(
-        _arrays.text(optimizer_name, op, "optimizer_name"), [call.arg(x, f"g[{i}]") for i, x in enumerate(g)],
+        _arrays.text(optimizer_name, op, "optimizer_name"), call.many(g, "g", out=False),
         _outs(call, p, "p"), _outs(call, state1, "state1"), _outs(call, state2, "state2"),
         _arrays.real(beta1, op, "beta1"), _arrays.real(beta2, op, "beta2"), _arrays.real(beta3, op, "beta3"),
         _arrays.real(alpha, op, "alpha"), _arrays.real(eps, op, "eps"), _arrays.integer(step, op, "step"),

@@ -141,11 +141,19 @@ class FullRun(unittest.TestCase):
         self.assertIn("| int8:th0 | 4.9e-05 | — |", inter)
 
 
+    def test_optim(self):
+        optim = next(v for k, v in self.parts.items() if k.startswith("Optimizers"))
+        self.assertTrue(any("bitsandbytes 0.50.2" in ln and "3000 GB/s" in ln for ln in optim))
+        self.assertIn("| AdamW8bit | float32 | 2.000 | 8.000 | 4.00 | 4.000 | 2.00 | 1.000 | 0.50 |  |", optim)
+        self.assertIn("| AdEMAMix32bit | float32 | 4.000 | crashed | — | — | — | 2.000 | 0.50 |  |", optim)
+        self.assertTrue(any(ln.startswith("| AdamW8bit x200 tensors |") and "2.000 ms (1.10x)" in ln for ln in optim))
+
+
 class MissingInputs(unittest.TestCase):
     def test_each_section_says_so_in_one_line(self):
         with tempfile.TemporaryDirectory() as empty:
             parts = sections(bm.render(empty, "abc1234", "2030-01-02"))
-        self.assertEqual(len(parts), 7)
+        self.assertEqual(len(parts), 8)
         for title, lines in parts.items():
             if title == "The run":
                 continue
