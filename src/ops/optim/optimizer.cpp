@@ -1,27 +1,19 @@
 // The optimizer updates' front end: names, argument checks, dispatch.
-#include "lowbit/ops/optim.h"
-
 #include <string>
 
 #include "core/check.h"
 #include "core/optim_rules.h"
+#include "lowbit/ops/optim.h"
 #include "ops/dispatch.h"
+#include "ops/optim/checks.h"
 
 namespace lowbit {
 namespace {
 
 constexpr std::pair<Optimizer, const char*> kNames[] = {
-    {Optimizer::adam, "adam"},       {Optimizer::momentum, "momentum"}, {Optimizer::rmsprop, "rmsprop"},
-    {Optimizer::lion, "lion"},       {Optimizer::adagrad, "adagrad"},   {Optimizer::lamb, "lamb"},
-    {Optimizer::lars, "lars"},       {Optimizer::ademamix, "ademamix"}};
-
-// A present, contiguous f32 tensor of `numel` elements.
-void require_state(const char* op, const char* name, const TensorRef& t, int64_t numel) {
-  core::require_present(op, name, t);
-  core::require_dtype(op, name, t, {DType::f32});
-  core::require_contiguous(op, name, t);
-  core::require_numel(op, name, t, numel);
-}
+    {Optimizer::adam, "adam"}, {Optimizer::momentum, "momentum"}, {Optimizer::rmsprop, "rmsprop"},
+    {Optimizer::lion, "lion"}, {Optimizer::adagrad, "adagrad"},   {Optimizer::lamb, "lamb"},
+    {Optimizer::lars, "lars"}, {Optimizer::ademamix, "ademamix"}};
 
 // The entry of kNames for o, or null (an enum value outside the list).
 const char* known_name(Optimizer o) {
@@ -54,29 +46,18 @@ void check(const OptimizerUpdate32bitArgs& a) {
   const char* op = OptimizerUpdate32bitArgs::kName;
   LOWBIT_REQUIRE(known_name(a.optimizer) != nullptr, ErrorCode::invalid_argument, op,
                  ": optimizer is not one of the known rules (got ", static_cast<int>(a.optimizer), ")");
-  core::require_present(op, "g", a.g);
-  core::require_dtype(op, "g", a.g, core::kFloatDTypes);
-  core::require_contiguous(op, "g", a.g);
-  const int64_t n = a.g.numel();
-  core::require_present(op, "p", a.p);
-  LOWBIT_REQUIRE(a.p.dtype == a.g.dtype, ErrorCode::invalid_argument, op, ": p must have g's dtype ",
-                 dtype_name(a.g.dtype), " (got ", dtype_name(a.p.dtype), ")");
-  core::require_contiguous(op, "p", a.p);
-  core::require_numel(op, "p", a.p, n);
-  require_state(op, "state1", a.state1, a.optimizer == Optimizer::ademamix ? 2 * n : n);
+  const int64_t n = ops::optim::require_gradient_and_parameter(op, a.g, a.p);
+  ops::optim::require_buffer(op, "state1", a.state1, DType::f32, a.optimizer == Optimizer::ademamix ? 2 * n : n);
   if (optimizer_has_state2(a.optimizer)) {
-    require_state(op, "state2", a.state2, n);
+    ops::optim::require_buffer(op, "state2", a.state2, DType::f32, n);
   } else {
-    LOWBIT_REQUIRE(!a.state2.present(), ErrorCode::invalid_argument, op, ": ", optimizer_name(a.optimizer),
-                   " keeps one state: state2 must be absent (got ", core::shape_str(a.state2), ")");
+    ops::optim::require_absent(op, "state2", a.state2, a.optimizer);
   }
-  if (a.max_unorm > 0.0f || a.unorm_vec.present()) require_state(op, "unorm_vec", a.unorm_vec, 1);
+  if (a.max_unorm > 0.0f || a.unorm_vec.present())
+    ops::optim::require_buffer(op, "unorm_vec", a.unorm_vec, DType::f32, 1);
   LOWBIT_REQUIRE(a.step >= 1, ErrorCode::invalid_argument, op, ": step must be at least 1 (got ", a.step, ")");
-  core::require_same_device(op, {{"g", &a.g},
-                                 {"p", &a.p},
-                                 {"state1", &a.state1},
-                                 {"state2", &a.state2},
-                                 {"unorm_vec", &a.unorm_vec}});
+  core::require_same_device(
+      op, {{"g", &a.g}, {"p", &a.p}, {"state1", &a.state1}, {"state2", &a.state2}, {"unorm_vec", &a.unorm_vec}});
 }
 size_t workspace_size(const OptimizerUpdate32bitArgs& a) { return ops::backend_workspace(a, a.g.device); }
 void run(const OptimizerUpdate32bitArgs& a, void* ws, Stream s) { ops::dispatch(a, a.g.device, ws, s); }
