@@ -3,7 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "lowbit/device.h"
+#include "lowbit/tensor.h"
 
 #if defined(LOWBIT_WITH_CUDA)
 #include <cuda_runtime.h>
@@ -23,3 +28,28 @@
     ASSERT_EQ(lowbit_e_, cudaSuccess) << #call << ": " << cudaGetErrorString(lowbit_e_); \
   } while (0)
 #endif
+
+namespace lowbit::test {
+
+// A tensor's bytes, copied to the host.
+inline std::vector<unsigned char> bytes_of(const TensorRef& t) {
+  const Tensor h = Tensor::copy_of(t, Device::cpu());
+  const auto* b = h.ptr<const unsigned char>();
+  return std::vector<unsigned char>(b, b + h.nbytes());
+}
+
+// `got` (the GPU's) equal to `want` (the CPU's) element by element, bit for bit; names the first few that differ.
+inline void expect_same_bits(const TensorRef& want, const TensorRef& got, const std::string& what) {
+  const std::vector<unsigned char> w = bytes_of(want), g = bytes_of(got);
+  ASSERT_EQ(w.size(), g.size()) << what;
+  const size_t elem = static_cast<size_t>(std::max(1, dtype_bits(want.dtype) / 8));
+  int bad = 0;
+  for (size_t i = 0; i < w.size() && bad < 5; i += elem) {
+    if (!std::equal(w.begin() + i, w.begin() + i + elem, g.begin() + i)) {
+      ADD_FAILURE() << what << ": element " << i / elem << " differs from the CPU's";
+      ++bad;
+    }
+  }
+}
+
+}  // namespace lowbit::test

@@ -33,25 +33,6 @@ int64_t g_worst_p = 0;  // the largest distance of p seen, in its dtype's units
 bool two_states(Optimizer o) { return o == Optimizer::adam || o == Optimizer::lamb; }
 bool has_unorm(Optimizer o) { return o != Optimizer::rmsprop && o != Optimizer::lion; }
 
-std::vector<unsigned char> bytes_of(const TensorRef& t) {
-  const Tensor h = Tensor::copy_of(t, Device::cpu());
-  const auto* b = h.ptr<const unsigned char>();
-  return std::vector<unsigned char>(b, b + h.nbytes());
-}
-
-void expect_same_bits(const TensorRef& want, const TensorRef& got, const std::string& what) {
-  const std::vector<unsigned char> w = bytes_of(want), g = bytes_of(got);
-  ASSERT_EQ(w.size(), g.size()) << what;
-  const size_t elem = static_cast<size_t>(std::max(1, dtype_bits(want.dtype) / 8));
-  int bad = 0;
-  for (size_t i = 0; i < w.size() && bad < 5; i += elem) {
-    if (!std::equal(w.begin() + i, w.begin() + i + elem, g.begin() + i)) {
-      ADD_FAILURE() << what << ": element " << i / elem << " differs from the CPU's";
-      ++bad;
-    }
-  }
-}
-
 struct Hyper {
   float beta1 = 0.9f, beta2 = 0.995f, eps = 1e-6f, weight_decay = 0.0f, lr = 1e-2f, gnorm_scale = 1.0f;
   float max_unorm = 0.0f;

@@ -27,25 +27,6 @@ const Device kGpu = Device::cuda(0);
 
 int64_t g_worst_p = 0;  // the largest distance of p seen, in its dtype's units
 
-std::vector<unsigned char> bytes_of(const TensorRef& t) {
-  const Tensor h = Tensor::copy_of(t, Device::cpu());
-  const auto* b = h.ptr<const unsigned char>();
-  return std::vector<unsigned char>(b, b + h.nbytes());
-}
-
-void expect_same_bits(const TensorRef& want, const TensorRef& got, const std::string& what) {
-  const std::vector<unsigned char> w = bytes_of(want), g = bytes_of(got);
-  ASSERT_EQ(w.size(), g.size()) << what;
-  const size_t elem = static_cast<size_t>(std::max(1, dtype_bits(want.dtype) / 8));
-  int bad = 0;
-  for (size_t i = 0; i < w.size() && bad < 5; i += elem) {
-    if (!std::equal(w.begin() + i, w.begin() + i + elem, g.begin() + i)) {
-      ADD_FAILURE() << what << ": element " << i / elem << " differs from the CPU's";
-      ++bad;
-    }
-  }
-}
-
 // The tensors of one step on the GPU, `offset` elements off alignment (codes: bytes).
 struct GpuState {
   OffsetCopy g, p, state1, state2, qmap1, qmap2, absmax1, absmax2;
