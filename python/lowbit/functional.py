@@ -1143,16 +1143,25 @@ def percentile_clipping(grad: Array, gnorm_vec: Array, step: int, percentile: in
     first two as 0-d tensors on the gradient's device); ``gnorm_scale`` goes to an optimizer update's
     ``gnorm_scale``. Reading ``gnorm_vec`` waits for the stream.
     """
+    call = _percentile_record(grad, gnorm_vec, step, percentile, stream)
+    raw = _lowbit.to_device(call.arg(gnorm_vec, "gnorm_vec"), "cpu", 0, call.stream)  # an input's form, any framework
+    return _percentile_scale(np.asarray(_arrays.NUMPY.wrap(raw, raw[1]), dtype=np.float32), step, percentile)
+
+
+def _percentile_record(grad: Array, gnorm_vec: Array, step: int, percentile: int, stream: Any) -> "_arrays.Call":
+    """percentile_clipping's device step (the norm into gnorm_vec), its arguments checked; the call it ran."""
     call = _arrays.Call("percentile_clipping", grad, "grad", stream)
     op = call.op
     step = _arrays.integer(step, op, "step")
     percentile = _arrays.integer(percentile, op, "percentile")
     if not 0 <= percentile < 100:
         raise ValueError(f"{op}: percentile must be from 0 to 99, an index into the 100 sorted norms (got {percentile})")
-    out = call.out(gnorm_vec, "gnorm_vec")
-    _lowbit.percentile_clipping(call.arg(grad, "grad"), out, step, call.ctx)
-    raw = _lowbit.to_device(call.arg(gnorm_vec, "gnorm_vec"), "cpu", 0, call.stream)  # an input's form, any framework
-    history = np.asarray(_arrays.NUMPY.wrap(raw, raw[1]), dtype=np.float32)
+    _lowbit.percentile_clipping(call.arg(grad, "grad"), call.out(gnorm_vec, "gnorm_vec"), step, call.ctx)
+    return call
+
+
+def _percentile_scale(history: np.ndarray, step: int, percentile: int) -> Tuple[np.float32, np.float32, np.float32]:
+    """(current_gnorm, clip_value, gnorm_scale) from the 100 squared norms read back."""
     current_gnorm = np.sqrt(history[step % 100])
     clip_value = np.sqrt(np.sort(history)[percentile])
     gnorm_scale = clip_value / current_gnorm if current_gnorm > clip_value else np.float32(1.0)

@@ -337,3 +337,33 @@ def test_batched_step_equals_one_parameter_at_a_time(device, batched, single):
     _run(opt_a, a, 2, seed=7)
     for x, y in zip(a, c):
         assert torch.equal(x, y)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("cls", [optim.AdamW, optim.AdamW8bit])
+def test_percentile_clipping_step_equals_the_functional_calls(device, cls):
+    """The clipped step (every norm first, one read-back, then batched updates) gives each parameter what
+    percentile_clipping followed by its own update gives."""
+    shapes = ((64, 80), (5000,), (300,), (5000,))
+    a, b = _params(device, shapes=shapes), _params(device, shapes=shapes)
+    opt_a = cls(a, lr=1e-3, percentile_clipping=5)
+
+    class Reference(cls):  # an update_step of its own: clipped one parameter at a time through the functional call
+        def update_step(self, group, p, gindex, pindex):
+            return super().update_step(group, p, gindex, pindex)
+
+    opt_b = Reference(b, lr=1e-3, percentile_clipping=5)
+    for step in range(6):
+        _grads(a, step)
+        _grads(b, step)
+        if step >= 4:  # outlier gradients, which the clipping scales down
+            a[1].grad.mul_(100.0)
+            b[1].grad.mul_(100.0)
+        for ps in (a, b):  # the last parameter's gradients are the second's: one scale, so they share a call
+            ps[3].grad = ps[1].grad.clone()
+        opt_a.step()
+        opt_b.step()
+    for x, y in zip(a, b):
+        assert torch.equal(x, y)
+    for x, y in zip(a, b):
+        assert torch.equal(opt_a.state[x]["gnorm_vec"], opt_b.state[y]["gnorm_vec"])

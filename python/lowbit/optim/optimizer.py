@@ -247,7 +247,7 @@ class Optimizer8bit(torch.optim.Optimizer):
     def step(self, closure=None):
         """One update of every parameter that has a gradient. Parameters that share a rule, a step count, the
         constants, a dtype and a device go to the GPU as one multi-tensor update; nothing here waits for the
-        GPU (percentile clipping aside: its clip value is read back, as bitsandbytes does)."""
+        GPU but percentile clipping, which reads the clipped parameters' histories back together, once."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -256,7 +256,7 @@ class Optimizer8bit(torch.optim.Optimizer):
             self.check_overrides()
             self.to_gpu()
             self.initialized = True
-        batches: Dict[tuple, list] = {}
+        todo = []
         for gindex, group in enumerate(self.param_groups):
             for pindex, p in enumerate(group["params"]):
                 if p.grad is None:
@@ -264,21 +264,32 @@ class Optimizer8bit(torch.optim.Optimizer):
                 if len(self.state[p]) == 0:
                     self.init_state(group, p, gindex, pindex)
                 self.prefetch_state(p)
-                key = self._batch_key(group, p, gindex, pindex)
+                todo.append((group, p, gindex, pindex))
+        self._clip_scales = self._percentile_scales(todo)
+        try:
+            batches: Dict[tuple, list] = {}
+            for member in todo:
+                key = self._batch_key(*member)
                 if key is None:
-                    self.update_step(group, p, gindex, pindex)
+                    self.update_step(*member)
                 else:
-                    batches.setdefault(key, []).append((group, p, gindex, pindex))
-        for members in batches.values():
-            if len(members) == 1:
-                self.update_step(*members[0])
-            else:
-                self._update_batch(members)
+                    batches.setdefault(key, []).append(member)
+            for members in batches.values():
+                if len(members) == 1:
+                    self.update_step(*members[0])
+                else:
+                    self._update_batch(members)
+        finally:
+            self._clip_scales = {}
         return loss
 
     def _batch_key(self, group, p, gindex, pindex) -> Optional[tuple]:
         """What a parameter's update shares with those it can run with in one call, or None to run it alone."""
         return None
+
+    def _percentile_scales(self, todo) -> Dict[int, float]:
+        """This step's percentile-clipping scales by id(p), computed before the updates; none here."""
+        return {}
 
     def _update_batch(self, members) -> None:
         for m in members:
@@ -414,8 +425,13 @@ class _StateOptimizer(Optimizer8bit):
             return None
         config = self.get_config(gindex, pindex, group)
         state = self.state[p]
-        if config["percentile_clipping"] < 100 or "max1" in state:
+        if "max1" in state:
             return None
+        scale = 1.0
+        if config["percentile_clipping"] < 100:
+            scale = getattr(self, "_clip_scales", {}).get(id(p))
+            if scale is None:
+                return None
         if not p.is_contiguous() or p.grad is None or not p.grad.is_contiguous() or p.grad.dtype != p.dtype:
             return None
         kind = "32bit" if state["state1"].dtype == torch.float32 else "8bit_blockwise"
@@ -423,13 +439,35 @@ class _StateOptimizer(Optimizer8bit):
         beta3, alpha = self._schedule(config, step)
         betas = tuple(config["betas"]) + (0.0,)
         maps = (id(state.get("qmap1")), id(state.get("qmap2")))  # one map per call: the same tensors
-        return (kind, p.dtype, p.device, step, maps, float(config["lr"]), float(betas[0]), float(betas[1]), beta3, alpha,
+        return (kind, p.dtype, p.device, step, maps, scale, float(config["lr"]), float(betas[0]), float(betas[1]), beta3, alpha,
                 float(config["eps"]), float(config["weight_decay"]), float(config["max_unorm"]),
                 bool(config["skip_zeros"]))
 
+    def _percentile_scales(self, todo) -> Dict[int, float]:
+        # every clipped parameter's norm first, then one read-back per device for all their histories (bitsandbytes
+        # waits once per parameter)
+        if type(self).update_step is not _StateOptimizer.update_step:
+            return {}
+        pending: Dict[Any, list] = {}
+        for group, p, gindex, pindex in todo:
+            config = self.get_config(gindex, pindex, group)
+            if config["percentile_clipping"] >= 100:
+                continue
+            state = self.state[p]
+            step = state["step"] + 1
+            F._percentile_record(p.grad, state["gnorm_vec"], step, config["percentile_clipping"], None)
+            pending.setdefault(state["gnorm_vec"].device, []).append(
+                (id(p), step, config["percentile_clipping"], state["gnorm_vec"]))
+        scales: Dict[int, float] = {}
+        for items in pending.values():
+            histories = torch.stack([it[3] for it in items]).cpu().numpy()
+            for (pid, step, percentile, _), history in zip(items, histories):
+                scales[pid] = float(F._percentile_scale(history, step, percentile)[2])
+        return scales
+
     def _update_batch(self, members) -> None:
         group, p0, gindex, pindex = members[0]
-        (kind, _, _, step, _, lr, beta1, beta2, beta3, alpha, eps, weight_decay, max_unorm,
+        (kind, _, _, step, _, gnorm_scale, lr, beta1, beta2, beta3, alpha, eps, weight_decay, max_unorm,
          skip_zeros) = self._batch_key(group, p0, gindex, pindex)
         states = [self.state[m[1]] for m in members]
         for st in states:
@@ -440,7 +478,7 @@ class _StateOptimizer(Optimizer8bit):
         if kind == "32bit":
             F.optimizer_update_32bit_multi(
                 self.optimizer_name, g, p, [st["state1"] for st in states], beta1, eps, step, lr,
-                [st["state2"] for st in states] if two else None, beta2, weight_decay, 1.0,
+                [st["state2"] for st in states] if two else None, beta2, weight_decay, gnorm_scale,
                 [st["unorm_vec"] for st in states] if max_unorm > 0.0 else None, max_unorm, skip_zeros,
                 beta3=beta3, alpha=alpha)
         else:
@@ -448,7 +486,7 @@ class _StateOptimizer(Optimizer8bit):
                 self.optimizer_name, g, p, [st["state1"] for st in states],
                 [st["state2"] for st in states] if two else None, beta1, beta2, beta3, alpha, eps, step, lr,
                 states[0]["qmap1"], states[0].get("qmap2"), [st["absmax1"] for st in states],
-                [st["absmax2"] for st in states] if two else None, weight_decay, 1.0, skip_zeros)
+                [st["absmax2"] for st in states] if two else None, weight_decay, gnorm_scale, skip_zeros)
 
     @torch.no_grad()
     def update_step(self, group, p, gindex, pindex):
@@ -463,7 +501,10 @@ class _StateOptimizer(Optimizer8bit):
         step = state["step"]
         gnorm_scale = 1.0
         if config["percentile_clipping"] < 100:
-            _, _, gnorm_scale = F.percentile_clipping(grad, state["gnorm_vec"], step, config["percentile_clipping"])
+            gnorm_scale = getattr(self, "_clip_scales", {}).pop(id(p), None)
+            if gnorm_scale is None:  # not computed by step(): clip here, one read-back for this parameter
+                _, _, gnorm_scale = F.percentile_clipping(grad, state["gnorm_vec"], step,
+                                                          config["percentile_clipping"])
         beta1 = config["betas"][0]
         beta2 = config["betas"][1] if len(config["betas"]) > 1 else 0.0
         beta3, alpha = self._schedule(config, step)
