@@ -2,19 +2,24 @@
 // blocks of large tensors), the arithmetic of core/optim_blockwise.h.
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 
 #include "core/float_convert.h"
 #include "core/optim_blockwise.h"
 #include "core/quant_math.h"
 #include "core/tables.h"
 #include "cpu/optim/impls.h"
+#include "cpu/quant/code_encoder.h"
 #include "cpu/quant/elementwise.h"
+#include "cpu/quant/spans.h"
 
 namespace lowbit::core::cpu {
 namespace {
 
 constexpr int64_t kBlock = OptimizerUpdate8bitBlockwiseArgs::kBlocksize;
 constexpr int64_t kParallelFrom = 1 << 15;  // elements; below, threads cost more than they save
+// From this many elements the maps' bucket tables (CodeEncoder, ~1 ms each) pay for themselves.
+constexpr int64_t kEncoderTableMin = int64_t{1} << 16;
 
 // One quantized state: its codes, the map they index and its midpoints, and
 // one absmax per block; codes is null where the rule keeps no such state.
@@ -23,7 +28,8 @@ struct QuantizedState {
   const float* code = nullptr;
   float* absmax = nullptr;
   float mid[255] = {};
-  bool keep_sign = false;  // a signed map: see optim::state_code
+  bool keep_sign = false;             // a signed map: see optim::state_code
+  const CodeEncoder* fast = nullptr;  // the map's bucket table, for large tensors
 
   void dequantize(int64_t b, int64_t count, float* s) const {
     for (int64_t i = 0; i < count; ++i) s[i] = codes ? code[codes[b * kBlock + i]] * absmax[b] : 0.0f;
@@ -35,21 +41,27 @@ struct QuantizedState {
     for (int64_t i = 0; i < count; ++i) m = absmax_update(m, s[i]);
     absmax[b] = m;
     const float r = absmax_reciprocal(m);
+    alignas(64) uint8_t below[kBlock];  // the midpoints under each y, as encode_by_midpoints<8> counts them
+    if (fast) {
+      encode_code8_span(s, r, count, fast->base(), fast->midpoints(), fast->steps(), below);
+    } else {
+      for (int64_t i = 0; i < count; ++i) below[i] = static_cast<uint8_t>(encode_by_midpoints<8>(s[i] * r, mid));
+    }
     for (int64_t i = 0; i < count; ++i) {
-      const float y = s[i] * r;
-      codes[b * kBlock + i] =
-          static_cast<uint8_t>(optim::state_code(s[i], y, encode_by_midpoints<8>(y, mid), code, mid, keep_sign));
+      codes[b * kBlock + i] = static_cast<uint8_t>(optim::state_code(s[i], s[i] * r, below[i], code, mid, keep_sign));
     }
   }
 };
 
-QuantizedState quantized_state(uint8_t* codes, const TensorRef& code, float* absmax, bool keep_sign) {
+QuantizedState quantized_state(uint8_t* codes, const TensorRef& code, float* absmax, bool keep_sign,
+                               const CodeEncoder* fast) {
   QuantizedState q;
   if (!codes) return q;
   q.codes = codes;
   q.code = code.ptr<const float>();
   q.absmax = absmax;
   q.keep_sign = keep_sign;
+  q.fast = fast;
   table_midpoints(q.code, 256, q.mid);
   return q;
 }
@@ -60,11 +72,18 @@ void update(const OptimizerUpdate8bitBlockwiseArgs& a) {
   const bool two = optim::two_states(a.optimizer), mix = a.optimizer == Optimizer::ademamix;
   uint8_t* c1 = a.state1.ptr<uint8_t>();
   float* m1 = a.absmax1.ptr<float>();
-  const QuantizedState q1 = quantized_state(c1, a.qmap1, m1, true);
-  const QuantizedState q2 =
-      quantized_state(two ? a.state2.ptr<uint8_t>() : nullptr, a.qmap2, two ? a.absmax2.ptr<float>() : nullptr, false);
+  std::optional<CodeEncoder> fast1, fast2;
+  if (n >= kEncoderTableMin) {
+    fast1.emplace(a.qmap1.ptr<const float>());
+    if (two) fast2.emplace(a.qmap2.ptr<const float>());
+  }
+  const CodeEncoder* f1 = fast1 ? &*fast1 : nullptr;
+  const CodeEncoder* f2 = fast2 ? &*fast2 : nullptr;
+  const QuantizedState q1 = quantized_state(c1, a.qmap1, m1, true, f1);
+  const QuantizedState q2 = quantized_state(two ? a.state2.ptr<uint8_t>() : nullptr, a.qmap2,
+                                            two ? a.absmax2.ptr<float>() : nullptr, false, f2);
   // ademamix's m2: codes after m1's, blocks after m1's, on m1's map.
-  const QuantizedState q3 = quantized_state(mix ? c1 + n : nullptr, a.qmap1, mix ? m1 + blocks : nullptr, true);
+  const QuantizedState q3 = quantized_state(mix ? c1 + n : nullptr, a.qmap1, mix ? m1 + blocks : nullptr, true, f1);
   const optim::Step st = optim::make_step(a);
   const T* g = a.g.ptr<const T>();
   T* p = a.p.ptr<T>();
