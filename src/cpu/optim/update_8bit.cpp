@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <optional>
+#include <memory>
 
 #include "core/float_convert.h"
 #include "core/optim_tensorwise.h"
@@ -19,9 +19,7 @@ namespace lowbit::core::cpu {
 namespace {
 
 constexpr int64_t kParallelFrom = 1 << 15;  // elements; below, threads cost more than they save
-// From this many elements the maps' bucket tables (CodeEncoder, ~1 ms each) pay for themselves.
-constexpr int64_t kEncoderTableMin = int64_t{1} << 16;
-constexpr int64_t kChunk = 256;  // elements the second pass encodes at once
+constexpr int64_t kChunk = 256;             // elements the second pass encodes at once
 
 // One quantized state: its codes, its map and midpoints, the scale it is
 // stored with; codes is null where the rule keeps no such state.
@@ -30,7 +28,7 @@ struct TensorState {
   const float* code = nullptr;
   float max = 0.0f;
   float mid[255] = {};
-  std::optional<CodeEncoder> fast;  // the map's bucket table, for large tensors
+  std::shared_ptr<const CodeEncoder> fast;  // the map's bucket table, for large tensors
 
   float value(int64_t i) const { return codes ? code[codes[i]] * max : 0.0f; }
 };
@@ -41,7 +39,7 @@ void init_state(TensorState& s, const TensorRef& codes, const TensorRef& code, c
   s.code = code.ptr<const float>();
   s.max = *max.ptr<const float>();
   table_midpoints(s.code, 256, s.mid);
-  if (n >= kEncoderTableMin) s.fast.emplace(s.code);
+  s.fast = code_encoder_for(s.code, n);
 }
 
 // The codes of `count` states v stored with scale r = 1 / new max, into out.

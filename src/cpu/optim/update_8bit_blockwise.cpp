@@ -2,7 +2,7 @@
 // blocks of large tensors), the arithmetic of core/optim_blockwise.h.
 #include <algorithm>
 #include <cstdint>
-#include <optional>
+#include <memory>
 
 #include "core/float_convert.h"
 #include "core/optim_blockwise.h"
@@ -18,8 +18,6 @@ namespace {
 
 constexpr int64_t kBlock = OptimizerUpdate8bitBlockwiseArgs::kBlocksize;
 constexpr int64_t kParallelFrom = 1 << 15;  // elements; below, threads cost more than they save
-// From this many elements the maps' bucket tables (CodeEncoder, ~1 ms each) pay for themselves.
-constexpr int64_t kEncoderTableMin = int64_t{1} << 16;
 
 // One quantized state: its codes, the map they index and its midpoints, and
 // one absmax per block; codes is null where the rule keeps no such state.
@@ -72,13 +70,10 @@ void update(const OptimizerUpdate8bitBlockwiseArgs& a) {
   const bool two = optim::two_states(a.optimizer), mix = a.optimizer == Optimizer::ademamix;
   uint8_t* c1 = a.state1.ptr<uint8_t>();
   float* m1 = a.absmax1.ptr<float>();
-  std::optional<CodeEncoder> fast1, fast2;
-  if (n >= kEncoderTableMin) {
-    fast1.emplace(a.qmap1.ptr<const float>());
-    if (two) fast2.emplace(a.qmap2.ptr<const float>());
-  }
-  const CodeEncoder* f1 = fast1 ? &*fast1 : nullptr;
-  const CodeEncoder* f2 = fast2 ? &*fast2 : nullptr;
+  const std::shared_ptr<const CodeEncoder> fast1 = code_encoder_for(a.qmap1.ptr<const float>(), n);
+  const std::shared_ptr<const CodeEncoder> fast2 = two ? code_encoder_for(a.qmap2.ptr<const float>(), n) : nullptr;
+  const CodeEncoder* f1 = fast1.get();
+  const CodeEncoder* f2 = fast2.get();
   const QuantizedState q1 = quantized_state(c1, a.qmap1, m1, true, f1);
   const QuantizedState q2 = quantized_state(two ? a.state2.ptr<uint8_t>() : nullptr, a.qmap2,
                                             two ? a.absmax2.ptr<float>() : nullptr, false, f2);

@@ -2,7 +2,7 @@
 // OpenMP over blocks, loops written so the compiler vectorizes the absmax
 // and 4-bit encoders, and the bucketed code encoder for 8-bit.
 #include <algorithm>
-#include <optional>
+#include <memory>
 
 #include "core/quant_math.h"
 #include "core/registry.h"
@@ -16,17 +16,12 @@
 namespace lowbit::core::cpu {
 namespace {
 
-// Below this many elements, building the encoder's bucket table (~1 ms)
-// costs more than it saves: encode by binary search instead.
-constexpr int64_t kEncoderTableMin = int64_t{1} << 16;
-
 void quantize_blockwise_fast(const QuantizeBlockwiseArgs& a, void*, Stream) {
   const int64_t n_all = a.input.numel();
   const float* code = a.code.ptr<const float>();
-  std::optional<CodeEncoder> encoder;
+  const std::shared_ptr<const CodeEncoder> encoder = code_encoder_for(code, n_all);
   float mid[255];
   table_midpoints(code, 256, mid);
-  if (n_all >= kEncoderTableMin) encoder.emplace(code);
   with_float_type(a.input.dtype, a.kName, [&](auto t) {
     using T = decltype(t);
     const T* x = a.input.ptr<const T>();

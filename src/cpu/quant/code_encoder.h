@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/quant_math.h"
@@ -43,5 +44,14 @@ class CodeEncoder {
   std::vector<int32_t> base_;
   int steps_ = 0;
 };
+
+// Below this many elements, building a bucket table (~1 ms) costs more than
+// it saves: encode by binary search instead.
+constexpr int64_t kEncoderTableMin = int64_t{1} << 16;
+
+// The bucket table of the map `code` for `n` elements to encode, or null
+// below kEncoderTableMin. Tables are kept per map (compared by value), since
+// a quantizer or an optimizer passes the same map call after call.
+std::shared_ptr<const CodeEncoder> code_encoder_for(const float* code, int64_t n);
 
 }  // namespace lowbit::core::cpu

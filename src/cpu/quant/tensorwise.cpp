@@ -3,7 +3,7 @@
 // path ("cpu": OpenMP over chunks of the tensor, the span kernels and code
 // encoder of the blockwise fast path).
 #include <algorithm>
-#include <optional>
+#include <memory>
 
 #include "core/quant_math.h"
 #include "core/registry.h"
@@ -18,9 +18,6 @@ namespace lowbit::core::cpu {
 namespace {
 
 constexpr int64_t kChunk = 4096;  // elements converted to fp32 at a time, on the stack
-// Below this many elements, building the encoder's bucket table costs more
-// than it saves: encode by binary search instead (as quantize_blockwise).
-constexpr int64_t kEncoderTableMin = int64_t{1} << 16;
 
 // max |x| over the tensor, NaN ignored; the maximum is order-free, so the
 // threads' split does not change it.
@@ -43,10 +40,9 @@ void encode(const TensorRef& input, const TensorRef& code_map, const TensorRef& 
             const char* op) {
   const int64_t n = input.numel();
   const float* code = code_map.ptr<const float>();
-  std::optional<CodeEncoder> encoder;
+  const std::shared_ptr<const CodeEncoder> encoder = code_encoder_for(code, n);
   float mid[255];
   table_midpoints(code, 256, mid);
-  if (n >= kEncoderTableMin) encoder.emplace(code);
   with_float_type(input.dtype, op, [&](auto t) {
     using T = decltype(t);
     const T* x = input.ptr<const T>();
