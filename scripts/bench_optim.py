@@ -160,9 +160,7 @@ def main() -> int:
         dtype = getattr(torch, dtype_name)
         elem = torch.tensor([], dtype=dtype).element_size()
         params = fresh_params(torch, [n], dtype)
-        fused = None
-        if dtype_name in ("float32", "bfloat16"):
-            fused = time_step(timer, torch, lambda ps: torch.optim.AdamW(ps, lr=1e-3, fused=True), params)
+        fused = time_step(timer, torch, lambda ps: torch.optim.AdamW(ps, lr=1e-3, fused=True), params)
         for name, states, state_bytes, kw in chosen:
             lb = time_step(timer, torch, lambda ps: getattr(lo, name)(ps, lr=1e-4, **kw), params)
             pb = peer.get(f"{name}:{dtype_name}")

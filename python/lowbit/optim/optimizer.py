@@ -274,11 +274,11 @@ class Optimizer8bit(torch.optim.Optimizer):
                     self.update_step(*member)
                 else:
                     batches.setdefault(key, []).append(member)
-            for members in batches.values():
+            for key, members in batches.items():
                 if len(members) == 1:
                     self.update_step(*members[0])
                 else:
-                    self._update_batch(members)
+                    self._update_batch(key, members)
         finally:
             self._clip_scales = {}
         return loss
@@ -291,7 +291,7 @@ class Optimizer8bit(torch.optim.Optimizer):
         """This step's percentile-clipping scales by id(p), computed before the updates; none here."""
         return {}
 
-    def _update_batch(self, members) -> None:
+    def _update_batch(self, key, members) -> None:
         for m in members:
             self.update_step(*m)
 
@@ -465,10 +465,9 @@ class _StateOptimizer(Optimizer8bit):
                 scales[pid] = float(F._percentile_scale(history, step, percentile)[2])
         return scales
 
-    def _update_batch(self, members) -> None:
-        group, p0, gindex, pindex = members[0]
+    def _update_batch(self, key, members) -> None:
         (kind, _, _, step, _, gnorm_scale, lr, beta1, beta2, beta3, alpha, eps, weight_decay, max_unorm,
-         skip_zeros) = self._batch_key(group, p0, gindex, pindex)
+         skip_zeros) = key
         states = [self.state[m[1]] for m in members]
         for st in states:
             st["step"] += 1
