@@ -159,8 +159,8 @@ def test_fp8_gemm_config_reaches_the_backend(rng):
     b = ref.e4m3_encode(_codes(rng, (40, 256)))
     a_s, b_s = _scales(rng, (4, 2)), _scales(rng, (1, 2))
     # The CPU backend has no configs: any name comes back from it, named.
-    with pytest.raises(ValueError, match="fp8_gemm: config 'wgmma_e4m3_m128_n128_k128_s6' is not a cpu kernel config"):
-        F.fp8_gemm(a, a_s, b, b_s, config="wgmma_e4m3_m128_n128_k128_s6")
+    with pytest.raises(ValueError, match="fp8_gemm: config 'wgmma_e4m3_m128_n128_k128_s5' is not a cpu kernel config"):
+        F.fp8_gemm(a, a_s, b, b_s, config="wgmma_e4m3_m128_n128_k128_s5")
     ids = np.zeros(4, np.int32)
     with pytest.raises(ValueError, match="fp8_grouped_gemm_contiguous: config 'x' is not a cpu kernel config"):
         F.fp8_grouped_gemm_contiguous(a, a_s, b.reshape(1, 40, 256), b_s.reshape(1, 1, 2), ids, config="x")

@@ -45,20 +45,24 @@ CUtensorMap tensor_map_2d_u16(const void* base, uint64_t rows, uint64_t cols, ui
   return map;
 }
 
-CUtensorMap tensor_map_3d_u8(const void* base, uint64_t depth, uint64_t rows, uint64_t cols, uint64_t row_bytes,
-                             uint64_t slice_bytes, uint32_t box_rows, const char* op) {
+CUtensorMap tensor_map_3d(const void* base, int elem_bytes, uint64_t depth, uint64_t rows, uint64_t cols,
+                          uint64_t row_bytes, uint64_t slice_bytes, uint32_t box_rows, const char* op) {
+  const CUtensorMapDataType type = elem_bytes == 1   ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : elem_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16
+                                                     : CU_TENSOR_MAP_DATA_TYPE_UINT32;
   CUtensorMap map{};
   const cuuint64_t dims[3] = {cols, rows, depth};
   const cuuint64_t strides[2] = {row_bytes, slice_bytes};
-  const cuuint32_t box[3] = {128, box_rows, 1};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(128 / elem_bytes), box_rows, 1};
   const cuuint32_t element_strides[3] = {1, 1, 1};
-  const CUresult r = encoder(op)(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(base), dims, strides, box,
-                                 element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+  const CUresult r = encoder(op)(&map, type, 3, const_cast<void*>(base), dims, strides, box, element_strides,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     core::fail(ErrorCode::device_error,
                core::cat(op, ": cuTensorMapEncodeTiled failed (CUresult ", static_cast<int>(r), ") for a [", depth, ", ",
-                         rows, ", ", cols, "] byte tensor, box [1, ", box_rows, ", 128]"));
+                         rows, ", ", cols, "] tensor of ", elem_bytes, "-byte elements, box [1, ", box_rows, ", ",
+                         128 / elem_bytes, "]"));
   }
   return map;
 }

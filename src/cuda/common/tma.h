@@ -17,11 +17,13 @@ namespace lowbit::cuda {
 CUtensorMap tensor_map_2d_u16(const void* base, uint64_t rows, uint64_t cols, uint64_t row_bytes, uint32_t box_rows,
                               uint32_t box_cols, const char* op);
 
-// A 3-D tensor of bytes [depth, rows, cols] (rows `row_bytes` apart, slices
-// `slice_bytes` apart) read in boxes of [1, box_rows, 128] with the 128-byte
-// swizzle and zeros outside the tensor. base, row_bytes and slice_bytes must
-// be 16-byte multiples. Throws device_error naming `op` when the driver refuses.
-CUtensorMap tensor_map_3d_u8(const void* base, uint64_t depth, uint64_t rows, uint64_t cols, uint64_t row_bytes,
-                             uint64_t slice_bytes, uint32_t box_rows, const char* op);
+// A 3-D tensor [depth, rows, cols] of `elem_bytes`-byte elements (1, 2 or
+// 4; rows `row_bytes` apart, slices `slice_bytes` apart) moved in boxes of
+// [1, box_rows, 128 bytes] with the 128-byte swizzle: loads give zeros
+// outside the tensor, stores are clipped at its edges. base, row_bytes and
+// slice_bytes must be 16-byte multiples. Throws device_error naming `op`
+// when the driver refuses.
+CUtensorMap tensor_map_3d(const void* base, int elem_bytes, uint64_t depth, uint64_t rows, uint64_t cols,
+                          uint64_t row_bytes, uint64_t slice_bytes, uint32_t box_rows, const char* op);
 
 }  // namespace lowbit::cuda

@@ -158,17 +158,27 @@ int max_clusters(Kernel kernel, int threads, size_t smem, int C, const char* op)
   return n;
 }
 
-template <class Out, int WM, int WN, int WGN, int C, int WV>
+// Whether out's rows can leave through TMA stores: 16-bit elements, the
+// tile's columns whole 128-byte chunks, out and its rows 16-byte aligned.
+template <class Out, class S>
+bool staged_out_fits(const fp8g::Params& p) {
+  return sizeof(Out) == 2 && S::kStagedOut && aligned16(p.out) && p.N * 2 % 16 == 0;
+}
+
+template <class Out, int WM, int WN, int WGN, int C, int WV, bool kStagedOut>
 void launch_wgmma(const char* op, const fp8g::Params& p, int64_t slices, int64_t b_experts, int sms,
                   cudaStream_t stream) {
   using S = fp8g::WgmmaTile<WM, WN, WGN, C, WV>;
-  const CUtensorMap map_a =
-      tensor_map_3d_u8(p.a, static_cast<uint64_t>(slices), static_cast<uint64_t>(p.rows), static_cast<uint64_t>(p.K),
-                       static_cast<uint64_t>(p.K), static_cast<uint64_t>(p.rows * p.K), S::kBM / C, op);
+  const auto u64 = [](int64_t v) { return static_cast<uint64_t>(v); };
+  const CUtensorMap map_a = tensor_map_3d(p.a, 1, u64(slices), u64(p.rows), u64(p.K), u64(p.K), u64(p.rows * p.K),
+                                          S::kBM / C, op);
   const CUtensorMap map_b =
-      tensor_map_3d_u8(p.b, static_cast<uint64_t>(b_experts), static_cast<uint64_t>(p.N), static_cast<uint64_t>(p.K),
-                       static_cast<uint64_t>(p.K), static_cast<uint64_t>(p.N * p.K), S::kBN, op);
-  auto* kernel = &fp8g::fp8_gemm_wgmma<Out, WM, WN, WGN, C, WV>;
+      tensor_map_3d(p.b, 1, u64(b_experts), u64(p.N), u64(p.K), u64(p.K), u64(p.N * p.K), S::kBN, op);
+  CUtensorMap map_out{};
+  if constexpr (kStagedOut) {
+    map_out = tensor_map_3d(p.out, 2, u64(slices), u64(p.rows), u64(p.N), u64(p.N * 2), u64(p.rows * p.N * 2), 64, op);
+  }
+  auto* kernel = &fp8g::fp8_gemm_wgmma<Out, WM, WN, WGN, C, WV, kStagedOut>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::kSmem)), op,
         "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
   // The clusters' tiles: C neighbouring N tiles each.
@@ -189,7 +199,8 @@ void launch_wgmma(const char* op, const fp8g::Params& p, int64_t slices, int64_t
   attr.val.clusterDim.z = 1;
   config.attrs = &attr;
   config.numAttrs = 1;
-  check(cudaLaunchKernelEx(&config, kernel, map_a, map_b, p, tiles, pair_ok), op, "cudaLaunchKernelEx(fp8_gemm_wgmma)");
+  check(cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_out, p, tiles, pair_ok), op,
+        "cudaLaunchKernelEx(fp8_gemm_wgmma)");
 }
 
 template <class Out, bool kAsync, bool kFp8Mma>
@@ -264,7 +275,14 @@ void launch(const Call& c, Stream stream) {
     with_float_type(c.out_dtype, op, "out", [&](auto t) {
       using Out = decltype(t);
       with_wgmma_shape(shape, [&](auto wm, auto wn, auto wgn, auto cl, auto wv) {
-        launch_wgmma<Out, wm(), wn(), wgn(), cl(), wv()>(op, p, c.slices, c.b_experts, sms, to_cuda(stream));
+        using S = fp8g::WgmmaTile<wm(), wn(), wgn(), cl(), wv()>;
+        if constexpr (sizeof(Out) == 2 && S::kStagedOut) {
+          if (staged_out_fits<Out, S>(p)) {
+            launch_wgmma<Out, wm(), wn(), wgn(), cl(), wv(), true>(op, p, c.slices, c.b_experts, sms, to_cuda(stream));
+            return;
+          }
+        }
+        launch_wgmma<Out, wm(), wn(), wgn(), cl(), wv(), false>(op, p, c.slices, c.b_experts, sms, to_cuda(stream));
       });
     });
     return;

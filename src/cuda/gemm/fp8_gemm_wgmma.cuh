@@ -5,9 +5,9 @@
 //     a [BM, 128] tile of a and a [BN, 128] tile of b by TMA (3-D tensor
 //     maps: slice, row, byte; zeros past every edge, so ragged M, N and K
 //     need no masking) into one of kStages shared-memory stages, 128-byte
-//     swizzled; a second producer warp stores the block's scales (a_s of
+//     swizzled; a second producer warp copies the block's scales (a_s of
 //     the BM rows, b_s of the two 128-column blocks the tile can touch)
-//     beside them; both complete the stage's full barrier. The consumers
+//     beside them by cp.async; both complete the stage's full barrier. The consumers
 //     read their scales from shared memory: no global latency in their loop.
 //   - WM x WN consumer warpgroups each own WV parts (waves) of 64 x WGN of
 //     the tile. For a K block and a wave each issues 4 wgmma m64nWGNk32 into
@@ -18,6 +18,12 @@
 //     freed (its empty barrier). Two waves make a 256-row tile from two
 //     warpgroups: L2's bandwidth, not the tensor cores, bounds the smaller
 //     tiles, and a taller tile loads fewer bytes per product.
+//   - 16-bit results leave by TMA: each consumer warpgroup writes its rows
+//     (converted, bias added) into a staging buffer, one thread stores its
+//     boxes, and the warpgroup starts its next tile while the stores drain,
+//     so the tile's output overlaps the next tile's MMA instead of idling
+//     the tensor cores (its own loads run ahead meanwhile). fp32 results,
+//     and rows not 16-byte aligned, are stored by each thread directly.
 //   - Tiles are taken in turn by the CTAs of a grid no larger than the GPU
 //     (m fastest, so the CTAs at work share b's rows and a fits in L2);
 //     producer and consumers walk the same sequence.
@@ -58,9 +64,15 @@ struct WgmmaTile {
   // A stage's scales: a_s of the BM rows, then b_s of two column blocks (16-byte padded).
   static constexpr int kScaleFloats = (kBM + 2 + 3) / 4 * 4;
   static constexpr int kScaleBytes = 4 * kScaleFloats;
-  // Stages: as many as fit in 220 KB beside the barriers, at most 8.
-  static constexpr int kStages = std::min(225280 / (kStageBytes + kScaleBytes), 8);
-  static constexpr size_t kSmem = 1024 + static_cast<size_t>(kStages) * (kStageBytes + kScaleBytes) + 2 * 8 * kStages;
+  // The staged epilogue's buffer: the tile in 16-bit elements, as boxes of
+  // 64 rows x 128 bytes (so each warpgroup's columns must be whole 128-byte
+  // rows); reserved for every output type, so a shape has one stage count.
+  static constexpr bool kStagedOut = WGN * 2 % 128 == 0;
+  static constexpr int kOutBytes = kStagedOut ? kBM * kBN * 2 : 0;
+  // Stages: as many as fit in 220 KB beside the output buffer and the barriers, at most 8.
+  static constexpr int kStages = std::min((225280 - kOutBytes) / (kStageBytes + kScaleBytes), 8);
+  static constexpr size_t kSmem =
+      1024 + static_cast<size_t>(kStages) * (kStageBytes + kScaleBytes) + kOutBytes + 2 * 8 * kStages;
   // Registers: with two or more consumer warpgroups the producer warpgroup
   // (its TMA and scale warps) keeps 56 and the consumers take the rest (setmaxnreg), 240 at most.
   static constexpr bool kRealloc = WM * WN >= 2;
@@ -125,6 +137,56 @@ __device__ __forceinline__ void store2(Out* dst, float v0, float v1, bool second
 }
 
 #if LOWBIT_SM90A
+// One consumer warpgroup's 64 x WGN results into the staging buffer, as
+// store_rows would write them to out: box0 is the wave's box in the
+// warpgroup's first 128-byte column chunk (the next chunks BM rows of
+// 128 bytes further each), its rows 128-byte swizzled as the TMA store reads
+// them (16-byte unit u of row r at u ^ (r % 8): conflict-free 4-byte writes).
+template <class Out, int WGN, int BM>
+__device__ __forceinline__ void stage_rows(const Params& p, const float (&acc)[WGN / 2], uint8_t* box0, int64_t z,
+                                           int64_t m_base, int n_base, int expert, bool last) {
+  static_assert(sizeof(Out) == 2, "the staged epilogue holds 16-bit outputs");
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+  const int n_lane = n_base + 2 * (lane & 3);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = 16 * warp + (lane >> 2) + 8 * h;
+    const int code = row_code(p, z, m_base + r);
+    const bool mine = code == expert;
+    if (!(mine || (last && (code == kZero || code == kNaN)))) continue;
+    // The row's WGN / 4 values of this thread (pairs of adjacent columns), converted at once.
+    float v[WGN / 4];
+    if (mine) {
+#pragma unroll
+      for (int j = 0; j < WGN / 8; ++j) {
+        v[2 * j] = acc[4 * j + 2 * h];
+        v[2 * j + 1] = acc[4 * j + 2 * h + 1];
+      }
+      if (p.bias != nullptr) {
+#pragma unroll
+        for (int j = 0; j < WGN / 8; ++j) {
+          const int n = n_lane + 8 * j;
+          v[2 * j] += n < p.N ? __ldg(p.bias + n) : 0.0f;
+          v[2 * j + 1] += n + 1 < p.N ? __ldg(p.bias + n + 1) : 0.0f;
+        }
+      }
+    } else {
+      const float fill = code == kZero ? 0.0f : __int_as_float(0x7fc00000);
+#pragma unroll
+      for (int i = 0; i < WGN / 4; ++i) v[i] = fill;
+    }
+    Out y[WGN / 4];
+    from_floats(v, y);
+    uint8_t* row = box0 + r * 128 + 4 * (lane & 3);
+#pragma unroll
+    for (int j = 0; j < WGN / 8; ++j) {
+      uint32_t bits;
+      memcpy(&bits, y + 2 * j, 4);
+      ptx::st_shared_u32(row + (j / 8) * BM * 128 + (((j % 8) ^ (lane >> 2)) << 4), bits);
+    }
+  }
+}
+
 // One consumer warpgroup's 64 x WGN results out: rows whose code is `expert`
 // get acc (+ bias); when `last`, kZero rows get zeros and kNaN rows NaN.
 template <class Out, int WGN>
@@ -162,16 +224,23 @@ __device__ __forceinline__ void store_rows(const Params& p, const float (&acc)[W
 // each loads half of a's tile for both (TMA multicast), so a stage of a CTA
 // is refilled only when the consumers of both have released it (its empty
 // barrier counts both CTAs' consumer threads). `tiles`: the clusters' tiles.
-template <class Out, int WM, int WN, int WGN, int C, int WV>
+// kStagedOut: 16-bit results leave through the staging buffer by TMA stores
+// of map_out ([z][rows, N]): each warpgroup writes its rows there and goes
+// on to its next tile while the stores drain (it waits for their reads of
+// the buffer only before writing it again); otherwise each thread stores
+// its results to out itself and map_out is unused.
+template <class Out, int WM, int WN, int WGN, int C, int WV, bool kStagedOut>
 __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
-    fp8_gemm_wgmma(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, const Params p,
-                   int64_t tiles, bool pair_ok) {
+    fp8_gemm_wgmma(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                   const __grid_constant__ CUtensorMap map_out, const Params p, int64_t tiles, bool pair_ok) {
 #if LOWBIT_SM90A
   using S = WgmmaTile<WM, WN, WGN, C, WV>;
+  static_assert(!kStagedOut || (S::kStagedOut && sizeof(Out) == 2), "the staging buffer holds whole 16-bit rows");
   constexpr int BM = S::kBM, BN = S::kBN, kStages = S::kStages;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  float* scale_smem = reinterpret_cast<float*>(smem + kStages * S::kStageBytes);
+  uint8_t* out_smem = smem + kStages * S::kStageBytes;  // 1024-byte aligned: stage tiles are
+  float* scale_smem = reinterpret_cast<float*>(out_smem + S::kOutBytes);
   uint64_t* full = reinterpret_cast<uint64_t*>(scale_smem + kStages * S::kScaleFloats);
   uint64_t* empty = full + kStages;
   const int64_t nblocks = (p.N + ::lowbit::kFp8ScaleBlock - 1) / ::lowbit::kFp8ScaleBlock;
@@ -225,20 +294,12 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
         }
       }
     } else if (threadIdx.x < 64) {
-      // Each lane loads a_s of rows lane, lane + 32, ... (zeros past a's rows)
-      // and lanes 0 and 1 the two b_s of a block, a stage ahead of storing
-      // them (the loads of block kb in flight while block kb - 1's are
-      // stored), then arrives on the block's full barrier.
+      // Each lane copies a_s of rows lane, lane + 32, ... (zeros past a's
+      // rows) and lanes 0 and 1 the two b_s of a block into the stage's
+      // scale slots by cp.async, its arrival on the stage's full barrier
+      // deferred until they land: no lane waits for its loads, so the
+      // scales of every free stage are in flight at once.
       constexpr int kRowsPerLane = BM / 32;
-      float held[kRowsPerLane + 1];
-      int held_stage = -1;
-      auto publish = [&]() {
-        float* ss = scale_smem + held_stage * S::kScaleFloats;
-#pragma unroll
-        for (int i = 0; i < kRowsPerLane; ++i) ss[lane + 32 * i] = held[i];
-        if (lane < 2) ss[BM + lane] = held[kRowsPerLane];
-        ptx::mbarrier_arrive(full + held_stage);
-      };
       int stage = 0;
       uint32_t phase = 0;
       for (int64_t t = first; t < tiles; t += step) {
@@ -254,21 +315,19 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
           const float* bs_row = p.b_s + (static_cast<int64_t>(e) * nblocks + nb_lane) * p.kb;
           for (int kb = 0; kb < p.kb; ++kb) {
             ptx::mbarrier_try_wait_parity(empty + stage, phase ^ 1);
-            float now[kRowsPerLane + 1];
+            float* ss = scale_smem + stage * S::kScaleFloats;
 #pragma unroll
             for (int i = 0; i < kRowsPerLane; ++i) {
-              now[i] = lane + 32 * i < rows_left ? __ldg(as_lane + 32 * i * p.kb + kb) : 0.0f;
+              const bool in = lane + 32 * i < rows_left;
+              ptx::cp_async4(ss + lane + 32 * i, in ? as_lane + 32 * i * p.kb + kb : p.a_s, in ? 4 : 0);
             }
-            now[kRowsPerLane] = lane < 2 ? __ldg(bs_row + kb) : 0.0f;
-            if (held_stage >= 0) publish();
-#pragma unroll
-            for (int i = 0; i <= kRowsPerLane; ++i) held[i] = now[i];
-            held_stage = stage;
+            if (lane < 2) ptx::cp_async4(ss + BM + lane, bs_row + kb);
+            ptx::cp_async_mbarrier_arrive_noinc(full + stage);
             if (++stage == kStages) stage = 0, phase ^= 1;
           }
         }
       }
-      if (held_stage >= 0) publish();
+      ptx::cp_async_wait_all();
     }
     // No CTA leaves while its peer may still multicast into it or arrive on its barriers.
     if constexpr (C == 2) ptx::cluster_sync();
@@ -289,6 +348,36 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
   // interleave and both promote at once, the tensor cores idle).
   constexpr bool kPingPong = WM * WN == 2;
   constexpr int kAfterFirst = 1, kAfterSecond = 2;
+  // The staged epilogue: this warpgroup's barrier, its issuing thread, its
+  // 128-byte column chunks and the box of wave v in its first chunk.
+  const int out_bar = 3 + cw;
+  const bool issuer = threadIdx.x % 128 == 0;
+  constexpr int kChunks = WGN * 2 / 128;
+  auto box = [&](int v) { return out_smem + (wn * kChunks * BM + 64 * (wm + WM * v)) * 128; };
+  // Before the first write of a tile: the previous tile's stores have read the buffer.
+  auto claim_buffer = [&]() {
+    if (issuer) ptx::cp_async_bulk_wait_group_read<0>();
+    ptx::bar_sync(out_bar, 128);
+  };
+  // After the last: every thread's writes reach the async proxy, then one thread stores the boxes.
+  auto store_buffer = [&](int64_t z, int64_t m0, int64_t n_base) {
+    ptx::fence_proxy_async_shared();
+    ptx::bar_sync(out_bar, 128);
+    if (issuer) {
+#pragma unroll
+      for (int v = 0; v < WV; ++v) {
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+          const int64_t n = n_base + 64 * c;
+          if (n < p.N) {
+            ptx::cp_async_bulk_tensor_3d_store(&map_out, box(v) + c * BM * 128, static_cast<int>(n),
+                                               static_cast<int>(m0 + 64 * (wm + WM * v)), static_cast<int>(z));
+          }
+        }
+      }
+      ptx::cp_async_bulk_commit_group();
+    }
+  };
   // The second's first turn waits for nothing: the first warpgroup's barrier is primed.
   if constexpr (kPingPong) {
     if (cw == 1) ptx::bar_arrive(kAfterSecond, 256);
@@ -310,12 +399,23 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
     const int split = static_cast<int>((n0 / ::lowbit::kFp8ScaleBlock + 1) * ::lowbit::kFp8ScaleBlock - n0);
     // This thread's rows of wave v in the tile: row(v) and row(v) + 8.
     auto row = [&](int v) { return 64 * (wm + WM * v) + 16 * warp + (lane >> 2); };
-    int e = next_expert<BM>(p, tile.z, tile.m0, -1);
-    if (e == INT_MAX) {
+    // Rows of expert e (and, when last, the zero and NaN rows) out, directly or into the staging buffer.
+    auto finish = [&](int e, bool first, bool last) {
+      if constexpr (kStagedOut) {
+        if (first) claim_buffer();
 #pragma unroll
-      for (int v = 0; v < WV; ++v)
-        store_rows<Out, WGN>(p, acc[v], tile.z, wave_base(v), n_base, INT_MIN, true, pair_ok);
-    }
+        for (int v = 0; v < WV; ++v)
+          stage_rows<Out, WGN, BM>(p, acc[v], box(v), tile.z, wave_base(v), static_cast<int>(n_base), e, last);
+        if (last) store_buffer(tile.z, tile.m0, n_base);
+      } else {
+#pragma unroll
+        for (int v = 0; v < WV; ++v)
+          store_rows<Out, WGN>(p, acc[v], tile.z, wave_base(v), n_base, e, last, pair_ok);
+      }
+    };
+    int e = next_expert<BM>(p, tile.z, tile.m0, -1);
+    if (e == INT_MAX) finish(INT_MIN, true, true);
+    bool first = true;
     while (e != INT_MAX) {
 #pragma unroll
       for (int v = 0; v < WV; ++v) {
@@ -376,9 +476,8 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
         }
       }
       const int next = next_expert<BM>(p, tile.z, tile.m0, e);
-#pragma unroll
-      for (int v = 0; v < WV; ++v)
-        store_rows<Out, WGN>(p, acc[v], tile.z, wave_base(v), n_base, e, next == INT_MAX, pair_ok);
+      finish(e, first, next == INT_MAX);
+      first = false;
       e = next;
     }
   }
@@ -386,6 +485,8 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
   if constexpr (kPingPong) {
     if (cw == 0) ptx::bar_sync(kAfterSecond, 256);
   }
+  // The buffer stays alive, and out is written, before the CTA leaves.
+  if (kStagedOut && issuer) ptx::cp_async_bulk_wait_group<0>();
   ptx::griddepcontrol_launch_dependents();
   if constexpr (C == 2) ptx::cluster_sync();
 #endif

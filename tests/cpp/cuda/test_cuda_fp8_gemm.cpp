@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -154,8 +155,9 @@ TEST(CudaFp8Gemm, ContiguousMixedTilesAndBadIds) {
   Tensor ids = Tensor::empty({M}, DType::i32);
   std::uniform_int_distribution<int> pick(-1, static_cast<int>(E) - 1);
   for (int64_t m = 0; m < M; ++m) ids.ptr<int32_t>()[m] = pick(rng());
-  Tensor cpu_out = Tensor::empty({M, N}, DType::f32);
+  Tensor cpu_out = Tensor::empty({M, N}, DType::f32), cpu_bf16 = Tensor::empty({M, N}, DType::bf16);
   run(Fp8GroupedGemmContiguousArgs{a.ref(), a_s.ref(), b.ref(), b_s.ref(), ids.ref(), cpu_out.ref(), {}});
+  run(Fp8GroupedGemmContiguousArgs{a.ref(), a_s.ref(), b.ref(), b_s.ref(), ids.ref(), cpu_bf16.ref(), {}});
   const Tensor abs_a = magnitudes(a), abs_b = magnitudes(b);
   Tensor mag_out = Tensor::empty({M, N}, DType::f32);
   run(Fp8GroupedGemmContiguousArgs{abs_a.ref(), a_s.ref(), abs_b.ref(), b_s.ref(), ids.ref(), mag_out.ref(), {}});
@@ -164,12 +166,19 @@ TEST(CudaFp8Gemm, ContiguousMixedTilesAndBadIds) {
   ids.ptr<int32_t>()[3] = static_cast<int32_t>(E);
   ids.ptr<int32_t>()[64] = -2;
   ids.ptr<int32_t>()[149] = 1000;
-  Tensor out = Tensor::empty({M, N}, DType::f32, kGpu);
   const Tensor ga = a.to(kGpu), ga_s = a_s.to(kGpu), gb = b.to(kGpu), gb_s = b_s.to(kGpu), gids = ids.to(kGpu);
-  run(Fp8GroupedGemmContiguousArgs{ga.ref(), ga_s.ref(), gb.ref(), gb_s.ref(), gids.ref(), out.ref(), {}});
-  synchronize(Stream{});
-  expect_close(to_floats(cpu_out.ref()), to_floats(mag_out.ref()), to_floats(out.ref()), DType::f32, "contiguous", N,
-               bad_rows);
+  // fp32 rows stored by each thread; bf16 rows through the sm_90 kernel's
+  // staging buffer, where a tile's passes (one per expert) merge before one store.
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    Tensor nan = Tensor::empty({M, N}, dtype);
+    std::memset(nan.data(), 0xff, nan.nbytes());  // NaN: an unwritten element shows
+    Tensor out = nan.to(kGpu);
+    run(Fp8GroupedGemmContiguousArgs{ga.ref(), ga_s.ref(), gb.ref(), gb_s.ref(), gids.ref(), out.ref(), {}});
+    synchronize(Stream{});
+    const Tensor& want = dtype == DType::f32 ? cpu_out : cpu_bf16;
+    expect_close(to_floats(want.ref()), to_floats(mag_out.ref()), to_floats(out.ref()), dtype,
+                 "contiguous " + std::string(dtype_name(dtype)), N, bad_rows);
+  }
 }
 
 TEST(CudaFp8Gemm, MaskedGraphReplaysWithNewCounts) {
@@ -230,9 +239,11 @@ bool device_is_sm90() {
 #endif
 
 // The sm_90a kernel's tile shapes, each forced: ragged M, N and K (TMA's
-// zero fill), one and two b_s blocks a tile, every output dtype, bias.
-const char* const kWgmmaConfigs[] = {"wgmma_e4m3_x2_m256_n128_k128_s4", "wgmma_e4m3_m256_n128_k128_s4",
-                                     "wgmma_e4m3_m128_n128_k128_s6",    "wgmma_e4m3_m128_n64_k128_s8",
+// zero fill), one and two b_s blocks a tile, every output dtype, bias;
+// 16-bit outputs through the staged TMA epilogue (out and its rows 16-byte
+// aligned) and stored directly (out at an odd address, rows of 130 columns).
+const char* const kWgmmaConfigs[] = {"wgmma_e4m3_x2_m256_n128_k128_s3", "wgmma_e4m3_m256_n128_k128_s3",
+                                     "wgmma_e4m3_m128_n128_k128_s5",    "wgmma_e4m3_m128_n64_k128_s8",
                                      "wgmma_e4m3_m64_n128_k128_s8",     "wgmma_e4m3_m64_n32_k128_s8",
                                      "wgmma_e4m3_m64_n16_k128_s8"};
 
@@ -255,6 +266,8 @@ TEST(CudaFp8Gemm, WgmmaConfigsMatchCpu) {
     check_gemm(1, 16, 16, false, DType::bf16, 0, 0, 0, config);
     check_gemm(200, 300, 400, i % 2 == 0, DType::f32, 0, 0, 0, config);
     check_gemm(129, 136, 1040, i % 2 == 1, i % 3 == 0 ? DType::f16 : DType::bf16, 0, 0, 2, config);
+    check_gemm(300, 136, 1040, i % 2 == 0, i % 3 == 0 ? DType::bf16 : DType::f16, 0, 0, 0, config);
+    check_gemm(77, 130, 272, true, DType::bf16, 0, 0, 0, config);
     ++i;
   }
 #endif

@@ -16,6 +16,17 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes = 16) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
 }
+// cp.async.ca: 4 bytes global -> shared; src_bytes 0 writes a zero without reading.
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_bytes = 4) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
+}
+// One arrival on the shared-memory mbarrier once this thread's cp.async copies so far have landed (sm_80+;
+// noinc: the arrival is one of those the barrier was initialized to expect).
+__device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+// Waits for all of this thread's cp.async copies.
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 // Closes this thread's pending cp.async copies into one group.
 __device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most n of this thread's commit groups are pending.
@@ -29,6 +40,11 @@ __device__ __forceinline__ float ld_shared_f32(const void* p) {
   float v;
   asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(smem_addr(p)));
   return v;
+}
+
+// 4 bytes to shared memory (st.shared where a generic pointer would make a generic store).
+__device__ __forceinline__ void st_shared_u32(void* p, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(smem_addr(p)), "r"(v) : "memory");
 }
 
 // 16 bytes from shared memory in one load.

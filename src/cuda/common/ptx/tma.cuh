@@ -73,6 +73,34 @@ __device__ __forceinline__ void cp_async_bulk_tensor_3d_multicast(void* dst, con
       : "memory");
 }
 
+// TMA store: the [1, box] tile at src (shared memory) to (x = column, y =
+// row, z = slice) of a 3-D tensor map, clipped at the tensor's edges; one
+// of the bulk async-group this thread commits next.
+__device__ __forceinline__ void cp_async_bulk_tensor_3d_store(const CUtensorMap* map, const void* src, int x, int y,
+                                                              int z) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(smem_addr(src)), "r"(x), "r"(y), "r"(z)
+               : "memory");
+}
+// Closes this thread's bulk async-group of the stores issued since the last.
+__device__ __forceinline__ void cp_async_bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until at most N of this thread's bulk async-groups still read their
+// shared memory (the buffer may then be written again).
+template <int N>
+__device__ __forceinline__ void cp_async_bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+// Waits until at most N of this thread's bulk async-groups are incomplete (their writes done).
+template <int N>
+__device__ __forceinline__ void cp_async_bulk_wait_group() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+// Orders this thread's shared-memory writes before the async proxy's (TMA's) reads of them.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 // Thread blocks clusters: this CTA's rank, the cluster-wide barrier (every
 // thread of every CTA; release / acquire orders shared memory across them),
 // and one arrival on the barrier at bar's offset in the CTA of rank `rank`
