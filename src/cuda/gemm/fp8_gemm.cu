@@ -5,6 +5,8 @@
 // No call reads device data on the host, synchronizes or allocates, so every
 // call can be captured in a CUDA graph.
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -92,22 +94,41 @@ void require_cuda_config(const char* op, const KernelConfig& config) {
              core::cat(op, ": config '", config.name(), "' is not a cuda kernel config (expected one of ", names, ")"));
 }
 
-// The sm_90a kernel's shape for `slices` x rows x N on `sms` SMs: the fewest
-// waves of tiles times a tile's time per K block, the larger of its MMA
-// (BM x BN / 32 cycles at the FP8 rate, of which one consumer warpgroup
-// keeps the tensor cores 60% busy and two in turns 89%) and its loads from
-// L2 ((BM / C + BN) x 128 bytes at the 33 bytes a cycle an SM gets when all
-// load: L2 bounds the tiles of 128 rows, hence the taller ones).
-const WgmmaShape& pick_wgmma_shape(int64_t slices, int64_t rows, int64_t N, int sms) {
+// The sm_90a kernel's shape for a call on `sms` SMs: the least of the
+// larger of two times, in cycles of an SM.
+//   - Compute: waves of tiles times a tile's time per K block times K
+//     blocks, the larger of its MMA (BM x BN / 32 cycles at the FP8 rate, of
+//     which one consumer warpgroup keeps the tensor cores 60% busy and two
+//     in turns 89%) and its loads from L2 ((BM / C + BN) x 128 bytes at
+//     about 60 bytes a cycle an SM, the rate that makes 128x128 tiles cost
+//     1.0-1.15x of 256x128 ones per product, as measured at M = 4096).
+//   - Memory: a and b from DRAM (about 1650 bytes a cycle), a once when it
+//     fits beside b in L2 (32 MiB), else once per column group of tiles
+//     (the tiles run M fastest; measured: 128x128 tiles then ran a
+//     32768-row a at 0.74x the speed of 256x128 pairs).
+// Among shapes bound by memory the one of least compute wins; ties go to
+// the tile of fewest rows that still covers all of them (at
+// M = 128, 128x64 tiles read each row of b once and ran faster than 64x128
+// ones of the same cost), then to the earlier shape.
+const WgmmaShape& pick_wgmma_shape(const fp8g::Params& p, int64_t slices, int64_t b_experts, int sms) {
   const WgmmaShape* best = nullptr;
   double best_cost = 0.0;
+  const int64_t rows = p.rows, N = p.N;
+  const double a_bytes = static_cast<double>(slices) * rows * p.K;
+  const double b_bytes = static_cast<double>(b_experts) * N * p.K;
+  const auto waste = [&](const WgmmaShape& s) { return s.bm() >= rows ? s.bm() : INT_MAX; };
   for (const WgmmaShape& s : kWgmmaShapes) {
-    const int64_t tiles = slices * ceil_div(rows, s.bm()) * ceil_div(N, s.bn() * s.c) * s.c;
+    const int64_t groups_n = ceil_div(N, s.bn() * s.c);
+    const int64_t tiles = slices * ceil_div(rows, s.bm()) * groups_n * s.c;
     const double waves = static_cast<double>(ceil_div(tiles, static_cast<int64_t>(sms / s.c * s.c)));
     const double mma = static_cast<double>(s.bm()) * s.bn() / 32.0 / (s.wm * s.wn >= 2 ? 0.89 : 0.6);
-    const double loads = (static_cast<double>(s.bm()) / s.c + s.bn()) * 128.0 / 33.0;
-    const double cost = waves * std::max(mma, loads);
-    if (best == nullptr || cost < best_cost) best = &s, best_cost = cost;
+    const double loads = (static_cast<double>(s.bm()) / s.c + s.bn()) * 128.0 / 60.0;
+    const double compute = waves * std::max(mma, loads) * p.kb;
+    const double a_passes = a_bytes / slices > 32.0 * (1 << 20) ? static_cast<double>(groups_n) : 1.0;
+    const double memory = (a_bytes * a_passes + b_bytes) / 1650.0;
+    const double cost = std::max(compute, memory) + 0.01 * compute;  // bound by memory: the least compute
+    const bool tie = best != nullptr && std::abs(cost - best_cost) <= 1e-9 * best_cost;
+    if (best == nullptr || (cost < best_cost && !tie) || (tie && waste(s) < waste(*best))) best = &s, best_cost = cost;
   }
   return *best;
 }
@@ -246,7 +267,7 @@ std::vector<KernelConfig> configs_of(const Call& c) {
   DeviceGuard guard(c.device, c.op);
   std::vector<KernelConfig> out;
   if (wgmma_fits(c)) {
-    const WgmmaShape& best = pick_wgmma_shape(c.slices, c.p.rows, c.p.N, sm_count(c.op));
+    const WgmmaShape& best = pick_wgmma_shape(c.p, c.slices, c.b_experts, sm_count(c.op));
     out.push_back(wgmma_config(best));
     for (const WgmmaShape& s : kWgmmaShapes) {
       if (&s != &best) out.push_back(wgmma_config(s));
@@ -271,7 +292,7 @@ void launch(const Call& c, Stream stream) {
                  "' needs an sm_90 device and a and b starting 16-byte aligned");
   if (wgmma) {
     const int sms = sm_count(op);
-    const WgmmaShape& shape = forced ? *forced : pick_wgmma_shape(c.slices, p.rows, p.N, sms);
+    const WgmmaShape& shape = forced ? *forced : pick_wgmma_shape(p, c.slices, c.b_experts, sms);
     with_float_type(c.out_dtype, op, "out", [&](auto t) {
       using Out = decltype(t);
       with_wgmma_shape(shape, [&](auto wm, auto wn, auto wgn, auto cl, auto wv) {

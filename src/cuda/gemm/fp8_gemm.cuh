@@ -65,6 +65,9 @@ struct Params {
   int experts;  // E
 };
 
+// Whether every row's code is 0 (or kSkip past a's rows): one b, no row codes to read.
+__device__ __forceinline__ bool is_plain(const Params& p) { return p.m_indices == nullptr && p.masked_m == nullptr; }
+
 // The code of row m of slice z (see kZero..kNaN).
 __device__ __forceinline__ int row_code(const Params& p, int64_t z, int64_t m) {
   if (m >= p.rows) return kSkip;

@@ -92,6 +92,7 @@ struct WgmmaTile {
 // rows [m0, m0 + BM) of slice z, or INT_MAX (the calling warp, all lanes).
 template <int BM>
 __device__ __forceinline__ int next_expert(const Params& p, int64_t z, int64_t m0, int after) {
+  if (is_plain(p)) return after < 0 ? 0 : INT_MAX;  // one pass, expert 0
   int best = INT_MAX;
   const int lane = threadIdx.x & 31;
 #pragma unroll
@@ -151,7 +152,8 @@ __device__ __forceinline__ void stage_rows(const Params& p, const float (&acc)[W
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = 16 * warp + (lane >> 2) + 8 * h;
-    const int code = row_code(p, z, m_base + r);
+    // The plain layout's rows past a's are clipped by the store: no codes.
+    const int code = is_plain(p) ? expert : row_code(p, z, m_base + r);
     const bool mine = code == expert;
     if (!(mine || (last && (code == kZero || code == kNaN)))) continue;
     // The row's WGN / 4 values of this thread (pairs of adjacent columns), converted at once.
@@ -197,7 +199,7 @@ __device__ __forceinline__ void store_rows(const Params& p, const float (&acc)[W
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int64_t m = m_base + 16 * warp + (lane >> 2) + 8 * h;
-    const int code = row_code(p, z, m);
+    const int code = is_plain(p) ? (m < p.rows ? expert : kSkip) : row_code(p, z, m);
     const bool mine = code == expert;
     if (!(mine || (last && (code == kZero || code == kNaN)))) continue;
     const float fill = code == kZero ? 0.0f : __int_as_float(0x7fc00000);
