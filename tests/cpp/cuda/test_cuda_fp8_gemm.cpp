@@ -191,6 +191,8 @@ TEST(CudaFp8Gemm, MaskedGraphReplaysWithNewCounts) {
   const Tensor ga = a.to(kGpu), ga_s = a_s.to(kGpu), gb = b.to(kGpu), gb_s = b_s.to(kGpu);
   Tensor counts = Tensor::empty({E}, DType::i32, kGpu);
   Tensor out = Tensor::empty({E, max_m, N}, DType::bf16, kGpu);
+  // The operands' copies ran on the legacy default stream, which the graph's non-blocking stream does not wait for.
+  synchronize(Stream{});
 
   cudaStream_t stream = nullptr;
   LOWBIT_ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

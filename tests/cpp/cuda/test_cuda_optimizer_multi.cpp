@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <numeric>
 #include <string>
@@ -158,13 +159,13 @@ TEST(CudaOptimizerMulti, MixedListRunsAsFastAsOneTensor) {
     };
     const Tensor qmap = host_tensor(create_dynamic_map(true)).to(kGpu);
     const Tensor qmap2 = host_tensor(create_dynamic_map(false)).to(kGpu);
-    auto list_time = [&](const std::vector<int64_t>& ns) {
+    // The update of the listed tensors, to time (args view a list: each closure keeps its own copy).
+    auto list_call = [&](const std::vector<int64_t>& ns) -> std::function<void()> {
       if (bits == 32) {
         std::vector<OptimizerTensors32bit> refs;
         for (int64_t n : ns) refs.push_back({dev({n}, DType::bf16), dev({n}, DType::bf16), dev({n}, DType::f32),
                                              dev({n}, DType::f32), {}});
-        const auto a = multi_args32(Optimizer::adam, 0.0f, 0.0f, refs);
-        return time_ms([&] { run(a, nullptr, Stream{s}); }, s, 20);
+        return [refs, s] { run(multi_args32(Optimizer::adam, 0.0f, 0.0f, refs), nullptr, Stream{s}); };
       }
       std::vector<OptimizerTensors8bitBlockwise> refs;
       for (int64_t n : ns) {
@@ -172,12 +173,21 @@ TEST(CudaOptimizerMulti, MixedListRunsAsFastAsOneTensor) {
         refs.push_back({dev({n}, DType::bf16), dev({n}, DType::bf16), dev({n}, DType::u8), dev({n}, DType::u8),
                         dev({b}, DType::f32), dev({b}, DType::f32)});
       }
-      OptimizerUpdate8bitBlockwiseMultiArgs a;
-      a.optimizer = Optimizer::adam, a.params = refs, a.qmap1 = qmap.ref(), a.qmap2 = qmap2.ref();
-      a.beta1 = 0.9f, a.beta2 = 0.99f, a.eps = 1e-8f, a.lr = 1e-3f;
-      return time_ms([&] { run(a, nullptr, Stream{s}); }, s, 20);
+      return [refs, s, &qmap, &qmap2] {
+        OptimizerUpdate8bitBlockwiseMultiArgs a;
+        a.optimizer = Optimizer::adam, a.params = refs, a.qmap1 = qmap.ref(), a.qmap2 = qmap2.ref();
+        a.beta1 = 0.9f, a.beta2 = 0.99f, a.eps = 1e-8f, a.lr = 1e-3f;
+        run(a, nullptr, Stream{s});
+      };
     };
-    const float one = list_time({total}), list = list_time(sizes);
+    const std::function<void()> one_call = list_call({total}), many_call = list_call(sizes);
+    LOWBIT_ASSERT_CUDA(cudaDeviceSynchronize());  // the memsets, on the legacy stream
+    // The least of 5 interleaved rounds: other processes' kernels (ctest -j) only ever add time.
+    float one = 1e30f, list = 1e30f;
+    for (int round = 0; round < 5; ++round) {
+      one = std::min(one, time_ms(one_call, s, 5));
+      list = std::min(list, time_ms(many_call, s, 5));
+    }
     ratio[bits == 8] = list / one;
     std::printf("[ multi ] %d-bit adam bf16, %lld elements: one tensor %.3f ms, 200 mixed tensors %.3f ms (%.3fx)\n",
                 bits, static_cast<long long>(total), one, list, list / one);
