@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/float_convert.h"
+#include "core/optim_rules.h"
 #include "core/registry.h"
 #include "harness/harness.h"
 #include "lowbit/ops/optim.h"
@@ -239,6 +240,48 @@ TEST(Optimizer32bit, TrustRatioAndSkipZeros) {
     z.skip_zeros = true;
     z.weight_decay = 0.01f;
     run_case(o, DType::f32, z, 300, 3, true);
+  }
+}
+
+// The CPU's span loop for adam and lamb on fp32 (vectorized by its target
+// clones) gives the bits of the one-element rule every backend shares, over
+// several spans and a ragged end, with weight decay, gnorm_scale and skip_zeros.
+TEST(Optimizer32bit, CpuSpanLoopHasTheElementRulesBits) {
+  const int64_t n = 70001;
+  for (Optimizer o : {Optimizer::adam, Optimizer::lamb}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      SCOPED_TRACE(std::string(optimizer_name(o)) + " variant " + std::to_string(variant));
+      OptimizerUpdate32bitArgs a;
+      a.optimizer = o;
+      a.beta1 = 0.9f, a.beta2 = 0.999f, a.eps = 1e-8f, a.lr = 1e-3f;
+      a.weight_decay = variant == 0 ? 0.0f : 0.01f;
+      a.gnorm_scale = variant == 2 ? 0.75f : 1.0f;
+      a.skip_zeros = variant == 2;
+      a.step = 3;
+      Tensor g = random_floats({n}, DType::f32), p = random_floats({n}, DType::f32);
+      if (a.skip_zeros) {
+        for (int64_t i = 0; i < n; i += 5) g.ptr<float>()[i] = 0.0f;
+      }
+      Tensor s1 = random_floats({n}, DType::f32), s2 = random_floats({n}, DType::f32);
+      for (int64_t i = 0; i < n; ++i) s2.ptr<float>()[i] = std::fabs(s2.ptr<float>()[i]);
+      std::vector<float> want_p(p.ptr<float>(), p.ptr<float>() + n), want_s1(s1.ptr<float>(), s1.ptr<float>() + n),
+          want_s2(s2.ptr<float>(), s2.ptr<float>() + n);
+      a.g = g.ref(), a.p = p.ref(), a.state1 = s1.ref(), a.state2 = s2.ref();
+      run(a);
+      const core::optim::Step step = core::optim::make_step(a);
+      for (int64_t i = 0; i < n; ++i) {
+        float unused = 0.0f;
+        const auto k = static_cast<size_t>(i);
+        core::optim::update_two(step, core::optim::scaled_grad(g.ptr<float>()[i], a.gnorm_scale), want_p[k],
+                                want_s1[k], want_s2[k], unused);
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const auto k = static_cast<size_t>(i);
+        ASSERT_EQ(core::float_bits(p.ptr<float>()[i]), core::float_bits(want_p[k])) << "p[" << i << "]";
+        ASSERT_EQ(core::float_bits(s1.ptr<float>()[i]), core::float_bits(want_s1[k])) << "state1[" << i << "]";
+        ASSERT_EQ(core::float_bits(s2.ptr<float>()[i]), core::float_bits(want_s2[k])) << "state2[" << i << "]";
+      }
+    }
   }
 }
 
