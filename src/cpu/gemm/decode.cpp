@@ -12,6 +12,7 @@
 
 #include "core/float_convert.h"
 #include "cpu/gemm/kernels.h"
+#include "cpu/simd_clones.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -21,8 +22,6 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #endif
-
-#define LOWBIT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
 namespace lowbit::core::cpu::gemm {
 namespace {

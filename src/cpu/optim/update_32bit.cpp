@@ -12,6 +12,7 @@
 #include "core/optim_rules.h"
 #include "cpu/optim/impls.h"
 #include "cpu/quant/elementwise.h"
+#include "cpu/simd_clones.h"
 
 namespace lowbit::core::cpu {
 namespace {
@@ -23,7 +24,7 @@ constexpr int64_t kSpan = 1 << 14;          // elements a span loop takes at onc
 // same operations in the same order (weight decay a multiplication by 1 when
 // off, skip_zeros a select), branch-free so every clone vectorizes; equal to
 // update_two bit for bit.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void adam_span_f32(
+LOWBIT_SIMD_CLONES void adam_span_f32(
     int64_t n, const float* g, float* p, float* s1, float* s2, float gnorm_scale, const optim::Step& s) {
   const float b1 = s.beta1, nb1 = 1.0f - s.beta1, b2 = s.beta2, nb2 = 1.0f - s.beta2;
   const float scale = s.update_scale * s.step_size, eps = s.eps * s.correction2;

@@ -7,8 +7,7 @@
 
 #include "core/quant_math.h"
 #include "core/tables.h"
-
-#define LOWBIT_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#include "cpu/simd_clones.h"
 
 namespace lowbit::core::cpu {
 
