@@ -67,4 +67,22 @@ CUtensorMap tensor_map_3d(const void* base, int elem_bytes, uint64_t depth, uint
   return map;
 }
 
+CUtensorMap tensor_map_3d_f32(const void* base, uint64_t depth, uint64_t rows, uint64_t cols, uint64_t row_bytes,
+                              uint64_t slice_bytes, uint32_t box_rows, uint32_t box_cols, const char* op) {
+  CUtensorMap map{};
+  const cuuint64_t dims[3] = {cols, rows, depth};
+  const cuuint64_t strides[2] = {row_bytes, slice_bytes};
+  const cuuint32_t box[3] = {box_cols, box_rows, 1};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  const CUresult r = encoder(op)(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<void*>(base), dims, strides, box,
+                                 element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    core::fail(ErrorCode::device_error,
+               core::cat(op, ": cuTensorMapEncodeTiled failed (CUresult ", static_cast<int>(r), ") for a [", depth, ", ",
+                         rows, ", ", cols, "] float tensor, box [1, ", box_rows, ", ", box_cols, "]"));
+  }
+  return map;
+}
+
 }  // namespace lowbit::cuda

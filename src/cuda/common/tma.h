@@ -26,4 +26,12 @@ CUtensorMap tensor_map_2d_u16(const void* base, uint64_t rows, uint64_t cols, ui
 CUtensorMap tensor_map_3d(const void* base, int elem_bytes, uint64_t depth, uint64_t rows, uint64_t cols,
                           uint64_t row_bytes, uint64_t slice_bytes, uint32_t box_rows, const char* op);
 
+// A 3-D tensor of floats [depth, rows, cols] (rows `row_bytes` apart,
+// slices `slice_bytes` apart) read in boxes of [1, box_rows, box_cols]
+// without swizzle, zeros outside the tensor. base, row_bytes and
+// slice_bytes must be 16-byte multiples, box_cols * 4 too. Throws
+// device_error naming `op` when the driver refuses.
+CUtensorMap tensor_map_3d_f32(const void* base, uint64_t depth, uint64_t rows, uint64_t cols, uint64_t row_bytes,
+                              uint64_t slice_bytes, uint32_t box_rows, uint32_t box_cols, const char* op);
+
 }  // namespace lowbit::cuda

@@ -195,6 +195,13 @@ void launch_wgmma(const char* op, const fp8g::Params& p, int64_t slices, int64_t
                                           S::kBM / C, op);
   const CUtensorMap map_b =
       tensor_map_3d(p.b, 1, u64(b_experts), u64(p.N), u64(p.K), u64(p.K), u64(p.N * p.K), S::kBN, op);
+  // a_s by TMA, [BM, 4] boxes, where its rows are 16-byte multiples (K blocks a multiple of 4).
+  const bool scale_tma = aligned16(p.a_s) && p.kb % 4 == 0;
+  CUtensorMap map_as{};
+  if (scale_tma) {
+    map_as = tensor_map_3d_f32(p.a_s, u64(slices), u64(p.rows), u64(p.kb), u64(p.kb) * 4, u64(p.rows * p.kb) * 4,
+                               S::kBM, 4, op);
+  }
   CUtensorMap map_out{};
   if constexpr (kStagedOut) {
     map_out = tensor_map_3d(p.out, 2, u64(slices), u64(p.rows), u64(p.N), u64(p.N * 2), u64(p.rows * p.N * 2), 64, op);
@@ -220,7 +227,7 @@ void launch_wgmma(const char* op, const fp8g::Params& p, int64_t slices, int64_t
   attr.val.clusterDim.z = 1;
   config.attrs = &attr;
   config.numAttrs = 1;
-  check(cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_out, p, tiles, pair_ok), op,
+  check(cudaLaunchKernelEx(&config, kernel, map_a, map_b, map_out, map_as, p, tiles, pair_ok, scale_tma), op,
         "cudaLaunchKernelEx(fp8_gemm_wgmma)");
 }
 

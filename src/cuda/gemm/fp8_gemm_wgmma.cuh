@@ -5,9 +5,12 @@
 //     a [BM, 128] tile of a and a [BN, 128] tile of b by TMA (3-D tensor
 //     maps: slice, row, byte; zeros past every edge, so ragged M, N and K
 //     need no masking) into one of kStages shared-memory stages, 128-byte
-//     swizzled; a second producer warp copies the block's scales (a_s of
-//     the BM rows, b_s of the two 128-column blocks the tile can touch)
-//     beside them by cp.async; both complete the stage's full barrier. The consumers
+//     swizzled, and where a_s allows (its rows 16-byte multiples) the
+//     [BM, 4] box of a_s that holds the block's scales (4 K blocks: a box
+//     row takes 16 bytes at least; one bulk copy instead of BM scattered
+//     floats); a second producer warp copies b_s of the two 128-column
+//     blocks the tile can touch (and a_s where TMA cannot) beside them by
+//     cp.async; both complete the stage's full barrier. The consumers
 //     read their scales from shared memory: no global latency in their loop.
 //   - WM x WN consumer warpgroups each own WV parts (waves) of 64 x WGN of
 //     the tile. For a K block and a wave each issues 4 wgmma m64nWGNk32 into
@@ -61,16 +64,20 @@ struct WgmmaTile {
   static constexpr int kABytes = kBM * kBK;
   static constexpr int kBBytes = kBN * kBK;
   static constexpr int kStageBytes = kABytes + kBBytes;
-  // A stage's scales: a_s of the BM rows, then b_s of two column blocks (16-byte padded).
-  static constexpr int kScaleFloats = (kBM + 2 + 3) / 4 * 4;
+  // A stage's scales: a_s of the BM rows for 4 K blocks ([BM][4], the TMA
+  // box of a_s that holds the stage's block: 16 bytes, the least a box
+  // row takes), then b_s of two column blocks (128-byte padded).
+  static constexpr int kScaleFloats = 4 * kBM + 32;
   static constexpr int kScaleBytes = 4 * kScaleFloats;
+  static constexpr int kScaleBoxBytes = 16 * kBM;
   // The staged epilogue's buffer: the tile in 16-bit elements, as boxes of
   // 64 rows x 128 bytes (so each warpgroup's columns must be whole 128-byte
   // rows); reserved for every output type, so a shape has one stage count.
   static constexpr bool kStagedOut = WGN * 2 % 128 == 0;
   static constexpr int kOutBytes = kStagedOut ? kBM * kBN * 2 : 0;
-  // Stages: as many as fit in 220 KB beside the output buffer and the barriers, at most 8.
-  static constexpr int kStages = std::min((225280 - kOutBytes) / (kStageBytes + kScaleBytes), 8);
+  // Stages: as many as fit in sm_90's 227 KB beside the alignment slack, the
+  // output buffer and the barriers, at most 8.
+  static constexpr int kStages = std::min((232448 - 1024 - 128 - kOutBytes) / (kStageBytes + kScaleBytes), 8);
   static constexpr size_t kSmem =
       1024 + static_cast<size_t>(kStages) * (kStageBytes + kScaleBytes) + kOutBytes + 2 * 8 * kStages;
   // Registers: with two or more consumer warpgroups the producer warpgroup
@@ -234,7 +241,8 @@ __device__ __forceinline__ void store_rows(const Params& p, const float (&acc)[W
 template <class Out, int WM, int WN, int WGN, int C, int WV, bool kStagedOut>
 __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
     fp8_gemm_wgmma(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                   const __grid_constant__ CUtensorMap map_out, const Params p, int64_t tiles, bool pair_ok) {
+                   const __grid_constant__ CUtensorMap map_out, const __grid_constant__ CUtensorMap map_as,
+                   const Params p, int64_t tiles, bool pair_ok, bool scale_tma) {
 #if LOWBIT_SM90A
   using S = WgmmaTile<WM, WN, WGN, C, WV>;
   static_assert(!kStagedOut || (S::kStagedOut && sizeof(Out) == 2), "the staging buffer holds whole 16-bit rows");
@@ -280,7 +288,7 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
             if (leader) {
               ptx::mbarrier_try_wait_parity(empty + stage, phase ^ 1);
               uint8_t* sa = smem + stage * S::kStageBytes;
-              ptx::mbarrier_arrive_expect_tx(full + stage, S::kStageBytes);
+              ptx::mbarrier_arrive_expect_tx(full + stage, S::kStageBytes + (scale_tma ? S::kScaleBoxBytes : 0));
               constexpr int kPart = BM / C;  // rows of a this CTA loads for the cluster
               const int m = static_cast<int>(tile.m0) + static_cast<int>(rank) * kPart;
               if constexpr (C == 1) {
@@ -290,6 +298,10 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
                                                        static_cast<int>(tile.z), full + stage, (1u << C) - 1);
               }
               ptx::cp_async_bulk_tensor_3d(sa + S::kABytes, &map_b, kb * kBK, n0, e, full + stage);
+              if (scale_tma) {
+                ptx::cp_async_bulk_tensor_3d(scale_smem + stage * S::kScaleFloats, &map_as, kb & ~3,
+                                             static_cast<int>(tile.m0), static_cast<int>(tile.z), full + stage);
+              }
             }
             if (++stage == kStages) stage = 0, phase ^= 1;
           }
@@ -318,12 +330,15 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
           for (int kb = 0; kb < p.kb; ++kb) {
             ptx::mbarrier_try_wait_parity(empty + stage, phase ^ 1);
             float* ss = scale_smem + stage * S::kScaleFloats;
+            if (!scale_tma) {
 #pragma unroll
-            for (int i = 0; i < kRowsPerLane; ++i) {
-              const bool in = lane + 32 * i < rows_left;
-              ptx::cp_async4(ss + lane + 32 * i, in ? as_lane + 32 * i * p.kb + kb : p.a_s, in ? 4 : 0);
+              for (int i = 0; i < kRowsPerLane; ++i) {
+                const bool in = lane + 32 * i < rows_left;
+                ptx::cp_async4(ss + 4 * (lane + 32 * i) + (kb & 3), in ? as_lane + 32 * i * p.kb + kb : p.a_s,
+                               in ? 4 : 0);
+              }
             }
-            if (lane < 2) ptx::cp_async4(ss + BM + lane, bs_row + kb);
+            if (lane < 2) ptx::cp_async4(ss + 4 * BM + lane, bs_row + kb);
             ptx::cp_async_mbarrier_arrive_noinc(full + stage);
             if (++stage == kStages) stage = 0, phase ^= 1;
           }
@@ -443,11 +458,11 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
             const float* ss = scale_smem + stage * S::kScaleFloats;
 #pragma unroll
             for (int u = 0; u < WV; ++u) {
-              sc[2 * u] = ptx::ld_shared_f32(ss + row(u));
-              sc[2 * u + 1] = ptx::ld_shared_f32(ss + row(u) + 8);
+              sc[2 * u] = ptx::ld_shared_f32(ss + 4 * row(u) + (kb & 3));
+              sc[2 * u + 1] = ptx::ld_shared_f32(ss + 4 * (row(u) + 8) + (kb & 3));
             }
-            sc[2 * WV] = ptx::ld_shared_f32(ss + BM);
-            sc[2 * WV + 1] = ptx::ld_shared_f32(ss + BM + 1);
+            sc[2 * WV] = ptx::ld_shared_f32(ss + 4 * BM);
+            sc[2 * WV + 1] = ptx::ld_shared_f32(ss + 4 * BM + 1);
           }
           ptx::wgmma_wait_group<0>();
           if (v == WV - 1) {
