@@ -3,6 +3,7 @@ a GPU; against torch.optim where the rules agree and against the functional ops 
 
 import copy
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -225,6 +226,46 @@ def test_state_dict_round_trip_continues_identically(cls):
         opt2.step()
     for x, y in zip(a, b):
         assert torch.equal(x, y)
+
+
+@pytest.mark.parametrize("cls", [optim.AdamW8bit, optim.AdamW32bit])
+def test_distributed_checkpoint_round_trip_continues_identically(cls, tmp_path):
+    """torch.distributed.checkpoint (one process) saves and loads the optimizer through torch's state-dict helpers."""
+    dcp = pytest.importorskip("torch.distributed.checkpoint")
+    helpers = pytest.importorskip("torch.distributed.checkpoint.state_dict")
+
+    def make():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 300), torch.nn.ReLU(), torch.nn.Linear(300, 8))
+        return model, cls(model.parameters(), lr=1e-3, min_8bit_size=1000)
+
+    def step(model, opt, x):
+        model(x).square().sum().backward()
+        opt.step()
+        opt.zero_grad()
+
+    gen = torch.Generator().manual_seed(1)
+    inputs = [torch.randn(4, 64, generator=gen) for _ in range(5)]
+    model, opt = make()
+    for x in inputs[:3]:
+        step(model, opt, x)
+    saved = {"model": helpers.get_model_state_dict(model), "optim": helpers.get_optimizer_state_dict(model, opt)}
+    with warnings.catch_warnings():  # torch says it assumes one process, as asked
+        warnings.simplefilter("ignore", UserWarning)
+        dcp.save(saved, checkpoint_id=str(tmp_path), no_dist=True)
+    model2, opt2 = make()
+    step(model2, opt2, inputs[0])  # states exist to be loaded into, as DCP loads in place
+    target = {"model": helpers.get_model_state_dict(model2), "optim": helpers.get_optimizer_state_dict(model2, opt2)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        dcp.load(target, checkpoint_id=str(tmp_path), no_dist=True)
+    helpers.set_model_state_dict(model2, target["model"])
+    helpers.set_optimizer_state_dict(model2, opt2, target["optim"])
+    for x in inputs[3:]:
+        step(model, opt, x)
+        step(model2, opt2, x)
+    for a, b in zip(model.parameters(), model2.parameters()):
+        assert torch.equal(a, b)
 
 
 @pytest.mark.parametrize("device", DEVICES)
