@@ -49,8 +49,7 @@ struct WgmmaShape {
   int bm() const { return 64 * wm * wv; }
   int bn() const { return wgn * wn; }
 };
-// Ties in the heuristic go to the earlier shape: 64x128 before 128x64 (measured
-// faster at M <= 128, where the two cost the same).
+// The heuristic's ties that the row rule leaves go to the earlier shape: larger tiles first.
 constexpr WgmmaShape kWgmmaShapes[] = {{2, 1, 128, 2, 2}, {2, 1, 128, 1, 2}, {2, 1, 128, 1, 1}, {1, 2, 64, 1, 1},
                                        {2, 1, 64, 1, 1},  {1, 1, 32, 1, 1},  {1, 1, 16, 1, 1}};
 
@@ -100,16 +99,14 @@ void require_cuda_config(const char* op, const KernelConfig& config) {
 //     blocks, the larger of its MMA (BM x BN / 32 cycles at the FP8 rate, of
 //     which one consumer warpgroup keeps the tensor cores 60% busy and two
 //     in turns 89%) and its loads from L2 ((BM / C + BN) x 128 bytes at
-//     about 60 bytes a cycle an SM, the rate that makes 128x128 tiles cost
-//     1.0-1.15x of 256x128 ones per product, as measured at M = 4096).
+//     about 60 bytes a cycle an SM, the rate the per-tile times of 128-row
+//     and 256-row tiles fit).
 //   - Memory: a and b from DRAM (about 1650 bytes a cycle), a once when it
 //     fits beside b in L2 (32 MiB), else once per column group of tiles
-//     (the tiles run M fastest; measured: 128x128 tiles then ran a
-//     32768-row a at 0.74x the speed of 256x128 pairs).
+//     (the tiles run M fastest, so a large a leaves L2 between groups).
 // Among shapes bound by memory the one of least compute wins; ties go to
-// the tile of fewest rows that still covers all of them (at
-// M = 128, 128x64 tiles read each row of b once and ran faster than 64x128
-// ones of the same cost), then to the earlier shape.
+// the tile of fewest rows that still covers all of them (then each row of
+// b is read by one CTA), then to the earlier shape.
 const WgmmaShape& pick_wgmma_shape(const fp8g::Params& p, int64_t slices, int64_t b_experts, int sms) {
   const WgmmaShape* best = nullptr;
   double best_cost = 0.0;

@@ -192,9 +192,8 @@ TEST(CudaOptimizerMulti, MixedListRunsAsFastAsOneTensor) {
     std::printf("[ multi ] %d-bit adam bf16, %lld elements: one tensor %.3f ms, 200 mixed tensors %.3f ms (%.3fx)\n",
                 bits, static_cast<long long>(total), one, list, list / one);
   }
-  // Alone on the GPU the list costs 1.02-1.07x of the one tensor; beside other
-  // tests (ctest -j) or under compute-sanitizer up to about 1.15x. A launch per
-  // tensor would cost several times as much (200 launches of small tensors).
+  // Loose enough for other tests' kernels beside it (ctest -j) and for
+  // compute-sanitizer; a launch per tensor would cost several times as much.
   EXPECT_LE(ratio[0], 1.3f);
   EXPECT_LE(ratio[1], 1.3f);
   cudaStreamDestroy(s);
