@@ -95,6 +95,7 @@ TEST(CudaHistogramScatterAdd2d, CapturedCallReplays) {
   const Case c = random_case(32, 32, 30001, true);
   const Tensor h = c.hist.to(kGpu), i1 = c.i1.to(kGpu), i2 = c.i2.to(kGpu), src = c.src.to(kGpu);
   const HistogramScatterAdd2dArgs a{h.ref(), i1.ref(), i2.ref(), src.ref()};
+  synchronize(Stream{});  // the copies ran on the legacy stream, which the non-blocking one does not wait for
   cudaStream_t s = nullptr;
   LOWBIT_ASSERT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   run(a, nullptr, Stream{s});  // warm-up: the kernel loaded

@@ -217,6 +217,7 @@ void check_captured(const KernelConfig& config, int64_t M, bool warm) {
   const Matmul4bitArgs a = p.args(config);
   const size_t bytes = workspace_size(a);
   Tensor ws = bytes ? Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, Device::cuda(0)) : Tensor();
+  synchronize(Stream{});  // the operands' copies ran on the legacy stream, which the non-blocking one does not wait for
   cudaStream_t s = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
   if (warm) {
