@@ -350,13 +350,20 @@ int64_t blocksize_field(const Fields& f, std::string_view name) {
   return b;
 }
 
-std::vector<int64_t> shape_field(const Fields& f) {
+// The shape of a tensor of `dtype`: its elements' bytes must fit in int64_t,
+// as for any tensor (a file that claims more is malformed).
+std::vector<int64_t> shape_field(const Fields& f, DType dtype) {
   const auto& shape = f.get<std::vector<int64_t>>("shape");
   if (shape.size() > static_cast<size_t>(kMaxDims)) {
     f.fail("shape", cat("must have at most ", kMaxDims, " dimensions (got ", shape.size(), ")"));
   }
   for (int64_t d : shape) {
     if (d < 0) f.fail("shape", cat("extents must be >= 0 (got ", json_ints(shape), ")"));
+  }
+  try {
+    core::checked_numel(kFromDict, "quant state", Shape(shape), dtype);
+  } catch (const Error& e) {
+    f.fail("shape", cat("is too large: ", e.what()));
   }
   return shape;
 }
@@ -435,7 +442,7 @@ QuantState quant_state_from_dict(const QuantStateDict& dict, Device device) {
   }
   s.blocksize = blocksize_field(f, "blocksize");
   s.dtype = float_dtype(f, "dtype");
-  s.shape = shape_field(f);
+  s.shape = shape_field(f, s.dtype);
   const int64_t nblocks = ceil_div(core::checked_numel(kFromDict, "quant state", Shape(s.shape), s.dtype), s.blocksize);
   const std::string blocks_why = cat(" (one per block of ", s.blocksize, " in shape ", json_ints(s.shape), ")");
 
