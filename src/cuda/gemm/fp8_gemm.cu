@@ -176,12 +176,8 @@ int max_clusters(Kernel kernel, int threads, size_t smem, int C, const char* op)
   return n;
 }
 
-// Whether out's rows can leave through TMA stores: 16-bit elements, the
-// tile's columns whole 128-byte chunks, out and its rows 16-byte aligned.
-template <class Out, class S>
-bool staged_out_fits(const fp8g::Params& p) {
-  return sizeof(Out) == 2 && S::kStagedOut && aligned16(p.out) && p.N * 2 % 16 == 0;
-}
+// Whether TMA can store out's 16-bit rows: out and its rows 16-byte aligned.
+bool out_rows_aligned16(const fp8g::Params& p) { return aligned16(p.out) && p.N * 2 % 16 == 0; }
 
 template <class Out, int WM, int WN, int WGN, int C, int WV, bool kStagedOut>
 void launch_wgmma(const char* op, const fp8g::Params& p, int64_t slices, int64_t b_experts, int sms,
@@ -300,9 +296,9 @@ void launch(const Call& c, Stream stream) {
     with_float_type(c.out_dtype, op, "out", [&](auto t) {
       using Out = decltype(t);
       with_wgmma_shape(shape, [&](auto wm, auto wn, auto wgn, auto cl, auto wv) {
-        using S = fp8g::WgmmaTile<wm(), wn(), wgn(), cl(), wv()>;
-        if constexpr (sizeof(Out) == 2 && S::kStagedOut) {
-          if (staged_out_fits<Out, S>(p)) {
+        // The staged epilogue: 16-bit results, tiles whose warpgroups' columns are whole 128-byte chunks.
+        if constexpr (sizeof(Out) == 2 && fp8g::WgmmaTile<wm(), wn(), wgn(), cl(), wv()>::kStagedOut) {
+          if (out_rows_aligned16(p)) {
             launch_wgmma<Out, wm(), wn(), wgn(), cl(), wv(), true>(op, p, c.slices, c.b_experts, sms, to_cuda(stream));
             return;
           }
