@@ -26,7 +26,8 @@ the experts (the counts known on the host, which the loop needs and lowbit does 
 - masked: ``a`` [E, max_m, K] with ``masked_m`` counts on the device.
 
 Each repetition is timed by CUDA events after an untimed L2 flush (the Timer
-of scripts/bench_gemm.py); medians. Every result is checked against a float32
+of scripts/bench_gemm.py), the implementations of a row in turns (a clock
+drifting at the power cap weighs on all alike); medians. Every result is checked against a float32
 reference of the dequantized operands (relative L2 error). TFLOP/s count
 2 M N K; ``peak`` is the fraction of the GPU's dense FP8 peak (989.4 TFLOP/s x 2
 on H100/H200 SXM at the boost clock).
@@ -125,12 +126,15 @@ class Bench:
         self.peak = peak_of(gpu)
         self.block, self.block_how = blockwise_mm(torch)
 
-    def time_ms(self, fn: Callable[[], object]) -> Optional[float]:
+    def time_all(self, fns: Dict[str, Optional[Callable[[], object]]]) -> Dict[str, Optional[float]]:
+        """Median ms of each callable (None: left out), reps in turns (Timer.ms_interleaved)."""
+        live = {name: fn for name, fn in fns.items() if fn is not None}
         try:
-            return self.timer.ms(fn)
+            times = self.timer.ms_interleaved(live)
         except Exception as e:  # noqa: BLE001
             log(f"    timing failed: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
-            return None
+            times = {}
+        return {name: times.get(name) for name in fns}
 
     def add(self, kind: str, M: int, N: int, K: int, impls: Dict[str, Optional[float]], flops: float,
             errs: Dict[str, float], note: str = "") -> None:
@@ -189,7 +193,7 @@ class Bench:
                     except Exception as e:  # noqa: BLE001
                         log(f"    {name} failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
                         fns[name] = None
-                impls = {name: (self.time_ms(fn) if fn is not None else None) for name, fn in fns.items()}
+                impls = self.time_all(fns)
                 self.add("plain", M, N, K, impls, 2.0 * M * N * K, errs, triton_note if "triton" in fns else "")
                 del c, ref, a16, b16
         torch.cuda.empty_cache()
@@ -212,7 +216,7 @@ class Bench:
                                                                      out_dtype=torch.bfloat16),
                    "cublas-loop": loop if self.block else None}
             errs = self.grouped_errs(fns, c, [(e * R, (e + 1) * R, e) for e in range(E)])
-            impls = {n: (self.time_ms(f) if f is not None else None) for n, f in fns.items()}
+            impls = self.time_all(fns)
             self.add("contig", E * R, N, K, impls, 2.0 * E * R * N * K, errs, f"{E} experts x {R} rows")
             del c
         for E, max_m, N, K, lo in [(16, 256, 4096, 7168, 64), (16, 256, 7168, 2048, 64), (1, 1024, 4096, 7168, 1024)]:
@@ -246,7 +250,7 @@ class Bench:
             except Exception as e:  # noqa: BLE001
                 log(f"    lowbit failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
                 fns["lowbit"] = None
-            impls = {n: (self.time_ms(f) if f is not None else None) for n, f in fns.items()}
+            impls = self.time_all(fns)
             total = sum(hc)
             self.add("masked", total, N, K, impls, 2.0 * total * N * K, errs, f"{E} experts, max_m {max_m}")
             del c

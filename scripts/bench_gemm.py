@@ -136,6 +136,31 @@ class Timer:
         torch.cuda.synchronize()
         return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
+    def ms_interleaved(self, fns: Dict[str, Callable[[], object]]) -> Dict[str, float]:
+        """Median ms of each callable, their reps taken in turns (one rep of
+        each per round), so a clock that drifts over the run (a GPU at its
+        power cap warming up) weighs on every callable alike. Each round
+        starts with a spin kernel long enough for the host to queue the
+        whole round behind it: a short kernel's time is then the GPU's, not
+        the wait for a launch behind another callable's host work."""
+        torch = self.torch
+        for fn in fns.values():
+            for _ in range(self.warmup):
+                fn()
+        torch.cuda.synchronize()
+        events = {name: [] for name in fns}
+        for _ in range(self.reps):
+            torch.cuda._sleep(400_000 * len(fns))  # about 0.2 ms of host time a callable
+            for name, fn in fns.items():
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                torch.sum(self.flush, 0, out=self.flush_sum)
+                s.record()
+                fn()
+                e.record()
+                events[name].append((s, e))
+        torch.cuda.synchronize()
+        return {name: statistics.median(s.elapsed_time(e) for s, e in ev) for name, ev in events.items()}
+
     def copy_gbps(self, nbytes: int = 1 << 30) -> float:
         """Device-to-device copy bandwidth (read + write), like ``lowbit bench``."""
         torch = self.torch
