@@ -50,8 +50,8 @@ struct WgmmaShape {
   int bn() const { return wgn * wn; }
 };
 // The heuristic's ties that the row rule leaves go to the earlier shape: larger tiles first.
-constexpr WgmmaShape kWgmmaShapes[] = {{2, 1, 128, 2, 2}, {2, 1, 128, 1, 2}, {2, 1, 128, 1, 1}, {1, 2, 64, 1, 1},
-                                       {2, 1, 64, 1, 1},  {1, 1, 32, 1, 1},  {1, 1, 16, 1, 1}};
+constexpr WgmmaShape kWgmmaShapes[] = {{2, 1, 128, 2, 2}, {2, 1, 128, 1, 2}, {2, 1, 128, 2, 1}, {2, 1, 128, 1, 1},
+                                       {1, 2, 64, 1, 1},  {2, 1, 64, 1, 1},  {1, 1, 32, 1, 1},  {1, 1, 16, 1, 1}};
 
 // Calls fn with the shape's template arguments (WM, WN, WGN, C, WV as integral constants).
 template <int WM, int WN, int WGN, int C, int WV, class Fn>
@@ -65,6 +65,7 @@ template <class Fn>
 void with_wgmma_shape(const WgmmaShape& s, Fn&& fn) {
   shape_case<2, 1, 128, 2, 2>(s, fn);
   shape_case<2, 1, 128, 1, 2>(s, fn);
+  shape_case<2, 1, 128, 2, 1>(s, fn);
   shape_case<2, 1, 128, 1, 1>(s, fn);
   shape_case<1, 2, 64, 1, 1>(s, fn);
   shape_case<2, 1, 64, 1, 1>(s, fn);
@@ -93,21 +94,25 @@ void require_cuda_config(const char* op, const KernelConfig& config) {
              core::cat(op, ": config '", config.name(), "' is not a cuda kernel config (expected one of ", names, ")"));
 }
 
-// The sm_90a kernel's shape for a call on `sms` SMs: the least of the
-// larger of two times, in cycles of an SM.
-//   - Compute: waves of tiles times a tile's time per K block times K
-//     blocks, the larger of its MMA (BM x BN / 32 cycles at the FP8 rate, of
-//     which one consumer warpgroup keeps the tensor cores 60% busy and two
-//     in turns 89%) and its loads from L2 ((BM / C + BN) x 128 bytes at
-//     about 60 bytes a cycle an SM, the rate the per-tile times of 128-row
-//     and 256-row tiles fit).
+// The sm_90a kernel's shape for a call on `sms` SMs writing `out_bytes`
+// elements: the least of the larger of two times, in cycles of an SM.
+//   - Compute: waves of tiles times a tile's time, its K blocks and its
+//     output. A K block takes the longest of its MMA (BM x BN / 32 cycles at
+//     the FP8 rate; two consumer warpgroups in turns keep the tensor cores
+//     about 68% busy at long K, one about 50%), its loads from L2
+//     ((BM / C + BN) x 128 bytes at about 30 bytes a cycle an SM while all
+//     SMs load) and a floor of about 450 cycles (a stage's round trip, which
+//     bounds the narrow tiles). The output leaves at about 9 bytes a cycle
+//     an SM, not hidden behind the MMA: it favours larger tiles at short K.
 //   - Memory: a and b from DRAM (about 1650 bytes a cycle), a once when it
 //     fits beside b in L2 (32 MiB), else once per column group of tiles
 //     (the tiles run M fastest, so a large a leaves L2 between groups).
 // Among shapes bound by memory the one of least compute wins; ties go to
 // the tile of fewest rows that still covers all of them (then each row of
-// b is read by one CTA), then to the earlier shape.
-const WgmmaShape& pick_wgmma_shape(const fp8g::Params& p, int64_t slices, int64_t b_experts, int sms) {
+// b is read by one CTA), then to the earlier shape. The rates are fitted to
+// the per-config times of bench_fp8.py on an H100 (docs/fp8_gemm.md).
+const WgmmaShape& pick_wgmma_shape(const fp8g::Params& p, int64_t slices, int64_t b_experts, int out_bytes,
+                                   int sms) {
   const WgmmaShape* best = nullptr;
   double best_cost = 0.0;
   const int64_t rows = p.rows, N = p.N;
@@ -118,9 +123,11 @@ const WgmmaShape& pick_wgmma_shape(const fp8g::Params& p, int64_t slices, int64_
     const int64_t groups_n = ceil_div(N, s.bn() * s.c);
     const int64_t tiles = slices * ceil_div(rows, s.bm()) * groups_n * s.c;
     const double waves = static_cast<double>(ceil_div(tiles, static_cast<int64_t>(sms / s.c * s.c)));
-    const double mma = static_cast<double>(s.bm()) * s.bn() / 32.0 / (s.wm * s.wn >= 2 ? 0.89 : 0.6);
-    const double loads = (static_cast<double>(s.bm()) / s.c + s.bn()) * 128.0 / 60.0;
-    const double compute = waves * std::max(mma, loads) * p.kb;
+    const double area = static_cast<double>(s.bm()) * s.bn();
+    const double mma = area / 32.0 / (s.wm * s.wn >= 2 ? 0.68 : 0.5);
+    const double loads = (static_cast<double>(s.bm()) / s.c + s.bn()) * 128.0 / 30.0;
+    const double tile = std::max({mma, loads, 450.0}) * p.kb + area * out_bytes / 9.0;
+    const double compute = waves * tile;
     const double a_passes = a_bytes / slices > 32.0 * (1 << 20) ? static_cast<double>(groups_n) : 1.0;
     const double memory = (a_bytes * a_passes + b_bytes) / 1650.0;
     const double cost = std::max(compute, memory) + 0.01 * compute;  // bound by memory: the least compute
@@ -188,8 +195,10 @@ void launch_wgmma(const char* op, const fp8g::Params& p, int64_t slices, int64_t
                                           S::kBM / C, op);
   const CUtensorMap map_b =
       tensor_map_3d(p.b, 1, u64(b_experts), u64(p.N), u64(p.K), u64(p.K), u64(p.N * p.K), S::kBN, op);
-  // a_s by TMA, [BM, 4] boxes, where its rows are 16-byte multiples (K blocks a multiple of 4).
-  const bool scale_tma = aligned16(p.a_s) && p.kb % 4 == 0;
+  // a_s by TMA, [BM, 4] boxes, where its rows are 16-byte multiples (K blocks a multiple of 4)
+  // and the tile has two waves: each 16-byte box row is a request of its own to the TMA unit,
+  // hidden behind the MMA of a 256-row tile but not behind the shorter K blocks of smaller ones.
+  const bool scale_tma = WV == 2 && aligned16(p.a_s) && p.kb % 4 == 0;
   CUtensorMap map_as{};
   if (scale_tma) {
     map_as = tensor_map_3d_f32(p.a_s, u64(slices), u64(p.rows), u64(p.kb), u64(p.kb) * 4, u64(p.rows * p.kb) * 4,
@@ -267,7 +276,7 @@ std::vector<KernelConfig> configs_of(const Call& c) {
   DeviceGuard guard(c.device, c.op);
   std::vector<KernelConfig> out;
   if (wgmma_fits(c)) {
-    const WgmmaShape& best = pick_wgmma_shape(c.p, c.slices, c.b_experts, sm_count(c.op));
+    const WgmmaShape& best = pick_wgmma_shape(c.p, c.slices, c.b_experts, dtype_bits(c.out_dtype) / 8, sm_count(c.op));
     out.push_back(wgmma_config(best));
     for (const WgmmaShape& s : kWgmmaShapes) {
       if (&s != &best) out.push_back(wgmma_config(s));
@@ -292,7 +301,8 @@ void launch(const Call& c, Stream stream) {
                  "' needs an sm_90 device and a and b starting 16-byte aligned");
   if (wgmma) {
     const int sms = sm_count(op);
-    const WgmmaShape& shape = forced ? *forced : pick_wgmma_shape(p, c.slices, c.b_experts, sms);
+    const WgmmaShape& shape =
+        forced ? *forced : pick_wgmma_shape(p, c.slices, c.b_experts, dtype_bits(c.out_dtype) / 8, sms);
     with_float_type(c.out_dtype, op, "out", [&](auto t) {
       using Out = decltype(t);
       with_wgmma_shape(shape, [&](auto wm, auto wn, auto wgn, auto cl, auto wv) {

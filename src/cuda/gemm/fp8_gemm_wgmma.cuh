@@ -5,10 +5,10 @@
 //     a [BM, 128] tile of a and a [BN, 128] tile of b by TMA (3-D tensor
 //     maps: slice, row, byte; zeros past every edge, so ragged M, N and K
 //     need no masking) into one of kStages shared-memory stages, 128-byte
-//     swizzled, and where a_s allows (its rows 16-byte multiples) the
-//     [BM, 4] box of a_s that holds the block's scales (4 K blocks: a box
-//     row takes 16 bytes at least; one bulk copy instead of BM scattered
-//     floats); a second producer warp copies b_s of the two 128-column
+//     swizzled, and for 256-row tiles where a_s allows (its rows 16-byte
+//     multiples) the [BM, 4] box of a_s that holds the block's scales (4 K
+//     blocks: a box row takes 16 bytes at least; one bulk copy instead of BM
+//     scattered floats); a second producer warp copies b_s of the two 128-column
 //     blocks the tile can touch (and a_s where TMA cannot) beside them by
 //     cp.async; both complete the stage's full barrier. The consumers
 //     read their scales from shared memory: no global latency in their loop.

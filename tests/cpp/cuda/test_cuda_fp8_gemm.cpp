@@ -245,9 +245,9 @@ bool device_is_sm90() {
 // 16-bit outputs through the staged TMA epilogue (out and its rows 16-byte
 // aligned) and stored directly (out at an odd address, rows of 130 columns).
 const char* const kWgmmaConfigs[] = {"wgmma_e4m3_x2_m256_n128_k128_s3", "wgmma_e4m3_m256_n128_k128_s3",
-                                     "wgmma_e4m3_m128_n128_k128_s5",    "wgmma_e4m3_m128_n64_k128_s8",
-                                     "wgmma_e4m3_m64_n128_k128_s8",     "wgmma_e4m3_m64_n32_k128_s8",
-                                     "wgmma_e4m3_m64_n16_k128_s8"};
+                                     "wgmma_e4m3_x2_m128_n128_k128_s5", "wgmma_e4m3_m128_n128_k128_s5",
+                                     "wgmma_e4m3_m128_n64_k128_s8",     "wgmma_e4m3_m64_n128_k128_s8",
+                                     "wgmma_e4m3_m64_n32_k128_s8",      "wgmma_e4m3_m64_n16_k128_s8"};
 
 TEST(CudaFp8Gemm, WgmmaConfigsMatchCpu) {
   LOWBIT_REQUIRE_CUDA_DEVICE();
@@ -324,6 +324,38 @@ TEST(CudaFp8Gemm, WgmmaGroupedLayoutsMatchCpu) {
                  std::string("contiguous, padded runs, config ") + config, N);
     expect_close(to_floats(mwant.ref()), to_floats(mmag.ref()), to_floats(mout.ref()), DType::bf16,
                  std::string("masked, config ") + config, N);
+  }
+#endif
+}
+
+// Tiles of several experts (their passes merge in the staging buffer before
+// one store) beside tiles of one expert and of padding, in every config.
+TEST(CudaFp8Gemm, WgmmaContiguousMixedTilesEveryConfig) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+#if defined(LOWBIT_WITH_CUDA)
+  if (!device_is_sm90()) GTEST_SKIP() << "the wgmma kernel needs an sm_90 device";
+  const int64_t M = 700, N = 264, K = 640, E = 3;
+  const Tensor a = random_e4m3({M, K}), a_s = random_scales({M, blocks(K)});
+  const Tensor b = random_e4m3({E, N, K}), b_s = random_scales({E, blocks(N), blocks(K)});
+  // Rows [0, 256) one expert, [256, 512) padding and one expert, the rest drawn at random.
+  Tensor ids = Tensor::empty({M}, DType::i32);
+  std::uniform_int_distribution<int> pick(-1, static_cast<int>(E) - 1);
+  for (int64_t m = 0; m < M; ++m) {
+    ids.ptr<int32_t>()[m] = m < 256 ? 2 : m < 512 ? (m % 3 == 0 ? -1 : 0) : pick(rng());
+  }
+  Tensor want = Tensor::empty({M, N}, DType::bf16), mag = Tensor::empty({M, N}, DType::f32);
+  const Tensor abs_a = magnitudes(a), abs_b = magnitudes(b);
+  run(Fp8GroupedGemmContiguousArgs{a.ref(), a_s.ref(), b.ref(), b_s.ref(), ids.ref(), want.ref(), {}});
+  run(Fp8GroupedGemmContiguousArgs{abs_a.ref(), a_s.ref(), abs_b.ref(), b_s.ref(), ids.ref(), mag.ref(), {}});
+  const Tensor ga = a.to(kGpu), ga_s = a_s.to(kGpu), gb = b.to(kGpu), gb_s = b_s.to(kGpu), gids = ids.to(kGpu);
+  for (const char* config : kWgmmaConfigs) {
+    Tensor out = Tensor::empty({M, N}, DType::bf16, kGpu);
+    LOWBIT_ASSERT_CUDA(cudaMemset(out.data(), 0xff, out.nbytes()));  // NaN: an unwritten element shows
+    run(Fp8GroupedGemmContiguousArgs{ga.ref(), ga_s.ref(), gb.ref(), gb_s.ref(), gids.ref(), out.ref(),
+                                     parse_kernel_config(config)});
+    synchronize(Stream{});
+    expect_close(to_floats(want.ref()), to_floats(mag.ref()), to_floats(out.ref()), DType::bf16,
+                 std::string("contiguous mixed tiles, config ") + config, N);
   }
 #endif
 }
