@@ -23,7 +23,43 @@ import torch
 
 from .. import functional as F
 
+try:  # parameters sharded by FSDP2 (fully_shard) are DTensors
+    from torch.distributed.tensor import DTensor, Shard
+except ImportError:  # a torch without torch.distributed
+    DTensor = Shard = None
+
 _BLOCKSIZE = 256  # the blockwise states' block, as optimizer_update_8bit_blockwise takes it
+_STATES = ("state1", "state2")
+
+
+def _is_dtensor(t) -> bool:
+    return DTensor is not None and isinstance(t, DTensor)
+
+
+def _local(t):
+    """The tensor the kernels update: a DTensor's local shard (a view: updates reach the DTensor), else t."""
+    return t.to_local() if _is_dtensor(t) else t
+
+
+def _sharded_sum(value: torch.Tensor, p) -> None:
+    """Sums ``value`` in place over the mesh dimensions along which ``p`` is sharded (a norm of the
+    whole parameter from its shards' parts); nothing for a plain tensor."""
+    if not _is_dtensor(p):
+        return
+    import torch.distributed as dist
+
+    for dim, placement in enumerate(p.placements):
+        if isinstance(placement, Shard):
+            dist.all_reduce(value, group=p.device_mesh.get_group(dim))
+
+
+def _state_dtensor(local: torch.Tensor, p, leading: tuple):
+    """A state of p's local shard as a DTensor laid out like p (``leading`` dimensions before p's)."""
+    placements = tuple(Shard(pl.dim + len(leading)) if isinstance(pl, Shard) else pl for pl in p.placements)
+    shape = (*leading, *p.shape)
+    stride = tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))
+    return DTensor.from_local(local, p.device_mesh, placements, run_check=False, shape=torch.Size(shape),
+                              stride=stride)
 
 
 class GlobalOptimManager:
@@ -140,9 +176,19 @@ class Optimizer8bit(torch.optim.Optimizer):
 
     def state_dict(self):
         """The state as ``torch.optim.Optimizer`` gives it, with the quantization tensors of each
-        parameter moved under ``__bnb_optimizer_quant_state__``, as bitsandbytes writes them."""
+        parameter moved under ``__bnb_optimizer_quant_state__``, as bitsandbytes writes them.
+
+        The states of a sharded parameter (a DTensor, as FSDP2 makes them) are DTensors laid out like it,
+        so that ``torch.distributed.checkpoint`` saves them sharded and loads them at another world size:
+        float32, the 8-bit ones dequantized (their blocks are the local shard's, which another sharding
+        does not share; ``load_state_dict`` quantizes them again, to the same codes where the shards are
+        the same), without ``absmax1``/``absmax2``."""
         state_dict = super().state_dict()
         state_dict["state"] = {k: dict(v) if isinstance(v, dict) else v for k, v in state_dict["state"].items()}
+        params = list(chain.from_iterable(g["params"] for g in self.param_groups))
+        for index, param_state in state_dict["state"].items():
+            if isinstance(index, int) and index < len(params) and _is_dtensor(params[index]):
+                self._export_sharded(params[index], param_state)
         for param_state in state_dict["state"].values():
             if not isinstance(param_state, dict):
                 continue
@@ -151,11 +197,60 @@ class Optimizer8bit(torch.optim.Optimizer):
                 param_state[self._FSDP_WRAPPED_QUANT_STATE_KEY] = quant
         return state_dict
 
+    def _export_sharded(self, p, param_state: dict) -> None:
+        """A sharded parameter's states in state_dict's form (see ``state_dict``), in place."""
+        for key in _STATES:
+            value = param_state.get(key)
+            if not isinstance(value, torch.Tensor) or _is_dtensor(value):
+                continue
+            leading = tuple(value.shape[:value.dim() - _local(p).dim()])
+            if value.dtype == torch.uint8:
+                absmax = param_state.pop("absmax" + key[-1], None)
+                if absmax is None:
+                    raise NotImplementedError(f"{type(self).__name__}.state_dict: tensor-wise 8-bit states of a "
+                                              "sharded parameter (block_wise=False) are not supported")
+                qmap = param_state["qmap" + key[-1]]
+                value = torch.zeros(value.shape, dtype=torch.float32, device=value.device) if value.numel() == 0 else torch.stack([
+                    F.dequantize_blockwise(codes, absmax=blocks, code=qmap, blocksize=_BLOCKSIZE)
+                    for codes, blocks in zip(value.reshape(-1, value[0].numel() if leading else value.numel()),
+                                             absmax.reshape(-1, absmax.shape[-1]))
+                ]).reshape(value.shape)
+            param_state[key] = _state_dtensor(value, p, leading)
+
+    def _import_sharded(self, p, param_state: dict, gindex: int, pindex: int) -> None:
+        """Loaded states back to the kernels' form: a DTensor's local shard (the whole tensor where the
+        parameter is not sharded), float32 states quantized where this optimizer keeps the parameter's
+        states in 8 bits."""
+        local = _local(p)
+        for key in _STATES:
+            value = param_state.get(key)
+            if not isinstance(value, torch.Tensor):
+                continue
+            if _is_dtensor(value):
+                value = value.to_local() if _is_dtensor(p) else value.full_tensor()
+            value = value.to(local.device)
+            if value.dtype == torch.float32 and _state_dtype(self.get_config(gindex, pindex, self.param_groups[gindex]),
+                                                             p) == torch.uint8:
+                config = self.get_config(gindex, pindex, self.param_groups[gindex])
+                if not config["block_wise"]:
+                    raise NotImplementedError(f"{type(self).__name__}.load_state_dict: float32 states for tensor-wise "
+                                              "8-bit ones (block_wise=False) are not supported")
+                qmap = self._qmap("dynamic" if key == "state1" else "udynamic", local.device)
+                codes, absmax = _requantize(value.reshape(-1, local.numel()), qmap)
+                param_state[key] = codes.reshape(value.shape)
+                param_state["absmax" + key[-1]] = absmax.reshape(*value.shape[:value.dim() - local.dim()], -1)
+                param_state["qmap" + key[-1]] = qmap
+            else:
+                param_state[key] = value
+
     def load_state_dict(self, state_dict, move_to_device=True):
         """Loads a state saved by ``state_dict()`` here or by bitsandbytes' optimizer of the same rule.
 
         Floating-point states other than the quantization ones take the parameter's dtype (as
         ``torch.optim`` does); the quantization states keep theirs and move to the parameter's device.
+        States given as DTensors (a sharded parameter's, as ``torch.distributed.checkpoint`` loads them
+        for this optimizer's sharding) become their local shards, and float32 states of a parameter this
+        optimizer keeps in 8 bits are quantized in blocks of the local shard.
         """
         state_dict = deepcopy(state_dict)
         for param_state in state_dict["state"].values():
@@ -202,6 +297,10 @@ class Optimizer8bit(torch.optim.Optimizer):
             s["params"] = g["params"]
             param_groups.append(s)
         self.__setstate__({"state": state, "param_groups": param_groups})
+        for gindex, group in enumerate(self.param_groups):
+            for pindex, p in enumerate(group["params"]):
+                if isinstance(self.state.get(p), dict):
+                    self._import_sharded(p, self.state[p], gindex, pindex)
         self._share_maps()
 
     def _share_maps(self) -> None:
@@ -261,6 +360,10 @@ class Optimizer8bit(torch.optim.Optimizer):
             for pindex, p in enumerate(group["params"]):
                 if p.grad is None:
                     continue
+                if _is_dtensor(p) and not (_is_dtensor(p.grad) and p.grad.placements == p.placements):
+                    raise ValueError(f"{type(self).__name__}.step: a sharded parameter's gradient must be sharded as "
+                                     f"it is ({p.placements}); got "
+                                     f"{p.grad.placements if _is_dtensor(p.grad) else 'a plain tensor'}")
                 if len(self.state[p]) == 0:
                     self.init_state(group, p, gindex, pindex)
                 self.prefetch_state(p)
@@ -354,6 +457,32 @@ def _blocks(n: int) -> int:
     return (n + _BLOCKSIZE - 1) // _BLOCKSIZE
 
 
+def _requantize(rows: torch.Tensor, qmap: torch.Tensor):
+    """Blockwise codes and absmax of dequantized 8-bit states (rows of float32, blocks of 256 of each
+    row), so that decoding them gives the values back: a block's absmax is its largest magnitude over
+    the map's extreme on that side (a signed map's most negative code is above -1, so a block whose
+    largest value was negative decoded to less than its absmax), and each value takes its nearest code."""
+    n = rows.shape[1]
+    pad = _blocks(n) * _BLOCKSIZE - n
+    blocks = torch.nn.functional.pad(rows.float(), (0, pad)).reshape(rows.shape[0], -1, _BLOCKSIZE)
+    where = blocks.abs().argmax(dim=-1, keepdim=True)
+    peak = blocks.gather(-1, where).squeeze(-1)
+    qmap = qmap.to(rows.device, torch.float32)
+    absmax = torch.where(peak < 0, -peak / -qmap.min(), peak / qmap.max())
+    scaled = blocks / torch.where(absmax > 0, absmax, 1.0).unsqueeze(-1)
+    codes = torch.bucketize(scaled, (qmap[1:] + qmap[:-1]) / 2).to(torch.uint8)  # the nearest code
+    codes = codes.reshape(rows.shape[0], -1)[:, :n]
+    return codes, absmax
+
+
+def _record_norm(p, gnorm_vec: torch.Tensor, step: int, percentile: int) -> None:
+    """Percentile clipping's record of this step's squared gradient norm in ``gnorm_vec`` (every slot at
+    step 1, slot ``step % 100`` after); of a sharded parameter, the sum of its shards' parts."""
+    F._percentile_record(_local(p.grad), gnorm_vec, step, percentile, None)
+    if _is_dtensor(p):
+        _sharded_sum(gnorm_vec if step == 1 else gnorm_vec[step % 100:step % 100 + 1], p)
+
+
 class _StateOptimizer(Optimizer8bit):
     """What the one- and two-state optimizers share: the configuration and one parameter's update."""
 
@@ -378,8 +507,15 @@ class _StateOptimizer(Optimizer8bit):
     @torch.no_grad()
     def init_state(self, group, p, gindex, pindex):
         config = self.get_config(gindex, pindex, group)
-        dtype = _state_dtype(config, p)
+        dtype = _state_dtype(config, p)  # of the whole parameter: every shard's states alike
+        if _is_dtensor(p) and config["max_unorm"] > 0.0:
+            raise NotImplementedError(f"{type(self).__name__}: update-norm clipping (max_unorm, LAMB/LARS' trust "
+                                      "ratio) of a sharded parameter is not supported")
+        if _is_dtensor(p) and dtype == torch.uint8 and not config["block_wise"]:
+            raise NotImplementedError(f"{type(self).__name__}: tensor-wise 8-bit states (block_wise=False) of a "
+                                      "sharded parameter are not supported: use block_wise=True")
         state = self.state[p]
+        p = _local(p)  # the states are the local shard's: blocks of 256 of it
         state["step"] = 0
         two = self._two_states
         double = (2,) if self.optimizer_name == "ademamix" else ()  # ademamix keeps m1 and m2 in state1
@@ -432,7 +568,8 @@ class _StateOptimizer(Optimizer8bit):
             scale = getattr(self, "_clip_scales", {}).get(id(p))
             if scale is None:
                 return None
-        if not p.is_contiguous() or p.grad is None or not p.grad.is_contiguous() or p.grad.dtype != p.dtype:
+        grad, p = _local(p.grad), _local(p)
+        if not p.is_contiguous() or grad is None or not grad.is_contiguous() or grad.dtype != p.dtype:
             return None
         kind = "32bit" if state["state1"].dtype == torch.float32 else "8bit_blockwise"
         step = state["step"] + 1
@@ -455,7 +592,7 @@ class _StateOptimizer(Optimizer8bit):
                 continue
             state = self.state[p]
             step = state["step"] + 1
-            F._percentile_record(p.grad, state["gnorm_vec"], step, config["percentile_clipping"], None)
+            _record_norm(p, state["gnorm_vec"], step, config["percentile_clipping"])
             pending.setdefault(state["gnorm_vec"].device, []).append(
                 (id(p), step, config["percentile_clipping"], state["gnorm_vec"]))
         scales: Dict[int, float] = {}
@@ -471,8 +608,8 @@ class _StateOptimizer(Optimizer8bit):
         states = [self.state[m[1]] for m in members]
         for st in states:
             st["step"] += 1
-        g = [m[1].grad for m in members]
-        p = [m[1] for m in members]
+        g = [_local(m[1].grad) for m in members]
+        p = [_local(m[1]) for m in members]
         two = "state2" in states[0]
         if kind == "32bit":
             F.optimizer_update_32bit_multi(
@@ -490,11 +627,11 @@ class _StateOptimizer(Optimizer8bit):
     @torch.no_grad()
     def update_step(self, group, p, gindex, pindex):
         config = self.get_config(gindex, pindex, group)
-        if not p.is_contiguous():
-            p.data = p.data.contiguous()
-        if not p.grad.is_contiguous():
-            p.grad = p.grad.contiguous()
-        grad = p.grad
+        if not _is_dtensor(p):
+            if not p.is_contiguous():
+                p.data = p.data.contiguous()
+            if not p.grad.is_contiguous():
+                p.grad = p.grad.contiguous()
         state = self.state[p]
         state["step"] += 1
         step = state["step"]
@@ -502,8 +639,13 @@ class _StateOptimizer(Optimizer8bit):
         if config["percentile_clipping"] < 100:
             gnorm_scale = getattr(self, "_clip_scales", {}).pop(id(p), None)
             if gnorm_scale is None:  # not computed by step(): clip here, one read-back for this parameter
-                _, _, gnorm_scale = F.percentile_clipping(grad, state["gnorm_vec"], step,
-                                                          config["percentile_clipping"])
+                _record_norm(p, state["gnorm_vec"], step, config["percentile_clipping"])
+                history = state["gnorm_vec"].cpu().numpy()
+                gnorm_scale = F._percentile_scale(history, step, config["percentile_clipping"])[2]
+        grad, p = _local(p.grad), _local(p)
+        if not p.is_contiguous() or not grad.is_contiguous():
+            raise ValueError(f"{type(self).__name__}.step: a sharded parameter's local shard and its gradient's "
+                             "must be contiguous")
         beta1 = config["betas"][0]
         beta2 = config["betas"][1] if len(config["betas"]) > 1 else 0.0
         beta3, alpha = self._schedule(config, step)
