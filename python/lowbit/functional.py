@@ -54,6 +54,9 @@ __all__ = [
     "elementwise_func",
     "estimate_quantiles",
     "fp8_gemm",
+    "int8_linear_matmul",
+    "int8_mm_dequant",
+    "int8_scaled_mm",
     "fp8_grouped_gemm_contiguous",
     "fp8_grouped_gemm_masked",
     "fill",
@@ -809,6 +812,53 @@ def int8_vectorwise_dequant(A: Array, stats: Array, *, dtype: Any = None, stream
                                           call.ctx)
     call.done()
     return call.result(raw)
+
+
+def int8_linear_matmul(A: Array, B: Array, out: Optional[Array] = None, dtype: Any = "int32", *,
+                       stream: Any = None) -> Array:
+    """LLM.int8's GEMM (bitsandbytes' ``int8_linear_matmul``): ``A @ B.T`` exactly, in int32.
+
+    ``A`` int8 [..., K], ``B`` int8 [N, K] (K at most 131071, so every sum fits int32), both contiguous.
+    Returns int32 [..., N], or fills ``out`` (int32) and returns it. ``dtype`` must be int32.
+    """
+    call = _arrays.Call("int8_linear_matmul", A, "A", stream)
+    if _arrays.dtype_name(dtype) != "int32":
+        raise ValueError(f"int8_linear_matmul: dtype must be int32 (got {_arrays.dtype_name(dtype)})")
+    raw = _lowbit.int8_linear_matmul(call.arg(A, "A"), call.arg(B, "B"), call.out(out, "out"), call.ctx)
+    call.done()
+    return out if out is not None else call.result(raw)
+
+
+def int8_mm_dequant(A: Array, row_stats: Array, col_stats: Array, out: Optional[Array] = None,
+                    bias: Optional[Array] = None, *, dtype: Any = None, stream: Any = None) -> Array:
+    """Dequantizes an int8 GEMM's result (bitsandbytes' ``int8_mm_dequant``).
+
+    ``out[m, n] = float(A[m, n]) * (row_stats[m] * col_stats[n]) * (1 / 127**2) + bias[n]``, each step in
+    float32 in that order, rounded once to the output dtype. ``A`` int32 [..., N]; ``row_stats`` float32
+    [rows] and ``col_stats`` float32 [N] (the row absmax of the two operands, as ``int8_vectorwise_quant``
+    gives them); ``bias`` float32/float16/bfloat16 [N]. The output is float16 (bitsandbytes'), or ``dtype``,
+    or ``out``'s dtype when ``out`` is given.
+    """
+    call = _arrays.Call("int8_mm_dequant", A, "A", stream)
+    raw = _lowbit.int8_mm_dequant(call.arg(A, "A"), call.arg(row_stats, "row_stats"), call.arg(col_stats, "col_stats"),
+                                  call.opt(bias, "bias"), call.out(out, "out"),
+                                  _out_dtype(call.op, out, dtype if dtype is not None else "float16"), call.ctx)
+    call.done()
+    return out if out is not None else call.result(raw)
+
+
+def int8_scaled_mm(A: Array, B: Array, row_stats: Array, col_stats: Array, bias: Optional[Array] = None,
+                   dtype: Any = None, out: Optional[Array] = None, *, stream: Any = None) -> Array:
+    """``int8_mm_dequant(int8_linear_matmul(A, B), row_stats, col_stats, bias=bias)`` in one op, the same
+    bits (bitsandbytes' ``int8_scaled_mm``): the int32 products never reach memory. Output float16 by
+    default, else ``dtype`` (float32/float16/bfloat16), or ``out``'s.
+    """
+    call = _arrays.Call("int8_scaled_mm", A, "A", stream)
+    raw = _lowbit.int8_scaled_mm(call.arg(A, "A"), call.arg(B, "B"), call.arg(row_stats, "row_stats"),
+                                 call.arg(col_stats, "col_stats"), call.opt(bias, "bias"), call.out(out, "out"),
+                                 _out_dtype(call.op, out, dtype if dtype is not None else "float16"), call.ctx)
+    call.done()
+    return out if out is not None else call.result(raw)
 
 
 # ------------------------------------------------------------ FP8 (DeepSeek)

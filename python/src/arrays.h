@@ -128,6 +128,7 @@ void bind_tensorwise(nb::module_& m);
 void bind_quant_state(nb::module_& m);
 void bind_gemm(nb::module_& m);
 void bind_fp8_gemm(nb::module_& m);
+void bind_int8_gemm(nb::module_& m);
 void bind_optim(nb::module_& m);
 
 }  // namespace lowbit::python

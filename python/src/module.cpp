@@ -45,5 +45,6 @@ NB_MODULE(_lowbit, m) {
   lowbit::python::bind_quant_state(m);
   lowbit::python::bind_gemm(m);
   lowbit::python::bind_fp8_gemm(m);
+  lowbit::python::bind_int8_gemm(m);
   lowbit::python::bind_optim(m);
 }

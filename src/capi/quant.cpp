@@ -1,6 +1,7 @@
 // C entry points of the quantization ops: DLTensors in, Args out, then the
 // op's own check / workspace_size / run.
 #include "lowbit/ops/fp8_gemm.h"
+#include "lowbit/ops/int8_gemm.h"
 #include "lowbit/ops/quant.h"
 
 #include <string>
@@ -254,6 +255,34 @@ lowbit_status lowbit_int8_vectorwise_dequant(const DLTensor* input, const DLTens
     a.row_stats = to_ref(op, "row_stats", row_stats);
     a.out = to_ref(op, "out", out);
     run_op(a, a.input.device, stream);
+  });
+}
+
+lowbit_status lowbit_int8_linear_matmul(const DLTensor* a, const DLTensor* b, DLTensor* out, void* stream) {
+  constexpr const char* op = Int8LinearMatmulArgs::kName;
+  return guarded(op, [&] {
+    const Int8LinearMatmulArgs x{to_ref(op, "a", a), to_ref(op, "b", b), to_ref(op, "out", out)};
+    run_op(x, x.a.device, stream);
+  });
+}
+
+lowbit_status lowbit_int8_mm_dequant(const DLTensor* a, const DLTensor* row_stats, const DLTensor* col_stats,
+                                     const DLTensor* bias, DLTensor* out, void* stream) {
+  constexpr const char* op = Int8MmDequantArgs::kName;
+  return guarded(op, [&] {
+    const Int8MmDequantArgs x{to_ref(op, "a", a), to_ref(op, "row_stats", row_stats),
+                              to_ref(op, "col_stats", col_stats), to_ref(op, "bias", bias), to_ref(op, "out", out)};
+    run_op(x, x.a.device, stream);
+  });
+}
+
+lowbit_status lowbit_int8_scaled_mm(const DLTensor* a, const DLTensor* b, const DLTensor* row_stats,
+                                    const DLTensor* col_stats, const DLTensor* bias, DLTensor* out, void* stream) {
+  constexpr const char* op = Int8ScaledMmArgs::kName;
+  return guarded(op, [&] {
+    const Int8ScaledMmArgs x{to_ref(op, "a", a),         to_ref(op, "b", b),       to_ref(op, "row_stats", row_stats),
+                             to_ref(op, "col_stats", col_stats), to_ref(op, "bias", bias), to_ref(op, "out", out)};
+    run_op(x, x.a.device, stream);
   });
 }
 

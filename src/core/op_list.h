@@ -4,6 +4,7 @@
 
 #include "lowbit/ops/fp8_gemm.h"
 #include "lowbit/ops/gemm.h"
+#include "lowbit/ops/int8_gemm.h"
 #include "lowbit/ops/optim.h"
 #include "lowbit/ops/quant.h"
 
@@ -29,6 +30,9 @@
   X(Fp8GemmArgs)                           \
   X(Fp8GroupedGemmContiguousArgs)          \
   X(Fp8GroupedGemmMaskedArgs)              \
+  X(Int8LinearMatmulArgs)                  \
+  X(Int8MmDequantArgs)                     \
+  X(Int8ScaledMmArgs)                      \
   X(OptimizerUpdate32bitArgs)              \
   X(OptimizerUpdate8bitArgs)               \
   X(OptimizerUpdate8bitBlockwiseArgs)      \

@@ -235,6 +235,44 @@ static void test_weight_fp8(void) {
 
 /* Exact sums: a = 1.0 (code 0x38), b[0] = 2.0 (0x40), b[1] = 0.5 (0x30); every
  * product and scale a power of two. */
+static void test_int8_gemm(void) {
+  enum { M = 2, N = 3, K = 5 };
+  static int8_t a[M * K], b[N * K];
+  static int32_t c[M * N];
+  static float rs[M] = {127.0f, 254.0f}, cs[N] = {1.0f, 2.0f, 4.0f}, bias[N] = {0.5f, 0.0f, -1.0f}, out[M * N],
+               fused[M * N];
+  int64_t a_shape[2] = {M, K}, b_shape[2] = {N, K}, c_shape[2] = {M, N}, m = M, n = N;
+  DLTensor ta = make_tensor(a, kDLInt, 8, 2, a_shape), tb = make_tensor(b, kDLInt, 8, 2, b_shape);
+  DLTensor tc = make_tensor(c, kDLInt, 32, 2, c_shape), trs = make_tensor(rs, kDLFloat, 32, 1, &m);
+  DLTensor tcs = make_tensor(cs, kDLFloat, 32, 1, &n), tbias = make_tensor(bias, kDLFloat, 32, 1, &n);
+  DLTensor tout = make_tensor(out, kDLFloat, 32, 2, c_shape), tfused = make_tensor(fused, kDLFloat, 32, 2, c_shape);
+  int i, j, k, ok = 1;
+
+  for (i = 0; i < M * K; ++i) a[i] = (int8_t)(i % 2 ? -128 : 127);
+  for (i = 0; i < N * K; ++i) b[i] = (int8_t)(i - 7);
+  CHECK_OK(lowbit_int8_linear_matmul(&ta, &tb, &tc, NULL));
+  for (i = 0; i < M; ++i) {
+    for (j = 0; j < N; ++j) {
+      int32_t s = 0;
+      for (k = 0; k < K; ++k) s += a[i * K + k] * b[j * K + k];
+      ok &= c[i * N + j] == s;
+    }
+  }
+  CHECK(ok, "int8_linear_matmul: c[0] = %d", c[0]);
+  CHECK_OK(lowbit_int8_mm_dequant(&tc, &trs, &tcs, &tbias, &tout, NULL));
+  CHECK_OK(lowbit_int8_scaled_mm(&ta, &tb, &trs, &tcs, &tbias, &tfused, NULL));
+  ok = 1;
+  for (i = 0; i < M * N; ++i) {
+    /* the formula's bits are the C++ tests'; here, the plumbing (a compiler may contract the C into an fma) */
+    const double want = (double)c[i] * rs[i / N] * cs[i % N] / (127.0 * 127.0) + bias[i % N];
+    const double err = out[i] - want, mag = want < 0 ? -want : want;
+    ok &= (err < 0 ? -err : err) <= 1e-5 * mag + 1e-6 && out[i] == fused[i];
+  }
+  CHECK(ok, "int8_mm_dequant / int8_scaled_mm: out[0] = %g, fused[0] = %g", out[0], fused[0]);
+  CHECK(lowbit_int8_linear_matmul(&ta, &ta, &tc, NULL) == LOWBIT_INVALID_ARGUMENT,
+        "int8_linear_matmul: b of the wrong shape is refused");
+}
+
 static void test_fp8_gemm(void) {
   enum { M = 2, N = 3, K = 160, KB = 2, E = 2 };
   static uint8_t a[M * K], b[E * N * K];
@@ -487,6 +525,7 @@ int main(void) {
   test_act_quant(kDLUInt);
   test_weight_fp8();
   test_fp8_gemm();
+  test_int8_gemm();
   test_optimizer();
   test_optimizer_8bit_blockwise();
   test_percentile_clipping();

@@ -189,6 +189,22 @@ LOWBIT_C_API lowbit_status lowbit_int8_vectorwise_quant(const DLTensor* input, D
 LOWBIT_C_API lowbit_status lowbit_int8_vectorwise_dequant(const DLTensor* input, const DLTensor* row_stats,
                                                           DLTensor* out, void* stream);
 
+/* int8 GEMM (docs/int8.md): out int32 [..., N] = a int8 [..., K] . b int8
+ * [N, K]^T, exact (K at most 131071). */
+LOWBIT_C_API lowbit_status lowbit_int8_linear_matmul(const DLTensor* a, const DLTensor* b, DLTensor* out,
+                                                     void* stream);
+/* out[m, n] = float(a[m, n]) * (row_stats[m] * col_stats[n]) * (1 / 127^2)
+ * (+ bias[n]), in float32 in that order: a int32 [..., N], row_stats float32
+ * [rows], col_stats float32 [N], bias float32/float16/bfloat16 [N] or NULL,
+ * out float32/float16/bfloat16 [..., N]. */
+LOWBIT_C_API lowbit_status lowbit_int8_mm_dequant(const DLTensor* a, const DLTensor* row_stats,
+                                                  const DLTensor* col_stats, const DLTensor* bias, DLTensor* out,
+                                                  void* stream);
+/* lowbit_int8_mm_dequant of lowbit_int8_linear_matmul(a, b) in one op (the same bits). */
+LOWBIT_C_API lowbit_status lowbit_int8_scaled_mm(const DLTensor* a, const DLTensor* b, const DLTensor* row_stats,
+                                                 const DLTensor* col_stats, const DLTensor* bias, DLTensor* out,
+                                                 void* stream);
+
 /* 256 quantiles of input (n >= 256) at linspace(offset, 1 - offset, 256);
  * out float32 [256]. */
 LOWBIT_C_API lowbit_status lowbit_estimate_quantiles(const DLTensor* input, DLTensor* out, float offset, void* stream);

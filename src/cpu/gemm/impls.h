@@ -7,6 +7,7 @@
 
 #include "lowbit/ops/fp8_gemm.h"
 #include "lowbit/ops/gemm.h"
+#include "lowbit/ops/int8_gemm.h"
 
 namespace lowbit::core::cpu {
 
@@ -29,5 +30,13 @@ void fp8_grouped_contiguous_reference(const Fp8GroupedGemmContiguousArgs& a, voi
 void fp8_grouped_contiguous_fast(const Fp8GroupedGemmContiguousArgs& a, void* workspace, Stream stream);
 void fp8_grouped_masked_reference(const Fp8GroupedGemmMaskedArgs& a, void* workspace, Stream stream);
 void fp8_grouped_masked_fast(const Fp8GroupedGemmMaskedArgs& a, void* workspace, Stream stream);
+
+// The int8 GEMMs (int8_gemm.cpp): int64 references and the tiled paths; the
+// dequantization is one formula, so int8_mm_dequant has one implementation.
+void int8_linear_matmul_reference(const Int8LinearMatmulArgs& a, void* workspace, Stream stream);
+void int8_linear_matmul_fast(const Int8LinearMatmulArgs& a, void* workspace, Stream stream);
+void int8_mm_dequant_cpu(const Int8MmDequantArgs& a, void* workspace, Stream stream);
+void int8_scaled_mm_reference(const Int8ScaledMmArgs& a, void* workspace, Stream stream);
+void int8_scaled_mm_fast(const Int8ScaledMmArgs& a, void* workspace, Stream stream);
 
 }  // namespace lowbit::core::cpu

@@ -18,6 +18,11 @@ void register_gemm_ops() {
   OpRegistry<Fp8GroupedGemmContiguousArgs>::add({"cpu", kCpu, 10, fp8_grouped_contiguous_fast});
   OpRegistry<Fp8GroupedGemmMaskedArgs>::add({"cpu-reference", kCpu, 0, fp8_grouped_masked_reference});
   OpRegistry<Fp8GroupedGemmMaskedArgs>::add({"cpu", kCpu, 10, fp8_grouped_masked_fast});
+  OpRegistry<Int8LinearMatmulArgs>::add({"cpu-reference", kCpu, 0, int8_linear_matmul_reference});
+  OpRegistry<Int8LinearMatmulArgs>::add({"cpu", kCpu, 10, int8_linear_matmul_fast});
+  OpRegistry<Int8MmDequantArgs>::add({"cpu", kCpu, 10, int8_mm_dequant_cpu});
+  OpRegistry<Int8ScaledMmArgs>::add({"cpu-reference", kCpu, 0, int8_scaled_mm_reference});
+  OpRegistry<Int8ScaledMmArgs>::add({"cpu", kCpu, 10, int8_scaled_mm_fast});
 }
 
 }  // namespace lowbit::core::cpu

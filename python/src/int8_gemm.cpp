@@ -1,0 +1,76 @@
+// Bindings of the int8 GEMMs (include/lowbit/ops/int8_gemm.h). Each writes
+// into `out` when given (returns None), else returns a new array.
+#include <optional>
+#include <string>
+
+#include "arrays.h"
+#include "lowbit/ops/int8_gemm.h"
+
+namespace lowbit::python {
+namespace {
+
+nb::object linear_matmul_py(const InArray& a, const InArray& b, const std::optional<OutArray>& out,
+                            nb::handle stream_arg) {
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const char* op = Int8LinearMatmulArgs::kName;
+  Int8LinearMatmulArgs x{to_ref(op, "a", a), to_ref(op, "b", b), {}};
+  if (out) {
+    x.out = to_ref(op, "out", *out);
+    run_op(x, x.a.device, ctx.stream);
+    return nb::none();
+  }
+  return to_py(without_gil([&] { return int8_linear_matmul(x.a, x.b, ctx.stream); }));
+}
+
+nb::object mm_dequant_py(const InArray& a, const InArray& row_stats, const InArray& col_stats,
+                         const std::optional<InArray>& bias, const std::optional<OutArray>& out,
+                         const std::string& out_dtype, nb::handle stream_arg) {
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const char* op = Int8MmDequantArgs::kName;
+  Int8MmDequantArgs x{to_ref(op, "a", a), to_ref(op, "row_stats", row_stats), to_ref(op, "col_stats", col_stats),
+                      to_ref(op, "bias", bias), {}};
+  if (out) {
+    x.out = to_ref(op, "out", *out);
+    run_op(x, x.a.device, ctx.stream);
+    return nb::none();
+  }
+  const DType dtype = parse_dtype_arg(op, "out_dtype", out_dtype);
+  return to_py(
+      without_gil([&] { return int8_mm_dequant(x.a, x.row_stats, x.col_stats, dtype, x.bias, ctx.stream); }));
+}
+
+nb::object scaled_mm_py(const InArray& a, const InArray& b, const InArray& row_stats, const InArray& col_stats,
+                        const std::optional<InArray>& bias, const std::optional<OutArray>& out,
+                        const std::string& out_dtype, nb::handle stream_arg) {
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const char* op = Int8ScaledMmArgs::kName;
+  Int8ScaledMmArgs x{to_ref(op, "a", a),         to_ref(op, "b", b),       to_ref(op, "row_stats", row_stats),
+                     to_ref(op, "col_stats", col_stats), to_ref(op, "bias", bias), {}};
+  if (out) {
+    x.out = to_ref(op, "out", *out);
+    run_op(x, x.a.device, ctx.stream);
+    return nb::none();
+  }
+  const DType dtype = parse_dtype_arg(op, "out_dtype", out_dtype);
+  return to_py(
+      without_gil([&] { return int8_scaled_mm(x.a, x.b, x.row_stats, x.col_stats, dtype, x.bias, ctx.stream); }));
+}
+
+}  // namespace
+
+void bind_int8_gemm(nb::module_& m) {
+  using nb::arg;
+  m.def("int8_linear_matmul", &linear_matmul_py, arg("a"), arg("b"), arg("out").none(), arg("stream") = 0,
+        "Exact int8 GEMM a @ b.T in int32; the output, or None when out was given.");
+  m.def("int8_mm_dequant", &mm_dequant_py, arg("a"), arg("row_stats"), arg("col_stats"), arg("bias").none(),
+        arg("out").none(), arg("out_dtype"), arg("stream") = 0,
+        "Dequantization of an int8 GEMM's int32 result; the output, or None when out was given.");
+  m.def("int8_scaled_mm", &scaled_mm_py, arg("a"), arg("b"), arg("row_stats"), arg("col_stats"), arg("bias").none(),
+        arg("out").none(), arg("out_dtype"), arg("stream") = 0,
+        "int8 GEMM and its dequantization in one op; the output, or None when out was given.");
+}
+
+}  // namespace lowbit::python

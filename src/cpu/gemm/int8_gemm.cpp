@@ -1,0 +1,392 @@
+// The CPU int8 GEMMs: "cpu-reference" (int64 sums of the products, row by
+// row) and "cpu" (4 x 4 tiles of a's and b's rows, each a row-pair dot
+// product along K: AVX-512 VNNI where the CPU has it, else a loop the
+// compiler vectorizes per instruction set; OpenMP over blocks of M and N).
+// int8_mm_dequant's formula is one function both use, and int8_scaled_mm
+// runs it on the exact int32 tile, so the three agree bit for bit.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "core/check.h"
+#include "core/float_convert.h"
+#include "core/hd.h"
+#include "cpu/gemm/impls.h"
+#include "cpu/quant/elementwise.h"
+#include "cpu/quant/parallel.h"
+#include "cpu/quant/spans.h"
+#include "cpu/simd_clones.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define LOWBIT_INT8_VNNI 1
+#else
+#define LOWBIT_INT8_VNNI 0
+#endif
+
+namespace lowbit::core::cpu {
+namespace {
+
+constexpr int kTile = 4;         // rows of a and of b a tile takes
+constexpr int64_t kBlockM = 64;  // rows of a a task takes
+constexpr int64_t kBlockN = 64;  // rows of b a task takes (kept in L2 across its rows of a); panels divide it
+
+// The operands of one call: a [rows, K], b [N, K], int8, row-major.
+struct Operands {
+  const int8_t* a;
+  const int8_t* b;
+  int64_t rows, N, K;
+};
+
+// c[i * ldc + j] = sum_k a_i[k] * b_j[k] for ma rows of a and nb of b
+// (each at most kTile): a loop the compiler vectorizes (widening multiply-adds).
+LOWBIT_SIMD_CLONES void tile_generic(const int8_t* const* a, int ma, const int8_t* const* b, int nb, int64_t K,
+                                     int32_t* c, int64_t ldc) {
+  for (int i = 0; i < ma; ++i) {
+    for (int j = 0; j < nb; ++j) {
+      int32_t s = 0;
+      const int8_t* x = a[i];
+      const int8_t* y = b[j];
+      for (int64_t k = 0; k < K; ++k) s += static_cast<int32_t>(x[k]) * static_cast<int32_t>(y[k]);
+      c[i * ldc + j] = s;
+    }
+  }
+}
+
+#if LOWBIT_INT8_VNNI
+// vpdpbusd multiplies u8 by s8 (4 products a 32-bit lane): b + 128 (its
+// byte's top bit flipped) is the u8 operand, a the s8 one, and each sum is
+// sum a (b + 128) - 128 sum a, with a's row sums taken once a call. The
+// lanes wrap (vpdpbusd does not saturate) and so do the corrections, in
+// uint32: the true result fits int32, so it comes out exact.
+#define LOWBIT_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+
+bool has_vnni() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vnni");
+  return yes;
+}
+
+// The sum of v's 16 lanes, wrapping (GCC 12's _mm512_reduce_add_epi32 trips -Wmaybe-uninitialized).
+LOWBIT_VNNI uint32_t lane_sum(__m512i v) {
+  alignas(64) uint32_t t[16];
+  _mm512_store_si512(t, v);
+  uint32_t s = 0;
+  for (uint32_t x : t) s += x;
+  return s;
+}
+
+// Few rows of a (decode): MA rows against 4 rows of b at a time, each
+// output a dot product along K in 64-byte chunks (masked past K), b read
+// once for all MA rows.
+template <int MA>
+LOWBIT_VNNI void rows_vnni(const int8_t* const* a, const uint32_t* corr, const int8_t* const* b, int nb, int64_t K,
+                           int32_t* c, int64_t ldc) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const int8_t* bp[kTile];
+  for (int j = 0; j < kTile; ++j) bp[j] = b[std::min(j, nb - 1)];
+  __m512i acc[MA][kTile];
+  for (int i = 0; i < MA; ++i) {
+    for (int j = 0; j < kTile; ++j) acc[i][j] = _mm512_setzero_si512();
+  }
+  for (int64_t k = 0; k < K; k += 64) {
+    const __mmask64 m = K - k >= 64 ? ~__mmask64{0} : (__mmask64{1} << (K - k)) - 1;  // zeros past K
+    __m512i bv[kTile];
+    for (int j = 0; j < kTile; ++j) bv[j] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, bp[j] + k), flip);
+    for (int i = 0; i < MA; ++i) {
+      const __m512i av = _mm512_maskz_loadu_epi8(m, a[i] + k);
+      for (int j = 0; j < kTile; ++j) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], bv[j], av);
+    }
+  }
+  for (int i = 0; i < MA; ++i) {
+    for (int j = 0; j < nb; ++j) c[i * ldc + j] = static_cast<int32_t>(lane_sum(acc[i][j]) - corr[i]);
+  }
+}
+
+// Many rows: b packed once a call as u8 (b + 128) in panels of 32 columns,
+// each K group of 4 bytes of its 32 columns 128 bytes in a row; a padded
+// to K4 (a multiple of 4) with zeros where K is not. A 6 x 32 tile holds 12
+// accumulators of 16 outputs each: per K group two loads of b, six 4-byte
+// broadcasts of a, twelve vpdpbusd; no horizontal sums.
+constexpr int kPanel = 32, kRowsTile = 6;
+
+void pack_b(const int8_t* b, int64_t N, int64_t K, int64_t K4, int64_t panel, uint8_t* out) {
+  // Row by row (reading a row in order), whole 4-byte groups a word at a time with the top bits
+  // flipped; rows past N and bytes past K: 0x80 (b = 0).
+  const int64_t full = K / 4;
+  for (int j = 0; j < kPanel; ++j) {
+    const int64_t n = panel * kPanel + j;
+    uint8_t* col = out + 4 * j;
+    if (n >= N) {
+      for (int64_t g = 0; g < K4 / 4; ++g) std::memset(col + g * 4 * kPanel, 0x80, 4);
+      continue;
+    }
+    const int8_t* row = b + n * K;
+    for (int64_t g = 0; g < full; ++g) {
+      uint32_t w;
+      std::memcpy(&w, row + 4 * g, 4);
+      w ^= 0x80808080u;
+      std::memcpy(col + g * 4 * kPanel, &w, 4);
+    }
+    for (int64_t k = 4 * full; k < K4; ++k) {
+      col[full * 4 * kPanel + (k - 4 * full)] = k < K ? static_cast<uint8_t>(row[k]) ^ 0x80u : 0x80u;
+    }
+  }
+}
+
+LOWBIT_VNNI void tile_packed(const int8_t* const* a, const uint32_t* corr, int ma, const uint8_t* panel, int64_t K4,
+                             int ncols, int32_t* c, int64_t ldc) {
+  const int8_t* ap[kRowsTile];
+  for (int i = 0; i < kRowsTile; ++i) ap[i] = a[std::min(i, ma - 1)];
+  __m512i acc[kRowsTile][2];
+  for (int i = 0; i < kRowsTile; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_si512();
+  for (int64_t g = 0; g < K4 / 4; ++g) {
+    const __m512i b0 = _mm512_load_si512(panel + g * 128), b1 = _mm512_load_si512(panel + g * 128 + 64);
+    for (int i = 0; i < kRowsTile; ++i) {
+      int32_t word;
+      std::memcpy(&word, ap[i] + 4 * g, 4);
+      const __m512i av = _mm512_set1_epi32(word);
+      acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], b0, av);
+      acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], b1, av);
+    }
+  }
+  const __mmask16 m0 = ncols >= 16 ? 0xffff : static_cast<__mmask16>((1u << ncols) - 1);
+  const __mmask16 m1 = ncols >= 32 ? 0xffff : ncols <= 16 ? 0 : static_cast<__mmask16>((1u << (ncols - 16)) - 1);
+  for (int i = 0; i < ma; ++i) {
+    const __m512i k = _mm512_set1_epi32(static_cast<int32_t>(corr[i]));
+    _mm512_mask_storeu_epi32(c + i * ldc, m0, _mm512_sub_epi32(acc[i][0], k));
+    _mm512_mask_storeu_epi32(c + i * ldc + 16, m1, _mm512_sub_epi32(acc[i][1], k));
+  }
+}
+#endif
+
+// One call's products by the fastest kernels the CPU has: a's row
+// corrections (and, for many rows, b packed and a padded) prepared once,
+// then products(m0, mrows, n0, nrows, c, ldc) for any block, from any thread.
+class Products {
+ public:
+  explicit Products(const Operands& o) : o_(o) {
+#if LOWBIT_INT8_VNNI
+    vnni_ = has_vnni();
+    if (!vnni_) return;
+    corr_.resize(static_cast<size_t>(o.rows));
+    parallel_for(o.rows, o.rows * o.K, [&](int64_t m) {
+      int32_t s = 0;
+      for (int64_t k = 0; k < o.K; ++k) s += o.a[m * o.K + k];
+      corr_[static_cast<size_t>(m)] = static_cast<uint32_t>(s) << 7;
+    });
+    packed_ = o.rows > kSmallRows;
+    if (!packed_) return;
+    K4_ = (o.K + 3) / 4 * 4;
+    panels_ = ceil_div(o.N, kPanel);
+    // Kept by the calling thread across calls: a fresh buffer would be faulted in and zeroed each time.
+    thread_local std::vector<uint8_t, Aligned64> b_buf, a_buf;
+    b_buf.resize(static_cast<size_t>(panels_ * kPanel * K4_));
+    uint8_t* const packed = b_buf.data();  // the caller's buffer: other threads' thread_locals are theirs
+    const int64_t K4 = K4_;
+    parallel_for(panels_, o.N * o.K, [&](int64_t p) { pack_b(o.b, o.N, o.K, K4, p, packed + p * kPanel * K4); });
+    b_ = packed;
+    a_ = o.a;
+    lda_ = o.K;
+    if (K4_ != o.K) {
+      a_buf.assign(static_cast<size_t>(o.rows * K4_), 0);
+      for (int64_t m = 0; m < o.rows; ++m) std::memcpy(a_buf.data() + m * K4_, o.a + m * o.K, static_cast<size_t>(o.K));
+      a_ = reinterpret_cast<const int8_t*>(a_buf.data());
+      lda_ = K4_;
+    }
+#endif
+  }
+
+  // Rows of a a block should take (the packed kernel's tiles are 6 rows).
+  int64_t block_m() const { return packed_ ? 8 * 6 : kBlockM; }
+
+  void operator()(int64_t m0, int mrows, int64_t n0, int nrows, int32_t* c, int64_t ldc) const {
+#if LOWBIT_INT8_VNNI
+    if (vnni_ && packed_) {
+      for (int j0 = 0; j0 < nrows; j0 += kPanel) {  // n0 is a multiple of the panel
+        const uint8_t* panel = b_ + ((n0 + j0) / kPanel) * kPanel * K4_;
+        for (int i0 = 0; i0 < mrows; i0 += kRowsTile) {
+          const int ma = std::min(kRowsTile, mrows - i0);
+          const int8_t* a[kRowsTile];
+          for (int i = 0; i < ma; ++i) a[i] = a_ + (m0 + i0 + i) * lda_;
+          tile_packed(a, corr_.data() + m0 + i0, ma, panel, K4_, std::min(kPanel, nrows - j0), c + i0 * ldc + j0, ldc);
+        }
+      }
+      return;
+    }
+    if (vnni_) {
+      for (int j0 = 0; j0 < nrows; j0 += kTile) {
+        const int nb = std::min(kTile, nrows - j0);
+        const int8_t* b[kTile];
+        for (int j = 0; j < nb; ++j) b[j] = o_.b + (n0 + j0 + j) * o_.K;
+        for (int i0 = 0; i0 < mrows; i0 += kTile) {
+          const int ma = std::min(kTile, mrows - i0);
+          const int8_t* a[kTile];
+          for (int i = 0; i < ma; ++i) a[i] = o_.a + (m0 + i0 + i) * o_.K;
+          const uint32_t* corr = corr_.data() + m0 + i0;
+          int32_t* ct = c + i0 * ldc + j0;
+          switch (ma) {
+            case 1: rows_vnni<1>(a, corr, b, nb, o_.K, ct, ldc); break;
+            case 2: rows_vnni<2>(a, corr, b, nb, o_.K, ct, ldc); break;
+            case 3: rows_vnni<3>(a, corr, b, nb, o_.K, ct, ldc); break;
+            default: rows_vnni<4>(a, corr, b, nb, o_.K, ct, ldc); break;
+          }
+        }
+      }
+      return;
+    }
+#endif
+    for (int j0 = 0; j0 < nrows; j0 += kTile) {
+      const int nb = std::min(kTile, nrows - j0);
+      const int8_t* b[kTile];
+      for (int j = 0; j < nb; ++j) b[j] = o_.b + (n0 + j0 + j) * o_.K;
+      for (int i0 = 0; i0 < mrows; i0 += kTile) {
+        const int ma = std::min(kTile, mrows - i0);
+        const int8_t* a[kTile];
+        for (int i = 0; i < ma; ++i) a[i] = o_.a + (m0 + i0 + i) * o_.K;
+        tile_generic(a, ma, b, nb, o_.K, c + i0 * ldc + j0, ldc);
+      }
+    }
+  }
+
+ private:
+  // 64-byte aligned storage: the packed panels are read by aligned loads.
+  template <class T>
+  struct Aligned64Alloc {
+    using value_type = T;
+    Aligned64Alloc() = default;
+    template <class U>
+    explicit Aligned64Alloc(const Aligned64Alloc<U>&) {}
+    T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+    void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+    bool operator==(const Aligned64Alloc&) const { return true; }
+  };
+  using Aligned64 = Aligned64Alloc<uint8_t>;
+
+  static constexpr int64_t kSmallRows = 32;  // up to this many rows of a: the unpacked dot products
+  Operands o_;
+  bool vnni_ = false, packed_ = false;
+  std::vector<uint32_t> corr_;
+  int64_t K4_ = 0, panels_ = 0, lda_ = 0;
+  const uint8_t* b_ = nullptr;
+  const int8_t* a_ = nullptr;
+};
+
+// Runs body(m0, mrows, n0, nrows) over blocks of the output, in parallel.
+template <class Body>
+void for_blocks(const Operands& o, int64_t block_m, Body&& body) {
+  const int64_t bm = ceil_div(o.rows, block_m), bn = ceil_div(o.N, kBlockN);
+  parallel_for(bm * bn, o.rows * o.N * o.K, [&](int64_t task) {
+    const int64_t m0 = (task % bm) * block_m, n0 = (task / bm) * kBlockN;
+    body(m0, static_cast<int>(std::min(block_m, o.rows - m0)), n0, static_cast<int>(std::min(kBlockN, o.N - n0)));
+  });
+}
+
+// int8_mm_dequant's formula for `len` columns from n0 of one row: out[j] =
+// float(c[j]) * (row * col[n0 + j]) * (1 / 127^2) + bias[n0 + j].
+template <class Bias>
+void dequant_row(const int32_t* c, float row, const float* col, const Bias* bias, int64_t n0, int64_t len,
+                 float* out) {
+  for (int64_t j = 0; j < len; ++j) {
+    float v = static_cast<float>(c[j]) * (row * col[n0 + j]) * kInt8DequantScale;
+    if (bias != nullptr) v += to_f32(bias[n0 + j]);
+    out[j] = v;
+  }
+}
+
+// The dequantization of an int32 block into out's dtype (rows ldc apart in c).
+struct Dequant {
+  const float* row_stats;
+  const float* col_stats;
+  TensorRef bias;
+  void* out;
+  DType out_dtype;
+  int64_t N;
+
+  void block(const int32_t* c, int64_t ldc, int64_t m0, int mrows, int64_t n0, int len, const char* op) const {
+    std::vector<float> v(static_cast<size_t>(len));
+    for (int i = 0; i < mrows; ++i) {
+      const int64_t m = m0 + i;
+      const int32_t* ci = c + i * ldc;
+      if (!bias.present()) {
+        dequant_row<float>(ci, row_stats[m], col_stats, nullptr, n0, len, v.data());
+      } else {
+        with_float_type(bias.dtype, op, [&](auto t) {
+          using T = decltype(t);
+          dequant_row(ci, row_stats[m], col_stats, bias.ptr<const T>(), n0, len, v.data());
+        });
+      }
+      with_float_type(out_dtype, op, [&](auto t) {
+        using T = decltype(t);
+        from_f32_span(v.data(), len, static_cast<T*>(out) + m * N + n0);
+      });
+    }
+  }
+};
+
+Operands operands(const TensorRef& a, const TensorRef& b) {
+  const int64_t K = a.size(-1);
+  return Operands{a.ptr<const int8_t>(), b.ptr<const int8_t>(), a.numel() / K, b.shape[0], K};
+}
+
+}  // namespace
+
+void int8_linear_matmul_reference(const Int8LinearMatmulArgs& a, void*, Stream) {
+  const Operands o = operands(a.a, a.b);
+  int32_t* out = a.out.ptr<int32_t>();
+  parallel_for(o.rows, o.rows * o.N * o.K, [&](int64_t m) {
+    for (int64_t n = 0; n < o.N; ++n) {
+      int64_t s = 0;
+      for (int64_t k = 0; k < o.K; ++k) s += int64_t{o.a[m * o.K + k]} * int64_t{o.b[n * o.K + k]};
+      out[m * o.N + n] = static_cast<int32_t>(s);
+    }
+  });
+}
+
+void int8_linear_matmul_fast(const Int8LinearMatmulArgs& a, void*, Stream) {
+  const Operands o = operands(a.a, a.b);
+  if (o.rows == 0 || o.N == 0) return;
+  int32_t* out = a.out.ptr<int32_t>();
+  const Products products(o);
+  for_blocks(o, products.block_m(), [&](int64_t m0, int mrows, int64_t n0, int nrows) {
+    products(m0, mrows, n0, nrows, out + m0 * o.N + n0, o.N);
+  });
+}
+
+void int8_mm_dequant_cpu(const Int8MmDequantArgs& a, void*, Stream) {
+  const int64_t N = a.a.size(-1), rows = a.a.numel() / N;
+  const Dequant d{a.row_stats.ptr<const float>(), a.col_stats.ptr<const float>(), a.bias, a.out.data, a.out.dtype, N};
+  const int32_t* c = a.a.ptr<const int32_t>();
+  parallel_for(rows, rows * N, [&](int64_t m) {
+    d.block(c + m * N, N, m, 1, 0, static_cast<int>(N), Int8MmDequantArgs::kName);
+  });
+}
+
+void int8_scaled_mm_reference(const Int8ScaledMmArgs& a, void*, Stream) {
+  const Operands o = operands(a.a, a.b);
+  const Dequant d{a.row_stats.ptr<const float>(), a.col_stats.ptr<const float>(), a.bias, a.out.data, a.out.dtype, o.N};
+  parallel_for(o.rows, o.rows * o.N * o.K, [&](int64_t m) {
+    std::vector<int32_t> row(static_cast<size_t>(o.N));
+    for (int64_t n = 0; n < o.N; ++n) {
+      int64_t s = 0;
+      for (int64_t k = 0; k < o.K; ++k) s += int64_t{o.a[m * o.K + k]} * int64_t{o.b[n * o.K + k]};
+      row[static_cast<size_t>(n)] = static_cast<int32_t>(s);
+    }
+    d.block(row.data(), o.N, m, 1, 0, static_cast<int>(o.N), Int8ScaledMmArgs::kName);
+  });
+}
+
+void int8_scaled_mm_fast(const Int8ScaledMmArgs& a, void*, Stream) {
+  const Operands o = operands(a.a, a.b);
+  if (o.rows == 0 || o.N == 0) return;
+  const Dequant d{a.row_stats.ptr<const float>(), a.col_stats.ptr<const float>(), a.bias, a.out.data, a.out.dtype, o.N};
+  const Products products(o);
+  for_blocks(o, products.block_m(), [&](int64_t m0, int mrows, int64_t n0, int nrows) {
+    thread_local std::vector<int32_t> c(static_cast<size_t>(kBlockM * kBlockN));
+    products(m0, mrows, n0, nrows, c.data(), kBlockN);
+    d.block(c.data(), kBlockN, m0, mrows, n0, nrows, Int8ScaledMmArgs::kName);
+  });
+}
+
+}  // namespace lowbit::core::cpu

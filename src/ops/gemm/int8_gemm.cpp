@@ -1,0 +1,134 @@
+// Front ends of the int8 GEMMs (lowbit/ops/int8_gemm.h): the argument checks
+// every backend relies on, and the allocating calls.
+#include "lowbit/ops/int8_gemm.h"
+
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "ops/common.h"
+#include "ops/dispatch.h"
+
+namespace lowbit {
+namespace {
+
+std::string shape_of(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// A present, contiguous tensor of one of `dtypes` and exactly `shape`.
+void require_tensor(const char* op, const char* name, const TensorRef& t, std::initializer_list<DType> dtypes,
+                    const std::vector<int64_t>& shape) {
+  core::require_present(op, name, t);
+  core::require_dtype(op, name, t, dtypes);
+  core::require_contiguous(op, name, t);
+  const std::vector<int64_t> got(t.sizes().begin(), t.sizes().end());
+  LOWBIT_REQUIRE(got == shape, ErrorCode::invalid_argument, op, ": ", name, " must have shape ", shape_of(shape),
+                 " (got ", core::shape_str(t), ")");
+}
+
+// t's shape with its last dimension replaced by `last`.
+std::vector<int64_t> leading(const TensorRef& t, int64_t last) {
+  std::vector<int64_t> s(t.sizes().begin(), t.sizes().end());
+  s.back() = last;
+  return s;
+}
+
+// a: `dtype`, contiguous, at least 1-D. Returns its last dimension.
+int64_t check_lhs(const char* op, const TensorRef& a, DType dtype, const char* last_name) {
+  core::require_present(op, "a", a);
+  core::require_dtype(op, "a", a, {dtype});
+  core::require_contiguous(op, "a", a);
+  LOWBIT_REQUIRE(a.ndim >= 1, ErrorCode::invalid_argument, op, ": a must have at least 1 dimension (got a scalar)");
+  const int64_t last = a.size(-1);
+  LOWBIT_REQUIRE(last >= 1, ErrorCode::invalid_argument, op, ": ", last_name,
+                 " (a's last dimension) must be at least 1 (got ", last, ")");
+  return last;
+}
+
+// a int8 [..., K] and b int8 [N, K]. Returns N.
+int64_t check_int8_operands(const char* op, const TensorRef& a, const TensorRef& b) {
+  const int64_t K = check_lhs(op, a, DType::i8, "K");
+  LOWBIT_REQUIRE(K <= kInt8GemmMaxK, ErrorCode::invalid_argument, op, ": K must be at most ", kInt8GemmMaxK,
+                 " for exact int32 products (got ", K, ")");
+  core::require_present(op, "b", b);
+  core::require_dtype(op, "b", b, {DType::i8});
+  core::require_contiguous(op, "b", b);
+  LOWBIT_REQUIRE(b.ndim == 2, ErrorCode::invalid_argument, op, ": b must be 2-D [N, K] (got ", b.ndim, "-D ",
+                 core::shape_str(b), ")");
+  LOWBIT_REQUIRE(b.shape[1] == K, ErrorCode::invalid_argument, op, ": b's last dimension (", b.shape[1],
+                 ") must equal a's K (", K, ")");
+  return b.shape[0];
+}
+
+// The dequantization's statistics and bias for rows of `lhs` (its last dimension dropped) and N columns.
+void check_stats(const char* op, const TensorRef& lhs, int64_t N, const TensorRef& row_stats,
+                 const TensorRef& col_stats, const TensorRef& bias) {
+  require_tensor(op, "row_stats", row_stats, {DType::f32}, {lhs.numel() / lhs.size(-1)});
+  require_tensor(op, "col_stats", col_stats, {DType::f32}, {N});
+  if (bias.present()) require_tensor(op, "bias", bias, core::kFloatDTypes, {N});
+}
+
+}  // namespace
+
+void check(const Int8LinearMatmulArgs& a) {
+  const char* op = Int8LinearMatmulArgs::kName;
+  const int64_t N = check_int8_operands(op, a.a, a.b);
+  require_tensor(op, "out", a.out, {DType::i32}, leading(a.a, N));
+  core::require_same_device(op, {{"a", &a.a}, {"b", &a.b}, {"out", &a.out}});
+}
+size_t workspace_size(const Int8LinearMatmulArgs& a) { return ops::backend_workspace(a, a.a.device); }
+void run(const Int8LinearMatmulArgs& a, void* ws, Stream s) { ops::dispatch(a, a.a.device, ws, s); }
+
+void check(const Int8MmDequantArgs& a) {
+  const char* op = Int8MmDequantArgs::kName;
+  const int64_t N = check_lhs(op, a.a, DType::i32, "N");
+  check_stats(op, a.a, N, a.row_stats, a.col_stats, a.bias);
+  require_tensor(op, "out", a.out, core::kFloatDTypes, leading(a.a, N));
+  core::require_same_device(
+      op, {{"a", &a.a}, {"row_stats", &a.row_stats}, {"col_stats", &a.col_stats}, {"bias", &a.bias}, {"out", &a.out}});
+}
+size_t workspace_size(const Int8MmDequantArgs& a) { return ops::backend_workspace(a, a.a.device); }
+void run(const Int8MmDequantArgs& a, void* ws, Stream s) { ops::dispatch(a, a.a.device, ws, s); }
+
+void check(const Int8ScaledMmArgs& a) {
+  const char* op = Int8ScaledMmArgs::kName;
+  const int64_t N = check_int8_operands(op, a.a, a.b);
+  check_stats(op, a.a, N, a.row_stats, a.col_stats, a.bias);
+  require_tensor(op, "out", a.out, core::kFloatDTypes, leading(a.a, N));
+  core::require_same_device(op, {{"a", &a.a},
+                                 {"b", &a.b},
+                                 {"row_stats", &a.row_stats},
+                                 {"col_stats", &a.col_stats},
+                                 {"bias", &a.bias},
+                                 {"out", &a.out}});
+}
+size_t workspace_size(const Int8ScaledMmArgs& a) { return ops::backend_workspace(a, a.a.device); }
+void run(const Int8ScaledMmArgs& a, void* ws, Stream s) { ops::dispatch(a, a.a.device, ws, s); }
+
+Tensor int8_linear_matmul(const TensorRef& a, const TensorRef& b, Stream stream) {
+  const int64_t N = check_int8_operands(Int8LinearMatmulArgs::kName, a, b);
+  Tensor out = Tensor::empty(Shape(leading(a, N)), DType::i32, a.device, stream);
+  ops::run_with_workspace(Int8LinearMatmulArgs{a, b, out}, a.device, stream);
+  return out;
+}
+
+Tensor int8_mm_dequant(const TensorRef& a, const TensorRef& row_stats, const TensorRef& col_stats, DType out_dtype,
+                       const TensorRef& bias, Stream stream) {
+  const int64_t N = check_lhs(Int8MmDequantArgs::kName, a, DType::i32, "N");
+  Tensor out = Tensor::empty(Shape(leading(a, N)), out_dtype, a.device, stream);
+  ops::run_with_workspace(Int8MmDequantArgs{a, row_stats, col_stats, bias, out}, a.device, stream);
+  return out;
+}
+
+Tensor int8_scaled_mm(const TensorRef& a, const TensorRef& b, const TensorRef& row_stats, const TensorRef& col_stats,
+                      DType out_dtype, const TensorRef& bias, Stream stream) {
+  const int64_t N = check_int8_operands(Int8ScaledMmArgs::kName, a, b);
+  Tensor out = Tensor::empty(Shape(leading(a, N)), out_dtype, a.device, stream);
+  ops::run_with_workspace(Int8ScaledMmArgs{a, b, row_stats, col_stats, bias, out}, a.device, stream);
+  return out;
+}
+
+}  // namespace lowbit

@@ -1,0 +1,98 @@
+"""The int8 GEMMs from Python (bitsandbytes' int8_linear_matmul, int8_mm_dequant, int8_scaled_mm):
+exact int32 products against NumPy's int64 ones, the dequantization formula bit for bit against NumPy
+float32 arithmetic, the fused op against the two steps, out= buffers and the errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lowbit
+from lowbit import functional as F
+
+SHAPES = [((1,), 1, 1), ((7,), 130, 272), ((3, 5), 64, 100), ((40,), 67, 65), ((2,), 3, 4099), ((0,), 8, 16)]
+
+
+def _int8(rng, shape):
+    return rng.integers(-128, 128, size=shape, dtype=np.int8)
+
+
+def _dequant(c, rs, cs, bias, dtype):
+    """The documented formula in float32, in its order, rounded once to dtype."""
+    v = c.astype(np.float32) * (rs.reshape(-1, 1) * cs.reshape(1, -1)).reshape(c.shape)
+    v = v * np.float32(1.0 / (127.0 * 127.0))
+    if bias is not None:
+        v = v + bias.astype(np.float32)
+    return v.astype(dtype)
+
+
+@pytest.mark.parametrize("lead,N,K", SHAPES)
+def test_linear_matmul_is_exact(lead, N, K):
+    rng = np.random.default_rng(K)
+    a, b = _int8(rng, (*lead, K)), _int8(rng, (N, K))
+    got = F.int8_linear_matmul(a, b)
+    assert got.dtype == np.int32 and got.shape == (*lead, N)
+    np.testing.assert_array_equal(got, (a.astype(np.int64) @ b.astype(np.int64).T).astype(np.int32))
+    out = np.full((*lead, N), 7, dtype=np.int32)
+    assert F.int8_linear_matmul(a, b, out=out) is out
+    np.testing.assert_array_equal(out, got)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("lead,N,K", SHAPES)
+def test_mm_dequant_and_scaled_mm_are_the_formula(lead, N, K, dtype):
+    rng = np.random.default_rng(N + K)
+    a, b = _int8(rng, (*lead, K)), _int8(rng, (N, K))
+    rows = int(np.prod(lead))
+    rs = rng.uniform(0.01, 4.0, rows).astype(np.float32)
+    cs = rng.uniform(0.01, 4.0, N).astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float16)
+    c = F.int8_linear_matmul(a, b)
+    want = _dequant(c, rs, cs, bias, dtype)
+    name = np.dtype(dtype).name
+    got = F.int8_mm_dequant(c, rs, cs, bias=bias, dtype=name)
+    assert got.dtype == dtype and got.shape == (*lead, N)
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    fused = F.int8_scaled_mm(a, b, rs, cs, bias=bias, dtype=name)
+    np.testing.assert_array_equal(fused.view(np.uint8), want.view(np.uint8))
+    out = np.empty((*lead, N), dtype=dtype)
+    assert F.int8_scaled_mm(a, b, rs, cs, bias=bias, out=out) is out
+    np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8))
+
+
+def test_mm_dequant_defaults_to_float16_as_bitsandbytes():
+    rng = np.random.default_rng(0)
+    c = rng.integers(-(2**20), 2**20, size=(4, 6), dtype=np.int32)
+    rs, cs = np.ones(4, np.float32), np.ones(6, np.float32)
+    assert F.int8_mm_dequant(c, rs, cs).dtype == np.float16
+    assert F.int8_scaled_mm(_int8(rng, (4, 8)), _int8(rng, (6, 8)), rs, cs).dtype == np.float16
+
+
+def test_torch_bfloat16_out():
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(0)
+    a = torch.randint(-128, 128, (5, 33), dtype=torch.int8, generator=g)
+    b = torch.randint(-128, 128, (9, 33), dtype=torch.int8, generator=g)
+    rs, cs = torch.rand(5, generator=g) + 0.1, torch.rand(9, generator=g) + 0.1
+    got = lowbit.int8_scaled_mm(a, b, rs, cs, dtype=torch.bfloat16)
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.bfloat16
+    c = a.long() @ b.long().t()
+    want = (c.float() * (rs[:, None] * cs[None, :]) * torch.tensor(1.0 / 16129.0, dtype=torch.float32)).bfloat16()
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))
+    assert torch.equal(lowbit.int8_linear_matmul(a, b), c.int())
+
+
+def test_errors_name_the_argument():
+    rng = np.random.default_rng(1)
+    a, b = _int8(rng, (4, 32)), _int8(rng, (8, 32))
+    with pytest.raises(ValueError, match="int8_linear_matmul: dtype must be int32"):
+        F.int8_linear_matmul(a, b, dtype="int64")
+    with pytest.raises(ValueError, match="b's last dimension"):
+        F.int8_linear_matmul(a, _int8(rng, (8, 31)))
+    with pytest.raises(TypeError, match="int8_linear_matmul.*a.*int8.*float32"):
+        F.int8_linear_matmul(a.astype(np.float32), b)
+    c = F.int8_linear_matmul(a, b)
+    with pytest.raises(ValueError, match=r"int8_mm_dequant: row_stats must have shape \[4\]"):
+        F.int8_mm_dequant(c, np.ones(3, np.float32), np.ones(8, np.float32))
+    with pytest.raises(ValueError, match=r"int8_scaled_mm: bias must have shape \[8\]"):
+        F.int8_scaled_mm(a, b, np.ones(4, np.float32), np.ones(8, np.float32), bias=np.ones(7, np.float32))
