@@ -1,18 +1,20 @@
 """lowbit.optim under FSDP2 (fully_shard) on the CPU, gloo: the processes of test_optim_fsdp.py.
 
-    python3 fsdp_worker.py train WORLD PORT OUT CLASS STEPS [KWARGS_JSON]
+    python3 fsdp_worker.py train WORLD RENDEZVOUS OUT CLASS STEPS [KWARGS_JSON]
         trains a small MLP sharded over WORLD processes; rank 0 writes the
         full parameters after every step to OUT (torch.save).
-    python3 fsdp_worker.py save WORLD PORT DIR CLASS STEPS MORE
+    python3 fsdp_worker.py save WORLD RENDEZVOUS DIR CLASS STEPS MORE
         trains STEPS steps, saves model and optimizer by
         torch.distributed.checkpoint into DIR, trains MORE steps; rank 0
         writes the full parameters to DIR/after.pt.
-    python3 fsdp_worker.py load WORLD PORT DIR CLASS MORE
+    python3 fsdp_worker.py load WORLD RENDEZVOUS DIR CLASS MORE
         loads DIR at this world size, trains MORE steps; rank 0 writes the
         full parameters to DIR/resumed-WORLD.pt.
-    python3 fsdp_worker.py error WORLD PORT OUT CLASS [KWARGS_JSON]
+    python3 fsdp_worker.py error WORLD RENDEZVOUS OUT CLASS [KWARGS_JSON]
         one step; rank 0 writes the error it raised ("no error") to OUT.
 
+RENDEZVOUS is a file path that does not exist yet (the processes meet
+through it: no TCP port to collide with another run's).
 Every process takes its own slice of each step's batch; the batches and the
 initial model come from fixed seeds, so an unsharded run on the whole batch
 (``reference`` below) is the same computation.
@@ -110,12 +112,17 @@ def sharded(world: int):
     return m
 
 
-def run(rank: int, world: int, port: int, mode: str, args: list) -> None:
+def run(rank: int, world: int, rendezvous: str, mode: str, args: list) -> None:
+    session(rank, world, rendezvous, mode, args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # done: no interpreter teardown, where gloo's threads have aborted finished processes
+
+
+def session(rank: int, world: int, rendezvous: str, mode: str, args: list) -> None:
     import torch.distributed as dist
 
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    dist.init_process_group("gloo", init_method="file://" + os.path.abspath(rendezvous), rank=rank, world_size=world)
     try:
         m = sharded(world)
         if mode == "train":
@@ -178,8 +185,8 @@ def run(rank: int, world: int, port: int, mode: str, args: list) -> None:
 def main() -> None:
     import torch.multiprocessing as mp
 
-    mode, world, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    mp.spawn(run, args=(world, port, mode, sys.argv[4:]), nprocs=world, join=True)
+    mode, world, rendezvous = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    mp.spawn(run, args=(world, rendezvous, mode, sys.argv[4:]), nprocs=world, join=True)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -38,19 +38,15 @@ import fsdp_worker as worker  # noqa: E402
 STEPS = 6
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run(mode: str, world: int, *args) -> None:
     env = dict(os.environ)
     tree = os.path.dirname(os.path.dirname(lowbit.__file__))  # the lowbit this run tests
     env["PYTHONPATH"] = os.pathsep.join([tree, HERE, env.get("PYTHONPATH", "")])
     env["OMP_NUM_THREADS"] = "1"
-    cmd = [sys.executable, os.path.join(HERE, "fsdp_worker.py"), mode, str(world), str(_port()), *map(str, args)]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    with tempfile.TemporaryDirectory() as meet:
+        rendezvous = os.path.join(meet, "rendezvous")
+        cmd = [sys.executable, os.path.join(HERE, "fsdp_worker.py"), mode, str(world), rendezvous, *map(str, args)]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"{' '.join(cmd)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
 
 
