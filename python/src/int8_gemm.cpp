@@ -9,18 +9,24 @@
 namespace lowbit::python {
 namespace {
 
+// Runs into `out` when given (None returned), else returns allocate(), the GIL released.
+template <class Args, class Allocate>
+nb::object finish(Args x, const std::optional<OutArray>& out, const CallContext& ctx, Allocate allocate) {
+  if (out) {
+    x.out = to_ref(Args::kName, "out", *out);
+    run_op(x, x.a.device, ctx.stream);
+    return nb::none();
+  }
+  return to_py(without_gil(allocate));
+}
+
 nb::object linear_matmul_py(const InArray& a, const InArray& b, const std::optional<OutArray>& out,
                             nb::handle stream_arg) {
   const CallContext ctx = call_context(stream_arg);
   const CallScope scope(ctx);
   const char* op = Int8LinearMatmulArgs::kName;
-  Int8LinearMatmulArgs x{to_ref(op, "a", a), to_ref(op, "b", b), {}};
-  if (out) {
-    x.out = to_ref(op, "out", *out);
-    run_op(x, x.a.device, ctx.stream);
-    return nb::none();
-  }
-  return to_py(without_gil([&] { return int8_linear_matmul(x.a, x.b, ctx.stream); }));
+  const Int8LinearMatmulArgs x{to_ref(op, "a", a), to_ref(op, "b", b), {}};
+  return finish(x, out, ctx, [&] { return int8_linear_matmul(x.a, x.b, ctx.stream); });
 }
 
 nb::object mm_dequant_py(const InArray& a, const InArray& row_stats, const InArray& col_stats,
@@ -29,16 +35,11 @@ nb::object mm_dequant_py(const InArray& a, const InArray& row_stats, const InArr
   const CallContext ctx = call_context(stream_arg);
   const CallScope scope(ctx);
   const char* op = Int8MmDequantArgs::kName;
-  Int8MmDequantArgs x{to_ref(op, "a", a), to_ref(op, "row_stats", row_stats), to_ref(op, "col_stats", col_stats),
-                      to_ref(op, "bias", bias), {}};
-  if (out) {
-    x.out = to_ref(op, "out", *out);
-    run_op(x, x.a.device, ctx.stream);
-    return nb::none();
-  }
+  const Int8MmDequantArgs x{to_ref(op, "a", a), to_ref(op, "row_stats", row_stats),
+                            to_ref(op, "col_stats", col_stats), to_ref(op, "bias", bias), {}};
   const DType dtype = parse_dtype_arg(op, "out_dtype", out_dtype);
-  return to_py(
-      without_gil([&] { return int8_mm_dequant(x.a, x.row_stats, x.col_stats, dtype, x.bias, ctx.stream); }));
+  return finish(x, out, ctx,
+                [&] { return int8_mm_dequant(x.a, x.row_stats, x.col_stats, dtype, x.bias, ctx.stream); });
 }
 
 nb::object scaled_mm_py(const InArray& a, const InArray& b, const InArray& row_stats, const InArray& col_stats,
@@ -47,16 +48,11 @@ nb::object scaled_mm_py(const InArray& a, const InArray& b, const InArray& row_s
   const CallContext ctx = call_context(stream_arg);
   const CallScope scope(ctx);
   const char* op = Int8ScaledMmArgs::kName;
-  Int8ScaledMmArgs x{to_ref(op, "a", a),         to_ref(op, "b", b),       to_ref(op, "row_stats", row_stats),
-                     to_ref(op, "col_stats", col_stats), to_ref(op, "bias", bias), {}};
-  if (out) {
-    x.out = to_ref(op, "out", *out);
-    run_op(x, x.a.device, ctx.stream);
-    return nb::none();
-  }
+  const Int8ScaledMmArgs x{to_ref(op, "a", a),         to_ref(op, "b", b),       to_ref(op, "row_stats", row_stats),
+                           to_ref(op, "col_stats", col_stats), to_ref(op, "bias", bias), {}};
   const DType dtype = parse_dtype_arg(op, "out_dtype", out_dtype);
-  return to_py(
-      without_gil([&] { return int8_scaled_mm(x.a, x.b, x.row_stats, x.col_stats, dtype, x.bias, ctx.stream); }));
+  return finish(x, out, ctx,
+                [&] { return int8_scaled_mm(x.a, x.b, x.row_stats, x.col_stats, dtype, x.bias, ctx.stream); });
 }
 
 }  // namespace

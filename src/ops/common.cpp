@@ -1,8 +1,29 @@
 #include "ops/common.h"
 
+#include <string>
+
 #include "core/check.h"
 
 namespace lowbit::ops {
+
+void require_shaped(const char* op, const char* name, const TensorRef& t, std::initializer_list<DType> dtypes,
+                    const std::vector<int64_t>& shape) {
+  core::require_present(op, name, t);
+  core::require_dtype(op, name, t, dtypes);
+  core::require_contiguous(op, name, t);
+  const std::vector<int64_t> got(t.sizes().begin(), t.sizes().end());
+  if (got == shape) return;
+  std::string want = "[";
+  for (size_t i = 0; i < shape.size(); ++i) want += (i ? ", " : "") + std::to_string(shape[i]);
+  core::fail(ErrorCode::invalid_argument,
+             core::cat(op, ": ", name, " must have shape ", want, "] (got ", core::shape_str(t), ")"));
+}
+
+std::vector<int64_t> with_last(const TensorRef& t, int64_t last) {
+  std::vector<int64_t> s(t.sizes().begin(), t.sizes().end());
+  s.back() = last;
+  return s;
+}
 
 Tensor workspace_on(size_t bytes, Device device, Stream stream) {
   if (bytes == 0) return Tensor();

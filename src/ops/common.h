@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <vector>
 
 #include "core/hd.h"
 #include "lowbit/ops/quant.h"
@@ -26,6 +28,14 @@ void check_code_map(const char* op, const char* name, const TensorRef& code);
 // Checks an absmax argument of `nblocks` blocks: f32, or u8 with the nested
 // (double-quantized) tensors.
 void check_absmax_arg(const char* op, const TensorRef& absmax, const NestedAbsmax& nested, int64_t nblocks);
+
+// Checks a present, contiguous tensor of one of `dtypes` and exactly `shape`
+// (the message prints both shapes).
+void require_shaped(const char* op, const char* name, const TensorRef& t, std::initializer_list<DType> dtypes,
+                    const std::vector<int64_t>& shape);
+
+// t's shape with its last dimension replaced by `last` (the output of a GEMM over t's rows).
+std::vector<int64_t> with_last(const TensorRef& t, int64_t last);
 
 // The NestedAbsmax view of a state (absent when not nested).
 NestedAbsmax nested_of(const QuantState& state);

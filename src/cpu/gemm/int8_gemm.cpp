@@ -216,27 +216,28 @@ class Products {
       return;
     }
     if (vnni_) {
-      for (int j0 = 0; j0 < nrows; j0 += kTile) {
-        const int nb = std::min(kTile, nrows - j0);
-        const int8_t* b[kTile];
-        for (int j = 0; j < nb; ++j) b[j] = o_.b + (n0 + j0 + j) * o_.K;
-        for (int i0 = 0; i0 < mrows; i0 += kTile) {
-          const int ma = std::min(kTile, mrows - i0);
-          const int8_t* a[kTile];
-          for (int i = 0; i < ma; ++i) a[i] = o_.a + (m0 + i0 + i) * o_.K;
-          const uint32_t* corr = corr_.data() + m0 + i0;
-          int32_t* ct = c + i0 * ldc + j0;
-          switch (ma) {
-            case 1: rows_vnni<1>(a, corr, b, nb, o_.K, ct, ldc); break;
-            case 2: rows_vnni<2>(a, corr, b, nb, o_.K, ct, ldc); break;
-            case 3: rows_vnni<3>(a, corr, b, nb, o_.K, ct, ldc); break;
-            default: rows_vnni<4>(a, corr, b, nb, o_.K, ct, ldc); break;
-          }
+      four_by_four(m0, mrows, n0, nrows, [&](const int8_t* const* a, int ma, const int8_t* const* b, int nb, int i0,
+                                             int j0) {
+        const uint32_t* corr = corr_.data() + m0 + i0;
+        int32_t* ct = c + i0 * ldc + j0;
+        switch (ma) {
+          case 1: rows_vnni<1>(a, corr, b, nb, o_.K, ct, ldc); break;
+          case 2: rows_vnni<2>(a, corr, b, nb, o_.K, ct, ldc); break;
+          case 3: rows_vnni<3>(a, corr, b, nb, o_.K, ct, ldc); break;
+          default: rows_vnni<4>(a, corr, b, nb, o_.K, ct, ldc); break;
         }
-      }
+      });
       return;
     }
 #endif
+    four_by_four(m0, mrows, n0, nrows, [&](const int8_t* const* a, int ma, const int8_t* const* b, int nb, int i0,
+                                           int j0) { tile_generic(a, ma, b, nb, o_.K, c + i0 * ldc + j0, ldc); });
+  }
+
+ private:
+  // fn(a rows, ma, b rows, nb, i0, j0) over the block's tiles of up to kTile rows of a and of b.
+  template <class Fn>
+  void four_by_four(int64_t m0, int mrows, int64_t n0, int nrows, Fn&& fn) const {
     for (int j0 = 0; j0 < nrows; j0 += kTile) {
       const int nb = std::min(kTile, nrows - j0);
       const int8_t* b[kTile];
@@ -245,12 +246,11 @@ class Products {
         const int ma = std::min(kTile, mrows - i0);
         const int8_t* a[kTile];
         for (int i = 0; i < ma; ++i) a[i] = o_.a + (m0 + i0 + i) * o_.K;
-        tile_generic(a, ma, b, nb, o_.K, c + i0 * ldc + j0, ldc);
+        fn(a, ma, b, nb, i0, j0);
       }
     }
   }
 
- private:
   // 64-byte aligned storage: the packed panels are read by aligned loads.
   template <class T>
   struct Aligned64Alloc {
@@ -325,6 +325,15 @@ struct Dequant {
   }
 };
 
+// Row m of a times b's rows, summed in int64 (the reference).
+void reference_row(const Operands& o, int64_t m, int32_t* out) {
+  for (int64_t n = 0; n < o.N; ++n) {
+    int64_t s = 0;
+    for (int64_t k = 0; k < o.K; ++k) s += int64_t{o.a[m * o.K + k]} * int64_t{o.b[n * o.K + k]};
+    out[n] = static_cast<int32_t>(s);
+  }
+}
+
 Operands operands(const TensorRef& a, const TensorRef& b) {
   const int64_t K = a.size(-1);
   return Operands{a.ptr<const int8_t>(), b.ptr<const int8_t>(), a.numel() / K, b.shape[0], K};
@@ -335,13 +344,7 @@ Operands operands(const TensorRef& a, const TensorRef& b) {
 void int8_linear_matmul_reference(const Int8LinearMatmulArgs& a, void*, Stream) {
   const Operands o = operands(a.a, a.b);
   int32_t* out = a.out.ptr<int32_t>();
-  parallel_for(o.rows, o.rows * o.N * o.K, [&](int64_t m) {
-    for (int64_t n = 0; n < o.N; ++n) {
-      int64_t s = 0;
-      for (int64_t k = 0; k < o.K; ++k) s += int64_t{o.a[m * o.K + k]} * int64_t{o.b[n * o.K + k]};
-      out[m * o.N + n] = static_cast<int32_t>(s);
-    }
-  });
+  parallel_for(o.rows, o.rows * o.N * o.K, [&](int64_t m) { reference_row(o, m, out + m * o.N); });
 }
 
 void int8_linear_matmul_fast(const Int8LinearMatmulArgs& a, void*, Stream) {
@@ -368,11 +371,7 @@ void int8_scaled_mm_reference(const Int8ScaledMmArgs& a, void*, Stream) {
   const Dequant d{a.row_stats.ptr<const float>(), a.col_stats.ptr<const float>(), a.bias, a.out.data, a.out.dtype, o.N};
   parallel_for(o.rows, o.rows * o.N * o.K, [&](int64_t m) {
     std::vector<int32_t> row(static_cast<size_t>(o.N));
-    for (int64_t n = 0; n < o.N; ++n) {
-      int64_t s = 0;
-      for (int64_t k = 0; k < o.K; ++k) s += int64_t{o.a[m * o.K + k]} * int64_t{o.b[n * o.K + k]};
-      row[static_cast<size_t>(n)] = static_cast<int32_t>(s);
-    }
+    reference_row(o, m, row.data());
     d.block(row.data(), o.N, m, 1, 0, static_cast<int>(o.N), Int8ScaledMmArgs::kName);
   });
 }

@@ -14,23 +14,6 @@ namespace {
 
 int64_t blocks(int64_t n) { return ops::ceil_div(n, kFp8ScaleBlock); }
 
-std::string shape_of(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
-// A present, contiguous tensor of one of `dtypes` and exactly `shape`.
-void require_tensor(const char* op, const char* name, const TensorRef& t, std::initializer_list<DType> dtypes,
-                    const std::vector<int64_t>& shape) {
-  core::require_present(op, name, t);
-  core::require_dtype(op, name, t, dtypes);
-  core::require_contiguous(op, name, t);
-  const std::vector<int64_t> got(t.sizes().begin(), t.sizes().end());
-  LOWBIT_REQUIRE(got == shape, ErrorCode::invalid_argument, op, ": ", name, " must have shape ", shape_of(shape),
-                 " (got ", core::shape_str(t), ")");
-}
-
 // a: e4m3, contiguous, `dims` dimensions (0: at least one), K a positive
 // multiple of 16. Returns K.
 int64_t check_a(const char* op, const TensorRef& a, int dims) {
@@ -66,22 +49,16 @@ int64_t check_b(const char* op, const TensorRef& b, int64_t K, int64_t experts) 
   return b.size(-2);
 }
 
-std::vector<int64_t> leading(const TensorRef& t, int64_t last) {
-  std::vector<int64_t> s(t.sizes().begin(), t.sizes().end());
-  s.back() = last;
-  return s;
-}
-
 }  // namespace
 
 void check(const Fp8GemmArgs& a) {
   const char* op = Fp8GemmArgs::kName;
   const int64_t K = check_a(op, a.a, 0);
   const int64_t N = check_b(op, a.b, K, 0);
-  require_tensor(op, "a_s", a.a_s, {DType::f32}, leading(a.a, blocks(K)));
-  require_tensor(op, "b_s", a.b_s, {DType::f32}, {blocks(N), blocks(K)});
-  if (a.bias.present()) require_tensor(op, "bias", a.bias, {DType::f32}, {N});
-  require_tensor(op, "out", a.out, core::kFloatDTypes, leading(a.a, N));
+  ops::require_shaped(op, "a_s", a.a_s, {DType::f32}, ops::with_last(a.a, blocks(K)));
+  ops::require_shaped(op, "b_s", a.b_s, {DType::f32}, {blocks(N), blocks(K)});
+  if (a.bias.present()) ops::require_shaped(op, "bias", a.bias, {DType::f32}, {N});
+  ops::require_shaped(op, "out", a.out, core::kFloatDTypes, ops::with_last(a.a, N));
   core::require_same_device(op, {{"a", &a.a},
                                  {"a_s", &a.a_s},
                                  {"b", &a.b},
@@ -102,10 +79,10 @@ void check(const Fp8GroupedGemmContiguousArgs& a) {
                  ": b must be 3-D [E, N, K] with E >= 1 (got ", core::shape_str(a.b), ")");
   const int64_t E = a.b.shape[0];
   const int64_t N = check_b(op, a.b, K, E);
-  require_tensor(op, "a_s", a.a_s, {DType::f32}, {M, blocks(K)});
-  require_tensor(op, "b_s", a.b_s, {DType::f32}, {E, blocks(N), blocks(K)});
-  require_tensor(op, "m_indices", a.m_indices, {DType::i32}, {M});
-  require_tensor(op, "out", a.out, core::kFloatDTypes, {M, N});
+  ops::require_shaped(op, "a_s", a.a_s, {DType::f32}, {M, blocks(K)});
+  ops::require_shaped(op, "b_s", a.b_s, {DType::f32}, {E, blocks(N), blocks(K)});
+  ops::require_shaped(op, "m_indices", a.m_indices, {DType::i32}, {M});
+  ops::require_shaped(op, "out", a.out, core::kFloatDTypes, {M, N});
   core::require_same_device(op, {{"a", &a.a},
                                  {"a_s", &a.a_s},
                                  {"b", &a.b},
@@ -124,10 +101,10 @@ void check(const Fp8GroupedGemmMaskedArgs& a) {
   LOWBIT_REQUIRE(E >= 1, ErrorCode::invalid_argument, op, ": a must hold at least one expert (got ",
                  core::shape_str(a.a), ")");
   const int64_t N = check_b(op, a.b, K, E);
-  require_tensor(op, "a_s", a.a_s, {DType::f32}, {E, max_m, blocks(K)});
-  require_tensor(op, "b_s", a.b_s, {DType::f32}, {E, blocks(N), blocks(K)});
-  require_tensor(op, "masked_m", a.masked_m, {DType::i32}, {E});
-  require_tensor(op, "out", a.out, core::kFloatDTypes, {E, max_m, N});
+  ops::require_shaped(op, "a_s", a.a_s, {DType::f32}, {E, max_m, blocks(K)});
+  ops::require_shaped(op, "b_s", a.b_s, {DType::f32}, {E, blocks(N), blocks(K)});
+  ops::require_shaped(op, "masked_m", a.masked_m, {DType::i32}, {E});
+  ops::require_shaped(op, "out", a.out, core::kFloatDTypes, {E, max_m, N});
   core::require_same_device(op, {{"a", &a.a},
                                  {"a_s", &a.a_s},
                                  {"b", &a.b},
@@ -146,7 +123,7 @@ Tensor fp8_gemm(const TensorRef& a, const TensorRef& a_s, const TensorRef& b, co
   core::require_present(op, "b", b);
   LOWBIT_REQUIRE(b.ndim == 2, ErrorCode::invalid_argument, op, ": b must be 2-D [N, K] (got ", b.ndim, "-D ",
                  core::shape_str(b), ")");
-  Tensor out = Tensor::empty(Shape(leading(a, b.shape[0])), out_dtype, a.device, stream);
+  Tensor out = Tensor::empty(Shape(ops::with_last(a, b.shape[0])), out_dtype, a.device, stream);
   ops::run_with_workspace(Fp8GemmArgs{a, a_s, b, b_s, bias, out, config}, a.device, stream);
   return out;
 }

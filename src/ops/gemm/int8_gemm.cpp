@@ -12,30 +12,6 @@
 namespace lowbit {
 namespace {
 
-std::string shape_of(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
-// A present, contiguous tensor of one of `dtypes` and exactly `shape`.
-void require_tensor(const char* op, const char* name, const TensorRef& t, std::initializer_list<DType> dtypes,
-                    const std::vector<int64_t>& shape) {
-  core::require_present(op, name, t);
-  core::require_dtype(op, name, t, dtypes);
-  core::require_contiguous(op, name, t);
-  const std::vector<int64_t> got(t.sizes().begin(), t.sizes().end());
-  LOWBIT_REQUIRE(got == shape, ErrorCode::invalid_argument, op, ": ", name, " must have shape ", shape_of(shape),
-                 " (got ", core::shape_str(t), ")");
-}
-
-// t's shape with its last dimension replaced by `last`.
-std::vector<int64_t> leading(const TensorRef& t, int64_t last) {
-  std::vector<int64_t> s(t.sizes().begin(), t.sizes().end());
-  s.back() = last;
-  return s;
-}
-
 // a: `dtype`, contiguous, at least 1-D. Returns its last dimension.
 int64_t check_lhs(const char* op, const TensorRef& a, DType dtype, const char* last_name) {
   core::require_present(op, "a", a);
@@ -66,9 +42,9 @@ int64_t check_int8_operands(const char* op, const TensorRef& a, const TensorRef&
 // The dequantization's statistics and bias for rows of `lhs` (its last dimension dropped) and N columns.
 void check_stats(const char* op, const TensorRef& lhs, int64_t N, const TensorRef& row_stats,
                  const TensorRef& col_stats, const TensorRef& bias) {
-  require_tensor(op, "row_stats", row_stats, {DType::f32}, {lhs.numel() / lhs.size(-1)});
-  require_tensor(op, "col_stats", col_stats, {DType::f32}, {N});
-  if (bias.present()) require_tensor(op, "bias", bias, core::kFloatDTypes, {N});
+  ops::require_shaped(op, "row_stats", row_stats, {DType::f32}, {lhs.numel() / lhs.size(-1)});
+  ops::require_shaped(op, "col_stats", col_stats, {DType::f32}, {N});
+  if (bias.present()) ops::require_shaped(op, "bias", bias, core::kFloatDTypes, {N});
 }
 
 }  // namespace
@@ -76,7 +52,7 @@ void check_stats(const char* op, const TensorRef& lhs, int64_t N, const TensorRe
 void check(const Int8LinearMatmulArgs& a) {
   const char* op = Int8LinearMatmulArgs::kName;
   const int64_t N = check_int8_operands(op, a.a, a.b);
-  require_tensor(op, "out", a.out, {DType::i32}, leading(a.a, N));
+  ops::require_shaped(op, "out", a.out, {DType::i32}, ops::with_last(a.a, N));
   core::require_same_device(op, {{"a", &a.a}, {"b", &a.b}, {"out", &a.out}});
 }
 size_t workspace_size(const Int8LinearMatmulArgs& a) { return ops::backend_workspace(a, a.a.device); }
@@ -86,7 +62,7 @@ void check(const Int8MmDequantArgs& a) {
   const char* op = Int8MmDequantArgs::kName;
   const int64_t N = check_lhs(op, a.a, DType::i32, "N");
   check_stats(op, a.a, N, a.row_stats, a.col_stats, a.bias);
-  require_tensor(op, "out", a.out, core::kFloatDTypes, leading(a.a, N));
+  ops::require_shaped(op, "out", a.out, core::kFloatDTypes, ops::with_last(a.a, N));
   core::require_same_device(
       op, {{"a", &a.a}, {"row_stats", &a.row_stats}, {"col_stats", &a.col_stats}, {"bias", &a.bias}, {"out", &a.out}});
 }
@@ -97,7 +73,7 @@ void check(const Int8ScaledMmArgs& a) {
   const char* op = Int8ScaledMmArgs::kName;
   const int64_t N = check_int8_operands(op, a.a, a.b);
   check_stats(op, a.a, N, a.row_stats, a.col_stats, a.bias);
-  require_tensor(op, "out", a.out, core::kFloatDTypes, leading(a.a, N));
+  ops::require_shaped(op, "out", a.out, core::kFloatDTypes, ops::with_last(a.a, N));
   core::require_same_device(op, {{"a", &a.a},
                                  {"b", &a.b},
                                  {"row_stats", &a.row_stats},
@@ -110,7 +86,7 @@ void run(const Int8ScaledMmArgs& a, void* ws, Stream s) { ops::dispatch(a, a.a.d
 
 Tensor int8_linear_matmul(const TensorRef& a, const TensorRef& b, Stream stream) {
   const int64_t N = check_int8_operands(Int8LinearMatmulArgs::kName, a, b);
-  Tensor out = Tensor::empty(Shape(leading(a, N)), DType::i32, a.device, stream);
+  Tensor out = Tensor::empty(Shape(ops::with_last(a, N)), DType::i32, a.device, stream);
   ops::run_with_workspace(Int8LinearMatmulArgs{a, b, out}, a.device, stream);
   return out;
 }
@@ -118,7 +94,7 @@ Tensor int8_linear_matmul(const TensorRef& a, const TensorRef& b, Stream stream)
 Tensor int8_mm_dequant(const TensorRef& a, const TensorRef& row_stats, const TensorRef& col_stats, DType out_dtype,
                        const TensorRef& bias, Stream stream) {
   const int64_t N = check_lhs(Int8MmDequantArgs::kName, a, DType::i32, "N");
-  Tensor out = Tensor::empty(Shape(leading(a, N)), out_dtype, a.device, stream);
+  Tensor out = Tensor::empty(Shape(ops::with_last(a, N)), out_dtype, a.device, stream);
   ops::run_with_workspace(Int8MmDequantArgs{a, row_stats, col_stats, bias, out}, a.device, stream);
   return out;
 }
@@ -126,7 +102,7 @@ Tensor int8_mm_dequant(const TensorRef& a, const TensorRef& row_stats, const Ten
 Tensor int8_scaled_mm(const TensorRef& a, const TensorRef& b, const TensorRef& row_stats, const TensorRef& col_stats,
                       DType out_dtype, const TensorRef& bias, Stream stream) {
   const int64_t N = check_int8_operands(Int8ScaledMmArgs::kName, a, b);
-  Tensor out = Tensor::empty(Shape(leading(a, N)), out_dtype, a.device, stream);
+  Tensor out = Tensor::empty(Shape(ops::with_last(a, N)), out_dtype, a.device, stream);
   ops::run_with_workspace(Int8ScaledMmArgs{a, b, row_stats, col_stats, bias, out}, a.device, stream);
   return out;
 }

@@ -91,17 +91,6 @@ void expect_near(const Oracle& want, const std::vector<float>& got, int64_t row0
   }
 }
 
-template <class Args>
-std::vector<std::pair<std::string, std::vector<Tensor>>> run_every_impl(const OpCase<Args>& c) {
-  std::vector<std::pair<std::string, std::vector<Tensor>>> out;
-  for (const auto& impl : core::OpRegistry<Args>::all()) {
-    if (impl.device == DeviceType::cuda && !cuda_available()) continue;
-    const Device device = impl.device == DeviceType::cuda ? Device::cuda(0) : Device::cpu();
-    out.emplace_back(impl.name, run_case(c, impl, device));
-  }
-  return out;
-}
-
 TEST(Fp8Gemm, CpuDecodeGivesEveryCodeTheCoreConversionsBits) {
   // The fast path's vectorized E4M3 decode (shared with Matmul's fp8 weights).
   uint8_t codes[256 + 16];

@@ -65,18 +65,6 @@ std::vector<float> dequant_oracle(const std::vector<int32_t>& c, const Tensor& r
   return out;
 }
 
-// Each registered implementation's outputs for `c`.
-template <class Args>
-std::vector<std::pair<std::string, std::vector<Tensor>>> every_impl(const OpCase<Args>& c) {
-  std::vector<std::pair<std::string, std::vector<Tensor>>> out;
-  for (const auto& impl : core::OpRegistry<Args>::all()) {
-    if (impl.device == DeviceType::cuda && !cuda_available()) continue;
-    const Device device = impl.device == DeviceType::cuda ? Device::cuda(0) : Device::cpu();
-    out.emplace_back(impl.name, run_case(c, impl, device));
-  }
-  return out;
-}
-
 void expect_bits(const std::vector<float>& want, const std::vector<float>& got, const std::string& what) {
   ASSERT_EQ(want.size(), got.size()) << what;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -107,7 +95,7 @@ TEST(Int8Gemm, LinearMatmulIsExactOnEveryBackend) {
       return Int8LinearMatmulArgs{in[0], in[1], out[0]};
     };
     const std::vector<int32_t> want = int64_products(c.inputs[0], c.inputs[1]);
-    for (const auto& [name, outs] : every_impl(c)) {
+    for (const auto& [name, outs] : run_every_impl(c)) {
       ASSERT_EQ(outs[0].numel(), static_cast<int64_t>(want.size())) << c.name;
       for (size_t i = 0; i < want.size(); ++i) {
         ASSERT_EQ(outs[0].ptr<int32_t>()[i], want[i]) << c.name << " [" << name << "] at " << i;
@@ -133,7 +121,7 @@ TEST(Int8Gemm, ExtremesAtTheLargestKAreExact) {
     const int64_t want = int64_t{v[0]} * v[1] * K;
     ASSERT_LE(want, INT32_MAX);
     ASSERT_GE(want, INT32_MIN);
-    for (const auto& [name, outs] : every_impl(c)) {
+    for (const auto& [name, outs] : run_every_impl(c)) {
       for (int64_t i = 0; i < rows * 3; ++i) ASSERT_EQ(outs[0].ptr<int32_t>()[i], want) << c.name << " [" << name << "]";
     }
   }
@@ -166,7 +154,7 @@ TEST(Int8Gemm, MmDequantIsTheFormulaForEveryDtype) {
       const std::vector<int32_t> cv(c32.ptr<int32_t>(), c32.ptr<int32_t>() + c32.numel());
       const std::vector<float> want =
           dequant_oracle(cv, c.inputs[1], c.inputs[2], bias ? &c.inputs[3] : nullptr, out_dtype, s.N);
-      for (const auto& [name, outs] : every_impl(c)) expect_bits(want, to_floats(outs[0]), c.name + " [" + name + "]");
+      for (const auto& [name, outs] : run_every_impl(c)) expect_bits(want, to_floats(outs[0]), c.name + " [" + name + "]");
     }
   }
 }
@@ -189,7 +177,7 @@ TEST(Int8Gemm, ScaledMmEqualsMatmulThenDequantBitForBit) {
     };
     const std::vector<float> want =
         dequant_oracle(int64_products(a, b), rs, cs, bias ? &bv : nullptr, out_dtype, s.N);
-    for (const auto& [name, outs] : every_impl(c)) expect_bits(want, to_floats(outs[0]), c.name + " [" + name + "]");
+    for (const auto& [name, outs] : run_every_impl(c)) expect_bits(want, to_floats(outs[0]), c.name + " [" + name + "]");
     // The allocating calls: the same bits, a's leading dims kept.
     const Tensor two = int8_mm_dequant(int8_linear_matmul(a, b), rs, cs, out_dtype, bias ? bv.ref() : TensorRef{});
     const Tensor one = int8_scaled_mm(a, b, rs, cs, out_dtype, bias ? bv.ref() : TensorRef{});

@@ -14,6 +14,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/registry.h"
@@ -121,6 +122,18 @@ std::vector<Tensor> run_on_all_backends(const OpCase<Args>& c) {
     }
   }
   return want;
+}
+
+// Each implementation's outputs for `c` (CUDA ones where a device is present), by name.
+template <class Args>
+std::vector<std::pair<std::string, std::vector<Tensor>>> run_every_impl(const OpCase<Args>& c) {
+  std::vector<std::pair<std::string, std::vector<Tensor>>> out;
+  for (const auto& impl : core::OpRegistry<Args>::all()) {
+    if (impl.device == DeviceType::cuda && !cuda_available()) continue;
+    const Device device = impl.device == DeviceType::cuda ? Device::cuda(0) : Device::cpu();
+    out.emplace_back(impl.name, run_case(c, impl, device));
+  }
+  return out;
 }
 
 // Names of the implementations of Args the harness will run (for test logs).
