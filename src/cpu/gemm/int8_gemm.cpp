@@ -111,26 +111,68 @@ LOWBIT_VNNI void rows_vnni(const int8_t* const* a, const uint32_t* corr, const i
 // broadcasts of a, twelve vpdpbusd; no horizontal sums.
 constexpr int kPanel = 32, kRowsTile = 6;
 
-void pack_b(const int8_t* b, int64_t N, int64_t K, int64_t K4, int64_t panel, uint8_t* out) {
-  // Row by row (reading a row in order), whole 4-byte groups a word at a time with the top bits
-  // flipped; rows past N and bytes past K: 0x80 (b = 0).
-  const int64_t full = K / 4;
-  for (int j = 0; j < kPanel; ++j) {
-    const int64_t n = panel * kPanel + j;
-    uint8_t* col = out + 4 * j;
-    if (n >= N) {
-      for (int64_t g = 0; g < K4 / 4; ++g) std::memset(col + g * 4 * kPanel, 0x80, 4);
-      continue;
+// out[g] = word g of each of 16 rows: a 16 x 16 transposition of 32-bit words.
+// GCC 12's unpack and shuffle intrinsics pass an undefined vector as the
+// unused merge source, which -Wmaybe-uninitialized reports.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+LOWBIT_VNNI void transpose16(const __m512i (&r)[16], __m512i (&out)[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 8; ++i) {  // per 128-bit lane: pairs of rows interleaved by word
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {  // lane L of u[4i + j]: word 4L + j of rows 4i .. 4i + 3
+    u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {  // word 4L + j: lane L of u[j], u[4 + j], u[8 + j], u[12 + j]
+    const __m512i x0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44), x1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xee);
+    const __m512i y0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
+    const __m512i y1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xee);
+    out[j] = _mm512_shuffle_i32x4(x0, y0, 0x88);
+    out[4 + j] = _mm512_shuffle_i32x4(x0, y0, 0xdd);
+    out[8 + j] = _mm512_shuffle_i32x4(x1, y1, 0x88);
+    out[12 + j] = _mm512_shuffle_i32x4(x1, y1, 0xdd);
+  }
+}
+#pragma GCC diagnostic pop
+
+LOWBIT_VNNI void pack_b(const int8_t* b, int64_t N, int64_t K, int64_t K4, int64_t panel, uint8_t* out) {
+  const int64_t full = K / 4, n0 = panel * kPanel;
+  const int rows = static_cast<int>(std::min<int64_t>(kPanel, N - n0));
+  int64_t g0 = 0;
+  if (rows == kPanel) {
+    // 16 groups of all 32 rows at a time: 64 bytes of each row, transposed by words in registers.
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (; g0 + 16 <= full; g0 += 16) {
+      for (int h = 0; h < 2; ++h) {
+        __m512i r[16], w[16];
+        for (int j = 0; j < 16; ++j) {
+          r[j] = _mm512_xor_si512(_mm512_loadu_si512(b + (n0 + 16 * h + j) * K + 4 * g0), flip);
+        }
+        transpose16(r, w);
+        for (int g = 0; g < 16; ++g) _mm512_store_si512(out + (g0 + g) * 4 * kPanel + 64 * h, w[g]);
+      }
     }
-    const int8_t* row = b + n * K;
-    for (int64_t g = 0; g < full; ++g) {
-      uint32_t w;
-      std::memcpy(&w, row + 4 * g, 4);
+  }
+  // The rest word by word, in row order; rows past N and bytes past K: 0x80 (b = 0).
+  for (int j = 0; j < kPanel; ++j) {
+    uint8_t* col = out + 4 * j;
+    for (int64_t g = g0; g < K4 / 4; ++g) {
+      uint32_t w = 0;
+      if (j < rows && g < full) {
+        std::memcpy(&w, b + (n0 + j) * K + 4 * g, 4);
+      } else if (j < rows) {
+        for (int t = 0; t < 4; ++t) {
+          const int64_t k = 4 * g + t;
+          if (k < K) w |= static_cast<uint32_t>(static_cast<uint8_t>(b[(n0 + j) * K + k])) << (8 * t);
+        }
+      }
       w ^= 0x80808080u;
       std::memcpy(col + g * 4 * kPanel, &w, 4);
-    }
-    for (int64_t k = 4 * full; k < K4; ++k) {
-      col[full * 4 * kPanel + (k - 4 * full)] = k < K ? static_cast<uint8_t>(row[k]) ^ 0x80u : 0x80u;
     }
   }
 }
@@ -264,7 +306,7 @@ class Products {
   };
   using Aligned64 = Aligned64Alloc<uint8_t>;
 
-  static constexpr int64_t kSmallRows = 32;  // up to this many rows of a: the unpacked dot products
+  static constexpr int64_t kSmallRows = 16;  // up to this many rows of a: the unpacked dot products
   Operands o_;
   bool vnni_ = false, packed_ = false;
   std::vector<uint32_t> corr_;
