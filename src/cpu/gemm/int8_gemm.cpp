@@ -1,9 +1,10 @@
 // The CPU int8 GEMMs: "cpu-reference" (int64 sums of the products, row by
-// row) and "cpu" (4 x 4 tiles of a's and b's rows, each a row-pair dot
-// product along K: AVX-512 VNNI where the CPU has it, else a loop the
-// compiler vectorizes per instruction set; OpenMP over blocks of M and N).
-// int8_mm_dequant's formula is one function both use, and int8_scaled_mm
-// runs it on the exact int32 tile, so the three agree bit for bit.
+// row) and "cpu" (AVX-512 VNNI where the CPU has it: up to 16 rows of a,
+// 4 x 4 tiles of row-pair dot products along K; more, b packed once into
+// panels for 6 x 32 register tiles; else a loop the compiler vectorizes per
+// instruction set; OpenMP over blocks of M and N). int8_mm_dequant's
+// formula is one function both use, and int8_scaled_mm runs it on the exact
+// int32 block, so the three agree bit for bit.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
