@@ -209,12 +209,9 @@ class Optimizer8bit(torch.optim.Optimizer):
                 if absmax is None:
                     raise NotImplementedError(f"{type(self).__name__}.state_dict: tensor-wise 8-bit states of a "
                                               "sharded parameter (block_wise=False) are not supported")
-                qmap = param_state["qmap" + key[-1]]
-                value = torch.zeros(value.shape, dtype=torch.float32, device=value.device) if value.numel() == 0 else torch.stack([
-                    F.dequantize_blockwise(codes, absmax=blocks, code=qmap, blocksize=_BLOCKSIZE)
-                    for codes, blocks in zip(value.reshape(-1, value[0].numel() if leading else value.numel()),
-                                             absmax.reshape(-1, absmax.shape[-1]))
-                ]).reshape(value.shape)
+                rows = value.reshape(-1, _local(p).numel())
+                value = _dequantize(rows, absmax.reshape(rows.shape[0], -1), param_state["qmap" + key[-1]]).reshape(
+                    value.shape)
             param_state[key] = _state_dtensor(value, p, leading)
 
     def _import_sharded(self, p, param_state: dict, gindex: int, pindex: int) -> None:
@@ -229,9 +226,8 @@ class Optimizer8bit(torch.optim.Optimizer):
             if _is_dtensor(value):
                 value = value.to_local() if _is_dtensor(p) else value.full_tensor()
             value = value.to(local.device)
-            if value.dtype == torch.float32 and _state_dtype(self.get_config(gindex, pindex, self.param_groups[gindex]),
-                                                             p) == torch.uint8:
-                config = self.get_config(gindex, pindex, self.param_groups[gindex])
+            config = self.get_config(gindex, pindex, self.param_groups[gindex])
+            if value.dtype == torch.float32 and _state_dtype(config, p) == torch.uint8:
                 if not config["block_wise"]:
                     raise NotImplementedError(f"{type(self).__name__}.load_state_dict: float32 states for tensor-wise "
                                               "8-bit ones (block_wise=False) are not supported")
@@ -455,6 +451,13 @@ def _state_dtype(config, p) -> torch.dtype:
 
 def _blocks(n: int) -> int:
     return (n + _BLOCKSIZE - 1) // _BLOCKSIZE
+
+
+def _dequantize(codes: torch.Tensor, absmax: torch.Tensor, qmap: torch.Tensor) -> torch.Tensor:
+    """Blockwise 8-bit states as float32: rows of codes, each row's blocks of 256 scaled by absmax (the
+    kernels' ``code[c] * absmax``; the inverse of ``_requantize``)."""
+    scale = absmax.repeat_interleave(_BLOCKSIZE, dim=-1)[:, :codes.shape[1]]
+    return qmap.to(codes.device, torch.float32)[codes.long()] * scale
 
 
 def _requantize(rows: torch.Tensor, qmap: torch.Tensor):
