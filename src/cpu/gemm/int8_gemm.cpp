@@ -222,13 +222,12 @@ class Products {
     packed_ = o.rows > kSmallRows;
     if (!packed_) return;
     K4_ = (o.K + 3) / 4 * 4;
-    panels_ = ceil_div(o.N, kPanel);
+    const int64_t panels = ceil_div(o.N, kPanel);
     // Kept by the calling thread across calls: a fresh buffer would be faulted in and zeroed each time.
     thread_local std::vector<uint8_t, Aligned64> b_buf, a_buf;
-    b_buf.resize(static_cast<size_t>(panels_ * kPanel * K4_));
+    b_buf.resize(static_cast<size_t>(panels * kPanel * K4_));
     uint8_t* const packed = b_buf.data();  // the caller's buffer: other threads' thread_locals are theirs
-    const int64_t K4 = K4_;
-    parallel_for(panels_, o.N * o.K, [&](int64_t p) { pack_b(o.b, o.N, o.K, K4, p, packed + p * kPanel * K4); });
+    parallel_for(panels, o.N * o.K, [&](int64_t p) { pack_b(o.b, o.N, o.K, K4_, p, packed + p * kPanel * K4_); });
     b_ = packed;
     a_ = o.a;
     lda_ = o.K;
@@ -311,7 +310,7 @@ class Products {
   Operands o_;
   bool vnni_ = false, packed_ = false;
   std::vector<uint32_t> corr_;
-  int64_t K4_ = 0, panels_ = 0, lda_ = 0;
+  int64_t K4_ = 0, lda_ = 0;
   const uint8_t* b_ = nullptr;
   const int8_t* a_ = nullptr;
 };
