@@ -25,9 +25,9 @@
 
 #include "core/hd.h"
 #include "cuda/common/convert.cuh"
+#include "cuda/gemm/byte_tiles.cuh"
 #include "cuda/common/ptx/copy.cuh"
 #include "cuda/common/ptx/mma.cuh"
-#include "cuda/common/swizzle.cuh"
 
 namespace lowbit::cuda::fp8g {
 
@@ -102,30 +102,6 @@ __device__ void fill_special_rows(const Params& p, Out* out, const int* codes, i
   }
 }
 
-// 16 bytes global -> shared; zeros when !valid. kAsync: cp.async (src
-// 16-byte aligned); otherwise byte loads, for views at any address.
-template <bool kAsync>
-__device__ __forceinline__ void copy_chunk(uint8_t* dst, const uint8_t* src, bool valid) {
-  if constexpr (kAsync) {
-    ptx::cp_async16(dst, src, valid ? 16 : 0);  // src is a valid address even when unread
-  } else {
-    uint8_t v[16] = {};
-    if (valid) {
-#pragma unroll
-      for (int i = 0; i < 16; ++i) v[i] = __ldg(src + i);
-    }
-    uint4 w;
-    memcpy(&w, v, 16);
-    *reinterpret_cast<uint4*>(dst) = w;
-  }
-}
-
-// The address of logical chunk `chunk` of tile row `row` (128-byte rows, swizzled).
-template <class Byte>
-__device__ __forceinline__ Byte* tile_at(Byte* tile, int row, int chunk) {
-  return tile + row * kBK + swizzle128(row, chunk) * 16;
-}
-
 // K block j of a (rows of expert e) and b (the CTA's N tile) into one
 // stage: each thread copies chunk tid % 8 of rows tid / 8 + 32 i.
 template <bool kAsync>
@@ -138,12 +114,12 @@ __device__ __forceinline__ void load_stage(const Params& p, const uint8_t* a, co
 #pragma unroll
   for (int r = r0; r < kBM; r += kRowStep) {
     const bool valid = in_k && codes[r] == e;
-    copy_chunk<kAsync>(tile_at(sa, r, c), valid ? a + (m0 + r) * p.K + k : a, valid);
+    copy_chunk<kAsync>(tile_at(sa, r, c), valid ? a + (m0 + r) * p.K + k : a, valid ? 16 : 0);
   }
 #pragma unroll
   for (int r = r0; r < kBN; r += kRowStep) {
     const bool valid = in_k && n0 + r < p.N;
-    copy_chunk<kAsync>(tile_at(sb, r, c), valid ? b + (n0 + r) * p.K + k : b, valid);
+    copy_chunk<kAsync>(tile_at(sb, r, c), valid ? b + (n0 + r) * p.K + k : b, valid ? 16 : 0);
   }
 }
 

@@ -1,5 +1,6 @@
 // Warp-level tensor-core instructions (sm_80+): mma.sync m16n8k16 with fp32
-// accumulators, mma.sync m16n8k32 on e4m3 (sm_89+), and the ldmatrix /
+// accumulators, mma.sync m16n8k32 on s8 (s32 accumulators) and on e4m3
+// (sm_89+), and the ldmatrix /
 // stmatrix fragment moves of shared memory.
 #pragma once
 
@@ -25,6 +26,17 @@ __device__ __forceinline__ void mma_m16n8k16_bf16(float (&c)[4], uint32_t a0, ui
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// c[4] += a[16x32] · b[32x8] on s8 operands into s32, exact (wrapping past
+// 2^31); the registers are laid out as mma_m16n8k32_e4m3's below.
+__device__ __forceinline__ void mma_m16n8k32_s8(int32_t (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                                uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
