@@ -25,7 +25,7 @@ nb::object linear_matmul_py(const InArray& a, const InArray& b, const std::optio
   const CallContext ctx = call_context(stream_arg);
   const CallScope scope(ctx);
   const char* op = Int8LinearMatmulArgs::kName;
-  const Int8LinearMatmulArgs x{to_ref(op, "a", a), to_ref(op, "b", b), {}};
+  const Int8LinearMatmulArgs x{to_ref(op, "a", a), to_ref(op, "b", b), {}, {}};
   return finish(x, out, ctx, [&] { return int8_linear_matmul(x.a, x.b, ctx.stream); });
 }
 
@@ -49,7 +49,7 @@ nb::object scaled_mm_py(const InArray& a, const InArray& b, const InArray& row_s
   const CallScope scope(ctx);
   const char* op = Int8ScaledMmArgs::kName;
   const Int8ScaledMmArgs x{to_ref(op, "a", a),         to_ref(op, "b", b),       to_ref(op, "row_stats", row_stats),
-                           to_ref(op, "col_stats", col_stats), to_ref(op, "bias", bias), {}};
+                           to_ref(op, "col_stats", col_stats), to_ref(op, "bias", bias), {}, {}};
   const DType dtype = parse_dtype_arg(op, "out_dtype", out_dtype);
   return finish(x, out, ctx,
                 [&] { return int8_scaled_mm(x.a, x.b, x.row_stats, x.col_stats, dtype, x.bias, ctx.stream); });

@@ -261,7 +261,7 @@ lowbit_status lowbit_int8_vectorwise_dequant(const DLTensor* input, const DLTens
 lowbit_status lowbit_int8_linear_matmul(const DLTensor* a, const DLTensor* b, DLTensor* out, void* stream) {
   constexpr const char* op = Int8LinearMatmulArgs::kName;
   return guarded(op, [&] {
-    const Int8LinearMatmulArgs x{to_ref(op, "a", a), to_ref(op, "b", b), to_ref(op, "out", out)};
+    const Int8LinearMatmulArgs x{to_ref(op, "a", a), to_ref(op, "b", b), to_ref(op, "out", out), {}};
     run_op(x, x.a.device, stream);
   });
 }
@@ -281,7 +281,7 @@ lowbit_status lowbit_int8_scaled_mm(const DLTensor* a, const DLTensor* b, const 
   constexpr const char* op = Int8ScaledMmArgs::kName;
   return guarded(op, [&] {
     const Int8ScaledMmArgs x{to_ref(op, "a", a),         to_ref(op, "b", b),       to_ref(op, "row_stats", row_stats),
-                             to_ref(op, "col_stats", col_stats), to_ref(op, "bias", bias), to_ref(op, "out", out)};
+                             to_ref(op, "col_stats", col_stats), to_ref(op, "bias", bias), to_ref(op, "out", out), {}};
     run_op(x, x.a.device, stream);
   });
 }

@@ -9,6 +9,7 @@
 
 #include "core/float_convert.h"
 #include "core/hd.h"
+#include "lowbit/ops/int8_gemm.h"
 
 namespace lowbit::core {
 
@@ -67,6 +68,12 @@ LOWBIT_HD int8_t int8_encode(float x, float factor) {
 // q * row_stat / 127, as bitsandbytes computes it: (q * s) * (1/127).
 LOWBIT_HD float int8_decode(int8_t q, float row_stat) {
   return (static_cast<float>(q) * row_stat) * 7.874015718698502e-3f;
+}
+
+// int8_mm_dequant's value of an int32 product: float(c) * (row * col) *
+// (1 / 127^2), each product rounded in fp32 (docs/int8.md).
+LOWBIT_HD float int8_mm_dequant_value(int32_t c, float row, float col) {
+  return mul_rn(mul_rn(static_cast<float>(c), mul_rn(row, col)), kInt8DequantScale);
 }
 
 // Outlier test of LLM.int8: |a| >= threshold (threshold > 0).

@@ -69,6 +69,9 @@ void register_cuda_backend() {
   add<Fp8GroupedGemmContiguousArgs>(cuda::fp8_grouped_gemm_contiguous, nullptr,
                                     cuda::fp8_grouped_gemm_contiguous_configs);
   add<Fp8GroupedGemmMaskedArgs>(cuda::fp8_grouped_gemm_masked, nullptr, cuda::fp8_grouped_gemm_masked_configs);
+  add<Int8LinearMatmulArgs>(cuda::int8_linear_matmul, nullptr, cuda::int8_linear_matmul_configs);
+  add<Int8ScaledMmArgs>(cuda::int8_scaled_mm, nullptr, cuda::int8_scaled_mm_configs);
+  add<Int8MmDequantArgs>(cuda::int8_mm_dequant);
   add<OptimizerUpdate32bitArgs>(cuda::optimizer_update_32bit, cuda::optimizer_update_32bit_workspace);
   add<OptimizerUpdate8bitArgs>(cuda::optimizer_update_8bit, cuda::optimizer_update_8bit_workspace);
   add<OptimizerUpdate8bitBlockwiseArgs>(cuda::optimizer_update_8bit_blockwise);

@@ -13,7 +13,10 @@
 
 #include <cstdint>
 
+#include <vector>
+
 #include "lowbit/ops/declare_op.h"
+#include "lowbit/ops/kernel_config.h"
 #include "lowbit/tensor.h"
 
 namespace lowbit {
@@ -29,6 +32,7 @@ struct Int8LinearMatmulArgs {
   TensorRef a;    // i8 [..., K], contiguous (rows: every leading dim)
   TensorRef b;    // i8 [N, K], contiguous
   TensorRef out;  // i32 [..., N]: a's leading dims
+  KernelConfig config;  // empty: the backend's pick; else one of kernel_configs(args)
 };
 
 struct Int8MmDequantArgs {
@@ -48,11 +52,17 @@ struct Int8ScaledMmArgs {
   TensorRef col_stats;  // f32 [N]
   TensorRef bias;       // optional f32/f16/bf16 [N]
   TensorRef out;        // f32/f16/bf16 [..., N]
+  KernelConfig config;  // empty: the backend's pick; else one of kernel_configs(args)
 };
 
 LOWBIT_DECLARE_OP(Int8LinearMatmulArgs)
 LOWBIT_DECLARE_OP(Int8MmDequantArgs)
 LOWBIT_DECLARE_OP(Int8ScaledMmArgs)
+
+// The kernel configs the backend of a's device can run for the call, best
+// first (empty where it has none to choose); any of them may go in args.config.
+std::vector<KernelConfig> kernel_configs(const Int8LinearMatmulArgs& args);
+std::vector<KernelConfig> kernel_configs(const Int8ScaledMmArgs& args);
 
 // Allocating front ends: out on a's device.
 Tensor int8_linear_matmul(const TensorRef& a, const TensorRef& b, Stream stream = {});

@@ -203,11 +203,6 @@ void fast_rows(const Rows& r, int64_t row0, int64_t rows) {
 
 using RowsFn = void (*)(const Rows&, int64_t, int64_t);
 
-void require_cpu_config(const char* op, const KernelConfig& config) {
-  LOWBIT_REQUIRE(config.empty(), ErrorCode::invalid_argument, op, ": config '", config.name(),
-                 "' is not a cpu kernel config (the cpu backend has one kernel and no configs)");
-}
-
 void single(const Fp8GemmArgs& a, RowsFn fn) {
   require_cpu_config(Fp8GemmArgs::kName, a.config);
   const int64_t K = a.a.size(-1);

@@ -23,6 +23,9 @@ void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream stream);
 size_t matmul_4bit_fast_workspace(const Matmul4bitArgs& a);
 std::vector<KernelConfig> matmul_4bit_fast_configs(const Matmul4bitArgs& a);
 
+// Throws invalid_argument unless config is empty: ops whose cpu backend has one kernel and no configs.
+void require_cpu_config(const char* op, const KernelConfig& config);
+
 // The block-scaled FP8 GEMMs (fp8_gemm.cpp): float64 references and the fast paths.
 void fp8_gemm_reference(const Fp8GemmArgs& a, void* workspace, Stream stream);
 void fp8_gemm_fast(const Fp8GemmArgs& a, void* workspace, Stream stream);

@@ -13,6 +13,7 @@
 #include "core/check.h"
 #include "core/float_convert.h"
 #include "core/hd.h"
+#include "core/quant_math.h"
 #include "cpu/gemm/impls.h"
 #include "cpu/quant/elementwise.h"
 #include "cpu/quant/parallel.h"
@@ -331,8 +332,8 @@ template <class Bias>
 void dequant_row(const int32_t* c, float row, const float* col, const Bias* bias, int64_t n0, int64_t len,
                  float* out) {
   for (int64_t j = 0; j < len; ++j) {
-    float v = static_cast<float>(c[j]) * (row * col[n0 + j]) * kInt8DequantScale;
-    if (bias != nullptr) v += to_f32(bias[n0 + j]);
+    float v = int8_mm_dequant_value(c[j], row, col[n0 + j]);
+    if (bias != nullptr) v = add_rn(v, to_f32(bias[n0 + j]));
     out[j] = v;
   }
 }
@@ -384,12 +385,14 @@ Operands operands(const TensorRef& a, const TensorRef& b) {
 }  // namespace
 
 void int8_linear_matmul_reference(const Int8LinearMatmulArgs& a, void*, Stream) {
+  require_cpu_config(Int8LinearMatmulArgs::kName, a.config);
   const Operands o = operands(a.a, a.b);
   int32_t* out = a.out.ptr<int32_t>();
   parallel_for(o.rows, o.rows * o.N * o.K, [&](int64_t m) { reference_row(o, m, out + m * o.N); });
 }
 
 void int8_linear_matmul_fast(const Int8LinearMatmulArgs& a, void*, Stream) {
+  require_cpu_config(Int8LinearMatmulArgs::kName, a.config);
   const Operands o = operands(a.a, a.b);
   if (o.rows == 0 || o.N == 0) return;
   int32_t* out = a.out.ptr<int32_t>();
@@ -409,6 +412,7 @@ void int8_mm_dequant_cpu(const Int8MmDequantArgs& a, void*, Stream) {
 }
 
 void int8_scaled_mm_reference(const Int8ScaledMmArgs& a, void*, Stream) {
+  require_cpu_config(Int8ScaledMmArgs::kName, a.config);
   const Operands o = operands(a.a, a.b);
   const Dequant d{a.row_stats.ptr<const float>(), a.col_stats.ptr<const float>(), a.bias, a.out.data, a.out.dtype, o.N};
   parallel_for(o.rows, o.rows * o.N * o.K, [&](int64_t m) {
@@ -419,6 +423,7 @@ void int8_scaled_mm_reference(const Int8ScaledMmArgs& a, void*, Stream) {
 }
 
 void int8_scaled_mm_fast(const Int8ScaledMmArgs& a, void*, Stream) {
+  require_cpu_config(Int8ScaledMmArgs::kName, a.config);
   const Operands o = operands(a.a, a.b);
   if (o.rows == 0 || o.N == 0) return;
   const Dequant d{a.row_stats.ptr<const float>(), a.col_stats.ptr<const float>(), a.bias, a.out.data, a.out.dtype, o.N};

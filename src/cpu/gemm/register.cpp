@@ -1,9 +1,15 @@
 #include "cpu/register.h"
 
+#include "core/check.h"
 #include "core/registry.h"
 #include "cpu/gemm/impls.h"
 
 namespace lowbit::core::cpu {
+
+void require_cpu_config(const char* op, const KernelConfig& config) {
+  LOWBIT_REQUIRE(config.empty(), ErrorCode::invalid_argument, op, ": config '", config.name(),
+                 "' is not a cpu kernel config (the cpu backend has one kernel and no configs)");
+}
 
 void register_gemm_ops() {
   constexpr DeviceType kCpu = DeviceType::cpu;

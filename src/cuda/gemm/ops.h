@@ -11,6 +11,7 @@
 #include "core/registry.h"
 #include "lowbit/ops/fp8_gemm.h"
 #include "lowbit/ops/gemm.h"
+#include "lowbit/ops/int8_gemm.h"
 
 namespace lowbit::cuda {
 
@@ -41,5 +42,14 @@ void fp8_grouped_gemm_masked(const Fp8GroupedGemmMaskedArgs& a, void* workspace,
 std::vector<KernelConfig> fp8_gemm_configs(const Fp8GemmArgs& a);
 std::vector<KernelConfig> fp8_grouped_gemm_contiguous_configs(const Fp8GroupedGemmContiguousArgs& a);
 std::vector<KernelConfig> fp8_grouped_gemm_masked_configs(const Fp8GroupedGemmMaskedArgs& a);
+
+// The int8 GEMMs (lowbit/ops/int8_gemm.h; docs/int8.md): the sm_90a wgmma
+// kernel where it fits, else the mma.sync kernel; no workspace. The configs
+// list the kernels the call can run, best first.
+void int8_linear_matmul(const Int8LinearMatmulArgs& a, void* workspace, Stream stream);
+void int8_scaled_mm(const Int8ScaledMmArgs& a, void* workspace, Stream stream);
+void int8_mm_dequant(const Int8MmDequantArgs& a, void* workspace, Stream stream);
+std::vector<KernelConfig> int8_linear_matmul_configs(const Int8LinearMatmulArgs& a);
+std::vector<KernelConfig> int8_scaled_mm_configs(const Int8ScaledMmArgs& a);
 
 }  // namespace lowbit::cuda

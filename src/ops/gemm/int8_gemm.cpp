@@ -57,6 +57,7 @@ void check(const Int8LinearMatmulArgs& a) {
 }
 size_t workspace_size(const Int8LinearMatmulArgs& a) { return ops::backend_workspace(a, a.a.device); }
 void run(const Int8LinearMatmulArgs& a, void* ws, Stream s) { ops::dispatch(a, a.a.device, ws, s); }
+std::vector<KernelConfig> kernel_configs(const Int8LinearMatmulArgs& a) { return ops::backend_configs(a, a.a.device); }
 
 void check(const Int8MmDequantArgs& a) {
   const char* op = Int8MmDequantArgs::kName;
@@ -83,11 +84,12 @@ void check(const Int8ScaledMmArgs& a) {
 }
 size_t workspace_size(const Int8ScaledMmArgs& a) { return ops::backend_workspace(a, a.a.device); }
 void run(const Int8ScaledMmArgs& a, void* ws, Stream s) { ops::dispatch(a, a.a.device, ws, s); }
+std::vector<KernelConfig> kernel_configs(const Int8ScaledMmArgs& a) { return ops::backend_configs(a, a.a.device); }
 
 Tensor int8_linear_matmul(const TensorRef& a, const TensorRef& b, Stream stream) {
   const int64_t N = check_int8_operands(Int8LinearMatmulArgs::kName, a, b);
   Tensor out = Tensor::empty(Shape(ops::with_last(a, N)), DType::i32, a.device, stream);
-  ops::run_with_workspace(Int8LinearMatmulArgs{a, b, out}, a.device, stream);
+  ops::run_with_workspace(Int8LinearMatmulArgs{a, b, out, {}}, a.device, stream);
   return out;
 }
 
@@ -103,7 +105,7 @@ Tensor int8_scaled_mm(const TensorRef& a, const TensorRef& b, const TensorRef& r
                       DType out_dtype, const TensorRef& bias, Stream stream) {
   const int64_t N = check_int8_operands(Int8ScaledMmArgs::kName, a, b);
   Tensor out = Tensor::empty(Shape(ops::with_last(a, N)), out_dtype, a.device, stream);
-  ops::run_with_workspace(Int8ScaledMmArgs{a, b, row_stats, col_stats, bias, out}, a.device, stream);
+  ops::run_with_workspace(Int8ScaledMmArgs{a, b, row_stats, col_stats, bias, out, {}}, a.device, stream);
   return out;
 }
 

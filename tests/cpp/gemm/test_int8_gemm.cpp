@@ -92,7 +92,7 @@ TEST(Int8Gemm, LinearMatmulIsExactOnEveryBackend) {
     c.inputs = {random_int8(with_last(s.lead, s.K)), random_int8({s.N, s.K})};
     c.outputs = {{with_last(s.lead, s.N), DType::i32}};
     c.make = [](const std::vector<TensorRef>& in, const std::vector<TensorRef>& out) {
-      return Int8LinearMatmulArgs{in[0], in[1], out[0]};
+      return Int8LinearMatmulArgs{in[0], in[1], out[0], {}};
     };
     const std::vector<int32_t> want = int64_products(c.inputs[0], c.inputs[1]);
     for (const auto& [name, outs] : run_every_impl(c)) {
@@ -116,7 +116,7 @@ TEST(Int8Gemm, ExtremesAtTheLargestKAreExact) {
     c.inputs = {filled_int8({rows, K}, v[0]), filled_int8({3, K}, v[1])};
     c.outputs = {{{rows, 3}, DType::i32}};
     c.make = [](const std::vector<TensorRef>& in, const std::vector<TensorRef>& out) {
-      return Int8LinearMatmulArgs{in[0], in[1], out[0]};
+      return Int8LinearMatmulArgs{in[0], in[1], out[0], {}};
     };
     const int64_t want = int64_t{v[0]} * v[1] * K;
     ASSERT_LE(want, INT32_MAX);
@@ -173,7 +173,7 @@ TEST(Int8Gemm, ScaledMmEqualsMatmulThenDequantBitForBit) {
     c.inputs = {a, b, rs, cs, bv};
     c.outputs = {{with_last(s.lead, s.N), out_dtype}};
     c.make = [bias](const std::vector<TensorRef>& in, const std::vector<TensorRef>& out) {
-      return Int8ScaledMmArgs{in[0], in[1], in[2], in[3], bias ? in[4] : TensorRef{}, out[0]};
+      return Int8ScaledMmArgs{in[0], in[1], in[2], in[3], bias ? in[4] : TensorRef{}, out[0], {}};
     };
     const std::vector<float> want =
         dequant_oracle(int64_products(a, b), rs, cs, bias ? &bv : nullptr, out_dtype, s.N);
@@ -196,8 +196,10 @@ TEST(Int8Gemm, BadArgumentsSayWhatIsWrong) {
                {"int8_linear_matmul", "b must be 2-D", "[2, 8, 32]"});
   expect_error([&] { int8_linear_matmul(random_int8({1, kInt8GemmMaxK + 1}), random_int8({1, kInt8GemmMaxK + 1})); },
                ErrorCode::invalid_argument, {"int8_linear_matmul", "K must be at most", "131072"});
+  expect_error([&] { run(Int8LinearMatmulArgs{a, b, Tensor::empty({4, 8}, DType::i32), parse_kernel_config("mma_i8")}); },
+               ErrorCode::invalid_argument, {"int8_linear_matmul", "mma_i8", "not a cpu kernel config"});
   Tensor wrong_out = Tensor::empty({4, 8}, DType::f32);
-  expect_error([&] { run(Int8LinearMatmulArgs{a, b, wrong_out}); }, ErrorCode::unsupported_dtype,
+  expect_error([&] { run(Int8LinearMatmulArgs{a, b, wrong_out, {}}); }, ErrorCode::unsupported_dtype,
                {"int8_linear_matmul", "out", "int32", "float32"});
   const Tensor c = int8_linear_matmul(a, b);
   expect_error([&] { int8_mm_dequant(c, random_stats(3), random_stats(8)); }, ErrorCode::invalid_argument,

@@ -1,0 +1,170 @@
+// The CUDA int8 GEMMs' own paths against the CPU backend on the same
+// operands: every kernel config the call lists (the wgmma shapes on sm_90
+// and the mma.sync kernel) at ragged shapes, sums and dequantized outputs
+// bit for bit; K not a multiple of 16 and views not 16-byte aligned (the
+// mma.sync kernel's byte loads); the int32 edges at the largest K; a wgmma
+// config forced where it cannot run.
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "harness/harness.h"
+#include "lowbit/ops/int8_gemm.h"
+
+namespace {
+
+using namespace lowbit;
+using namespace lowbit::test;
+
+const Device kGpu = Device::cuda(0);
+
+Tensor random_int8(std::vector<int64_t> shape) {
+  Tensor t = Tensor::empty(Shape(shape), DType::i8);
+  std::uniform_int_distribution<int> pick(-128, 127);
+  for (int64_t i = 0; i < t.numel(); ++i) t.ptr<int8_t>()[i] = static_cast<int8_t>(pick(rng()));
+  return t;
+}
+
+Tensor random_stats(int64_t n) {
+  Tensor t = Tensor::empty({n}, DType::f32);
+  std::uniform_real_distribution<float> pick(0.01f, 4.0f);
+  for (int64_t i = 0; i < n; ++i) t.ptr<float>()[i] = pick(rng());
+  return t;
+}
+
+// A contiguous view on the GPU of host tensor `src`, `offset` bytes into a buffer.
+struct DeviceView {
+  Tensor buffer;
+  TensorRef ref;
+};
+DeviceView device_view(const Tensor& src, int64_t offset) {
+  DeviceView d;
+  d.buffer = Tensor::empty({static_cast<int64_t>(src.nbytes()) + offset}, DType::u8, kGpu);
+  const std::vector<int64_t> shape(src.sizes().begin(), src.sizes().end());
+  d.ref = TensorRef::contiguous(static_cast<char*>(d.buffer.data()) + offset, src.dtype(), Shape(shape), kGpu);
+  copy(d.ref, src.ref());
+  return d;
+}
+
+// An output on the GPU filled with 0xff bytes (NaN / -1), so an unwritten element shows.
+Tensor poisoned(std::vector<int64_t> shape, DType dtype) {
+  Tensor t = Tensor::empty(Shape(shape), dtype, kGpu);
+#if defined(LOWBIT_WITH_CUDA)
+  EXPECT_EQ(cudaMemset(t.data(), 0xff, t.nbytes()), cudaSuccess);
+#endif
+  return t;
+}
+
+// got (the GPU's) against want (the CPU's) bit for bit, but for NaN: a NaN
+// must meet a NaN, whatever its payload (fp32 arithmetic on the GPU may
+// return the canonical NaN where the CPU keeps an operand's).
+void expect_same_floats(const Tensor& want, const Tensor& got, const std::string& what) {
+  const std::vector<float> w = to_floats(want.ref()), g = to_floats(Tensor::copy_of(got.ref(), Device::cpu()).ref());
+  ASSERT_EQ(w.size(), g.size()) << what;
+  int bad = 0;
+  for (size_t i = 0; i < w.size() && bad < 5; ++i) {
+    const bool same = std::isnan(w[i]) ? std::isnan(g[i]) : std::memcmp(&w[i], &g[i], 4) == 0;
+    if (!same) {
+      ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", the CPU's " << w[i];
+      ++bad;
+    }
+  }
+}
+
+struct Shape3 {
+  int64_t M, N, K;
+};
+
+// Every config of the call on the GPU, sums and each output dtype (with and
+// without bias), against the CPU's results for the same operands; a and b
+// `offset` bytes into their buffers, the statistics and biases `soff`.
+void check_every_config(const Shape3& s, int64_t offset, int64_t soff) {
+  const std::string shape = "M=" + std::to_string(s.M) + " N=" + std::to_string(s.N) + " K=" + std::to_string(s.K) +
+                            " offset=" + std::to_string(offset) + " stats offset=" + std::to_string(soff);
+  const Tensor a = random_int8({s.M, s.K}), b = random_int8({s.N, s.K});
+  const Tensor rs = random_stats(s.M), cs = random_stats(s.N);
+  // Biases of f16 and f32 outputs in their dtype; f16's with a NaN (its column NaN in every row).
+  Tensor bias16 = random_floats({s.N}, DType::f16);
+  bias16.ptr<uint16_t>()[s.N / 2] = 0x7e05;
+  const Tensor bias32 = random_floats({s.N}, DType::f32);
+  const DeviceView ga = device_view(a, offset), gb = device_view(b, offset);
+  // soff (a multiple of 4) takes the statistics and biases off their pair alignment: the epilogue's per-element path.
+  const DeviceView grs = device_view(rs, soff), gcs = device_view(cs, soff);
+  const DeviceView gbias16 = device_view(bias16, soff / 2), gbias32 = device_view(bias32, soff);
+  Tensor want = Tensor::empty({s.M, s.N}, DType::i32);
+  run(Int8LinearMatmulArgs{a.ref(), b.ref(), want.ref(), {}});
+  // The CPU's dequantized outputs: f16 and f32 with bias, bf16 without.
+  const DType dtypes[] = {DType::f16, DType::bf16, DType::f32};
+  const auto host_bias = [&](DType d) { return d == DType::f16 ? bias16.ref() : d == DType::f32 ? bias32.ref() : TensorRef{}; };
+  const auto gpu_bias = [&](DType d) { return d == DType::f16 ? gbias16.ref : d == DType::f32 ? gbias32.ref : TensorRef{}; };
+  std::vector<Tensor> want_d;
+  for (DType dtype : dtypes) {
+    want_d.push_back(Tensor::empty({s.M, s.N}, dtype));
+    run(Int8ScaledMmArgs{a.ref(), b.ref(), rs.ref(), cs.ref(), host_bias(dtype), want_d.back().ref(), {}});
+  }
+  Tensor probe = poisoned({s.M, s.N}, DType::i32);
+  const std::vector<KernelConfig> configs = kernel_configs(Int8LinearMatmulArgs{ga.ref, gb.ref, probe.ref(), {}});
+  ASSERT_FALSE(configs.empty()) << shape;
+  for (const KernelConfig& config : configs) {
+    const std::string what = shape + " config " + config.name();
+    EXPECT_EQ(parse_kernel_config(config.name()), config) << what << ": the name reads back";
+    Tensor out = poisoned({s.M, s.N}, DType::i32);
+    run(Int8LinearMatmulArgs{ga.ref, gb.ref, out.ref(), config});
+    expect_same_bits(want.ref(), out.ref(), "int8_linear_matmul " + what);
+    for (size_t i = 0; i < want_d.size(); ++i) {
+      const DType dtype = dtypes[i];
+      Tensor got = poisoned({s.M, s.N}, dtype);
+      run(Int8ScaledMmArgs{ga.ref, gb.ref, grs.ref, gcs.ref, gpu_bias(dtype), got.ref(), config});
+      expect_same_floats(want_d[i], got, "int8_scaled_mm " + std::string(dtype_name(dtype)) + " " + what);
+    }
+  }
+}
+
+TEST(CudaInt8Gemm, EveryConfigMatchesTheCpu) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+  // Tiles ragged in M and N, K past several stages and ragged in its last block,
+  // a single row, more rows than one wave of any tile, odd N (unpaired stores).
+  const Shape3 shapes[] = {{300, 264, 1040}, {1, 100, 128}, {130, 257, 48}, {517, 391, 2064}, {64, 64, 16},
+                           // more tiles than SMs in every config: both consumer warpgroups take turns
+                           {2100, 1500, 400}};
+  for (const Shape3& s : shapes) check_every_config(s, 0, 0);
+  check_every_config({300, 264, 1040}, 0, 4);
+}
+
+TEST(CudaInt8Gemm, UnalignedViewsAndRaggedKTakeTheByteLoads) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+  check_every_config({37, 70, 1000}, 0, 0);  // K % 16 != 0: rows not 16-byte aligned
+  check_every_config({150, 130, 256}, 3, 4);  // aligned K, views starting at odd addresses
+  check_every_config({5, 9, 7}, 1, 0);
+}
+
+TEST(CudaInt8Gemm, Int32EdgesAtTheLargestK) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+  // kInt8GemmMaxK (the mma.sync kernel) and the largest multiple of 16 below it (wgmma on sm_90).
+  for (const int64_t K : {kInt8GemmMaxK, kInt8GemmMaxK / 16 * 16}) {
+    for (const int v : {-128, 127}) {
+      Tensor a = Tensor::empty({130, K}, DType::i8), b = Tensor::empty({3, K}, DType::i8);
+      std::memset(a.data(), static_cast<unsigned char>(int8_t{-128}), static_cast<size_t>(a.numel()));
+      std::memset(b.data(), static_cast<unsigned char>(static_cast<int8_t>(v)), static_cast<size_t>(b.numel()));
+      const Tensor out = int8_linear_matmul(a.to(kGpu).ref(), b.to(kGpu).ref()).to(Device::cpu());
+      const int64_t want = int64_t{-128} * v * K;
+      for (int64_t i = 0; i < out.numel(); ++i) {
+        ASSERT_EQ(out.ptr<int32_t>()[i], want) << "K=" << K << " b=" << v << " at " << i;
+      }
+    }
+  }
+}
+
+TEST(CudaInt8Gemm, WgmmaConfigWhereItCannotRunIsInvalidArgument) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+  const Tensor a = random_int8({4, 40}).to(kGpu), b = random_int8({8, 40}).to(kGpu);
+  Tensor out = Tensor::empty({4, 8}, DType::i32, kGpu);
+  Int8LinearMatmulArgs args{a.ref(), b.ref(), out.ref(), parse_kernel_config("wgmma_i8_m128_n128_k128_s7")};
+  expect_error([&] { run(args); }, ErrorCode::invalid_argument, {"int8_linear_matmul", "wgmma_i8", "multiple of 16"});
+  args.config = parse_kernel_config("mma_m64_n128_s3");
+  expect_error([&] { run(args); }, ErrorCode::invalid_argument, {"int8_linear_matmul", "not a cuda kernel config"});
+}
+
+}  // namespace
