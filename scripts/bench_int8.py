@@ -148,6 +148,8 @@ def main() -> int:
         f"{geo('bnb_2step', 'lowbit_scaled', every)}")
     log(f"summary: int8_linear_matmul vs cuBLAS fp16: {geo('fp16', 'lowbit', every)}")
 
+    llm_rows = bench_llm_int8(torch, LF, bnb if BF is not None else None, timer, gen, args, peak)
+
     path = args.csv or (os.path.join(os.environ["OUT"], "bench_int8.csv") if os.environ.get("OUT") else None)
     if path:
         keys = sorted({k for x in rows for k in x})
@@ -155,7 +157,71 @@ def main() -> int:
             w = csv.DictWriter(f, fieldnames=keys)
             w.writeheader()
             w.writerows(rows)
+        keys = sorted({k for x in llm_rows for k in x})
+        with open(os.path.join(os.path.dirname(path) or ".", "bench_int8_linear.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys)
+            w.writeheader()
+            w.writerows(llm_rows)
     return 0
+
+
+def bench_llm_int8(torch, LF, bnb, timer, gen, args, peak) -> List[Dict[str, object]]:
+    """The LLM.int8 linear layer at threshold 6 on activations with a few outlier feature columns: lowbit's
+    ``int8_linear`` against ``torch.nn.functional.linear`` on fp16 (cuBLAS) and bitsandbytes'
+    ``Linear8bitLt`` (``has_fp16_weights=False``), every call from fp16 activations to fp16 output."""
+    log("")
+    log("LLM.int8 linear, threshold 6, fp16 activations with 4 outlier columns (|x| ~ 20):")
+    log("")
+    log("| M | N x K | lowbit ms | fp16 / lowbit | bnb Linear8bitLt / lowbit | error vs fp16 |")
+    log("|---|---|---|---|---|---|")
+    out: List[Dict[str, object]] = []
+    for N, K in args.shapes:
+        w = torch.randn(N, K, dtype=torch.float16, device="cuda", generator=gen) * 0.05
+        CB, SCB, _ = LF.int8_vectorwise_quant(w)
+        lin = None
+        if bnb is not None:
+            lin = bnb.nn.Linear8bitLt(K, N, bias=False, has_fp16_weights=False, threshold=6.0)
+            lin.weight = bnb.nn.Int8Params(w.cpu(), requires_grad=False, has_fp16_weights=False)
+            lin = lin.cuda()
+        cols = torch.randperm(K, generator=torch.Generator().manual_seed(N + K))[:4].cuda()
+        for M in sorted(set(args.m) | {1}):
+            a = torch.randn(M, K, dtype=torch.float16, device="cuda", generator=gen)
+            a[:, cols] *= 20.0
+            with torch.no_grad():
+                got = LF.int8_linear(a, CB, SCB, threshold=6.0)
+                ref = torch.nn.functional.linear(a, w)
+                err = ((got.float() - ref.float()).norm() / ref.float().norm()).item()
+                if not err < 2e-2:
+                    log(f"bench_int8.py: int8_linear error {err:.2e} at M={M} N={N} K={K}")
+                    raise SystemExit(1)
+                fns: Dict[str, Callable[[], object]] = {
+                    "lowbit": lambda: LF.int8_linear(a, CB, SCB, threshold=6.0),
+                    "fp16": lambda: torch.nn.functional.linear(a, w),
+                }
+                if lin is not None:
+                    fns["bnb"] = lambda: lin(a)
+                ms = timer.ms_interleaved(fns)
+            row = {"M": M, "N": N, "K": K, **{f"{k}_ms": v for k, v in ms.items()}, "err": err}
+            out.append(row)
+            lb = ms["lowbit"]
+            bn = f"{ms['bnb'] / lb:.2f}x" if "bnb" in ms else "-"
+            log(f"| {M} | {N}x{K} | {lb:.4f} | {ms['fp16'] / lb:.2f}x | {bn} | {err:.1e} |")
+        del w, CB, SCB, lin
+        torch.cuda.empty_cache()
+
+    def geo(key: str, pick: Callable[[Dict[str, object]], bool]) -> str:
+        v = [float(x[f"{key}_ms"]) / float(x["lowbit_ms"]) for x in out if pick(x) and f"{key}_ms" in x]
+        return f"{bg.geomean(v):.2f}x over {len(v)}" if v else "-"
+
+    log("")
+    log(f"summary: int8_linear (threshold 6) vs cuBLAS fp16 at 4096^3: "
+        f"{geo('fp16', lambda x: (x['M'], x['N'], x['K']) == (4096, 4096, 4096))}")
+    log(f"summary: int8_linear (threshold 6) vs cuBLAS fp16 at M = 16: {geo('fp16', lambda x: x['M'] == 16)}")
+    log(f"summary: int8_linear (threshold 6) vs cuBLAS fp16, every M: {geo('fp16', lambda x: True)}")
+    for m in sorted({int(x["M"]) for x in out}):
+        log(f"summary: int8_linear (threshold 6) vs bitsandbytes Linear8bitLt at M = {m}: "
+            f"{geo('bnb', lambda x, m=m: x['M'] == m)}")
+    return out
 
 
 if __name__ == "__main__":

@@ -32,7 +32,9 @@ from .functional import dequantize_no_absmax as dequantize_no_absmax
 from .functional import estimate_quantiles as estimate_quantiles
 from .functional import gemv_4bit as gemv_4bit
 from .functional import get_4bit_type as get_4bit_type
+from .functional import int8_linear as int8_linear
 from .functional import int8_linear_matmul as int8_linear_matmul
+from .functional import int8_linear_outliers as int8_linear_outliers
 from .functional import int8_mm_dequant as int8_mm_dequant
 from .functional import int8_scaled_mm as int8_scaled_mm
 from .functional import int8_vectorwise_dequant as int8_vectorwise_dequant

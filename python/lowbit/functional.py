@@ -54,7 +54,9 @@ __all__ = [
     "elementwise_func",
     "estimate_quantiles",
     "fp8_gemm",
+    "int8_linear",
     "int8_linear_matmul",
+    "int8_linear_outliers",
     "int8_mm_dequant",
     "int8_scaled_mm",
     "fp8_grouped_gemm_contiguous",
@@ -859,6 +861,39 @@ def int8_scaled_mm(A: Array, B: Array, row_stats: Array, col_stats: Array, bias:
                                  _out_dtype(call.op, out, dtype if dtype is not None else "float16"), call.ctx)
     call.done()
     return out if out is not None else call.result(raw)
+
+
+def int8_linear(A: Array, CB: Array, SCB: Array, bias: Optional[Array] = None, threshold: float = 0.0, *,
+                stream: Any = None) -> Array:
+    """The LLM.int8 linear layer's forward (bitsandbytes' ``Linear8bitLt`` on an int8 weight): ``A @ W.T + bias``.
+
+    ``A`` float32/float16/bfloat16 [..., K]; ``CB`` int8 [N, K] and ``SCB`` float32 [N], the weight's rows and
+    their absmax (``int8_vectorwise_quant`` of the weight, or bitsandbytes' ``Int8Params.CB`` / ``.SCB``);
+    ``bias`` [N]. Output in ``A``'s dtype [..., N]. ``A``'s rows are quantized to int8 (``int8_vectorwise_quant``)
+    and multiplied by ``CB`` with the dequantization fused (``int8_scaled_mm``); with ``threshold`` > 0 the
+    columns of ``A`` holding a value of magnitude >= ``threshold`` are left out of the int8 product and added
+    in float32 against the same columns of the dequantized weight (``int8_linear_outliers``). One launch chain:
+    the outlier columns are found and used on the device, nothing is read back.
+    """
+    call = _arrays.Call("int8_linear", A, "A", stream)
+    raw = _lowbit.int8_linear(call.arg(A, "A"), call.arg(CB, "CB"), call.arg(SCB, "SCB"), call.opt(bias, "bias"),
+                              float(threshold), call.ctx)
+    call.done()
+    return call.result(raw)
+
+
+def int8_linear_outliers(A: Array, outlier_mask: Array, CB: Array, SCB: Array, out: Array, *,
+                         stream: Any = None) -> Array:
+    """LLM.int8's outlier part, in place: for the columns ``k`` where ``outlier_mask[k]`` is set,
+    ``out[m, n] += sum_k A[m, k] * CB[n, k] * SCB[n] / 127``, summed in float32 over ascending ``k`` and rounded
+    once to ``out``'s dtype (``A``'s). ``outlier_mask`` uint8 [K] (``int8_vectorwise_quant``'s mask) stays on the
+    device. Returns ``out``.
+    """
+    call = _arrays.Call("int8_linear_outliers", A, "A", stream)
+    _lowbit.int8_linear_outliers(call.arg(A, "A"), call.arg(outlier_mask, "outlier_mask"), call.arg(CB, "CB"),
+                                 call.arg(SCB, "SCB"), call.out(out, "out"), call.ctx)
+    call.done()
+    return out
 
 
 # ------------------------------------------------------------ FP8 (DeepSeek)

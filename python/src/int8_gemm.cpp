@@ -55,6 +55,26 @@ nb::object scaled_mm_py(const InArray& a, const InArray& b, const InArray& row_s
                 [&] { return int8_scaled_mm(x.a, x.b, x.row_stats, x.col_stats, dtype, x.bias, ctx.stream); });
 }
 
+nb::object linear_py(const InArray& a, const InArray& b, const InArray& b_stats, const std::optional<InArray>& bias,
+                     float threshold, nb::handle stream_arg) {
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const char* op = "int8_linear";
+  const TensorRef ra = to_ref(op, "a", a), rb = to_ref(op, "b", b), rs = to_ref(op, "b_stats", b_stats),
+                  rbias = to_ref(op, "bias", bias);
+  return to_py(without_gil([&] { return int8_linear(ra, rb, rs, rbias, threshold, ctx.stream); }));
+}
+
+void linear_outliers_py(const InArray& a, const InArray& outlier_mask, const InArray& b, const InArray& b_stats,
+                        const OutArray& out, nb::handle stream_arg) {
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const char* op = Int8LinearOutliersArgs::kName;
+  const Int8LinearOutliersArgs x{to_ref(op, "a", a), to_ref(op, "outlier_mask", outlier_mask), to_ref(op, "b", b),
+                                 to_ref(op, "b_stats", b_stats), to_ref(op, "out", out)};
+  run_op(x, x.a.device, ctx.stream);
+}
+
 }  // namespace
 
 void bind_int8_gemm(nb::module_& m) {
@@ -67,6 +87,10 @@ void bind_int8_gemm(nb::module_& m) {
   m.def("int8_scaled_mm", &scaled_mm_py, arg("a"), arg("b"), arg("row_stats"), arg("col_stats"), arg("bias").none(),
         arg("out").none(), arg("out_dtype"), arg("stream") = 0,
         "int8 GEMM and its dequantization in one op; the output, or None when out was given.");
+  m.def("int8_linear", &linear_py, arg("a"), arg("b"), arg("b_stats"), arg("bias").none(), arg("threshold"),
+        arg("stream") = 0, "The LLM.int8 linear layer's forward (a's dtype out).");
+  m.def("int8_linear_outliers", &linear_outliers_py, arg("a"), arg("outlier_mask"), arg("b"), arg("b_stats"),
+        arg("out"), arg("stream") = 0, "LLM.int8's outlier columns added into out in place.");
 }
 
 }  // namespace lowbit::python

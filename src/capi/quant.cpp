@@ -286,6 +286,25 @@ lowbit_status lowbit_int8_scaled_mm(const DLTensor* a, const DLTensor* b, const 
   });
 }
 
+lowbit_status lowbit_int8_linear_outliers(const DLTensor* a, const DLTensor* outlier_mask, const DLTensor* b,
+                                          const DLTensor* b_stats, DLTensor* out, void* stream) {
+  constexpr const char* op = Int8LinearOutliersArgs::kName;
+  return guarded(op, [&] {
+    const Int8LinearOutliersArgs x{to_ref(op, "a", a), to_ref(op, "outlier_mask", outlier_mask), to_ref(op, "b", b),
+                                   to_ref(op, "b_stats", b_stats), to_ref(op, "out", out)};
+    run_op(x, x.a.device, stream);
+  });
+}
+
+lowbit_status lowbit_int8_linear(const DLTensor* a, const DLTensor* b, const DLTensor* b_stats, const DLTensor* bias,
+                                 float threshold, DLTensor* out, void* stream) {
+  constexpr const char* op = "int8_linear";
+  return guarded(op, [&] {
+    int8_linear_into(to_ref(op, "a", a), to_ref(op, "b", b), to_ref(op, "b_stats", b_stats), to_ref(op, "bias", bias),
+                     threshold, to_ref(op, "out", out), Stream{stream});
+  });
+}
+
 lowbit_status lowbit_estimate_quantiles(const DLTensor* input, DLTensor* out, float offset, void* stream) {
   constexpr const char* op = EstimateQuantilesArgs::kName;
   return guarded(op, [&] {

@@ -33,6 +33,7 @@
   X(Int8LinearMatmulArgs)                  \
   X(Int8MmDequantArgs)                     \
   X(Int8ScaledMmArgs)                      \
+  X(Int8LinearOutliersArgs)                \
   X(OptimizerUpdate32bitArgs)              \
   X(OptimizerUpdate8bitArgs)               \
   X(OptimizerUpdate8bitBlockwiseArgs)      \

@@ -273,6 +273,49 @@ static void test_int8_gemm(void) {
         "int8_linear_matmul: b of the wrong shape is refused");
 }
 
+/* The LLM.int8 linear: one outlier column (|a| >= 6) taken in float32, the rest through int8; the result
+ * near the float product with the dequantized weight, and the outlier part alone on zeros. */
+static void test_int8_linear(void) {
+  enum { M = 2, N = 3, K = 8 };
+  static float a[M * K], out[M * N], part[M * N];
+  static int8_t b[N * K];
+  static uint8_t mask[K];
+  static float bs[N] = {127.0f, 63.5f, 254.0f};
+  int64_t a_shape[2] = {M, K}, b_shape[2] = {N, K}, o_shape[2] = {M, N}, n = N, k = K;
+  DLTensor ta = make_tensor(a, kDLFloat, 32, 2, a_shape), tb = make_tensor(b, kDLInt, 8, 2, b_shape);
+  DLTensor tbs = make_tensor(bs, kDLFloat, 32, 1, &n), tout = make_tensor(out, kDLFloat, 32, 2, o_shape);
+  DLTensor tmask = make_tensor(mask, kDLUInt, 8, 1, &k), tpart = make_tensor(part, kDLFloat, 32, 2, o_shape);
+  int i, j, kk, ok = 1;
+  for (i = 0; i < M * K; ++i) a[i] = (float)((i % 5) - 2) * 0.5f;
+  a[3] = 40.0f;  /* row 0, column 3: an outlier */
+  for (i = 0; i < N * K; ++i) b[i] = (int8_t)((i * 37) % 255 - 127);
+  CHECK_OK(lowbit_int8_linear(&ta, &tb, &tbs, NULL, 6.0f, &tout, NULL));
+  for (i = 0; i < M; ++i) {
+    for (j = 0; j < N; ++j) {
+      double want = 0.0, mag = 0.0;
+      for (kk = 0; kk < K; ++kk) {
+        const double t = a[i * K + kk] * (b[j * K + kk] * bs[j] / 127.0);
+        want += t;
+        mag += t < 0 ? -t : t;
+      }
+      const double err = out[i * N + j] - want;
+      ok &= (err < 0 ? -err : err) <= 0.02 * mag + 1e-6;
+    }
+  }
+  CHECK(ok, "int8_linear: out[0] = %g", out[0]);
+  mask[3] = 1;
+  CHECK_OK(lowbit_int8_linear_outliers(&ta, &tmask, &tb, &tbs, &tpart, NULL));
+  for (i = 0; i < M; ++i) {
+    for (j = 0; j < N; ++j) {
+      const double want = a[i * K + 3] * (b[j * K + 3] * bs[j] / 127.0), err = part[i * N + j] - want;
+      ok &= (err < 0 ? -err : err) <= 1e-5 * (want < 0 ? -want : want) + 1e-6;
+    }
+  }
+  CHECK(ok, "int8_linear_outliers: part[0] = %g", part[0]);
+  CHECK(lowbit_int8_linear(&ta, &tb, &tbs, NULL, -1.0f, &tout, NULL) == LOWBIT_INVALID_ARGUMENT,
+        "int8_linear: a negative threshold is refused");
+}
+
 static void test_fp8_gemm(void) {
   enum { M = 2, N = 3, K = 160, KB = 2, E = 2 };
   static uint8_t a[M * K], b[E * N * K];
@@ -526,6 +569,7 @@ int main(void) {
   test_weight_fp8();
   test_fp8_gemm();
   test_int8_gemm();
+  test_int8_linear();
   test_optimizer();
   test_optimizer_8bit_blockwise();
   test_percentile_clipping();

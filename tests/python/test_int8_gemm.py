@@ -96,3 +96,54 @@ def test_errors_name_the_argument():
         F.int8_mm_dequant(c, np.ones(3, np.float32), np.ones(8, np.float32))
     with pytest.raises(ValueError, match=r"int8_scaled_mm: bias must have shape \[8\]"):
         F.int8_scaled_mm(a, b, np.ones(4, np.float32), np.ones(8, np.float32), bias=np.ones(7, np.float32))
+
+
+def _devices():
+    torch = pytest.importorskip("torch")
+    return ["cpu"] + (["cuda"] if torch.cuda.is_available() and lowbit.cuda_available() else [])
+
+
+@pytest.mark.parametrize("threshold", [0.0, 6.0])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_int8_linear_is_the_steps_and_near_the_float_product(dtype, threshold):
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(1)
+    K, N = 256, 96
+    w = torch.randn(N, K, generator=g)
+    CB, SCB, _ = F.int8_vectorwise_quant(w)
+    a = torch.randn(3, 9, K, generator=g)
+    a[..., [5, 100, 200]] *= 15.0  # outlier features
+    a = a.to(getattr(torch, dtype))
+    bias = torch.randn(N, generator=g).half()
+    want_f = a.float() @ (CB.float() * SCB[:, None] / 127.0).T + bias.float()
+    results = {}
+    for dev in _devices():
+        out = F.int8_linear(a.to(dev), CB.to(dev), SCB.to(dev), bias.to(dev), threshold=threshold)
+        assert out.dtype == a.dtype and out.shape == (3, 9, N) and out.device.type == dev
+        results[dev] = out.cpu()
+        # The steps: quantize, fused GEMM, then the outlier columns into the same output.
+        q, rs, cols = F.int8_vectorwise_quant(a.to(dev), threshold=threshold)
+        steps = F.int8_scaled_mm(q, CB.to(dev), rs, SCB.to(dev), bias.to(dev), dtype=a.dtype)
+        if threshold > 0:
+            assert cols is not None and {5, 100, 200} <= set(cols.tolist())
+            mask = torch.zeros(K, dtype=torch.uint8, device=dev)
+            mask[cols] = 1
+            assert F.int8_linear_outliers(a.to(dev), mask, CB.to(dev), SCB.to(dev), steps) is steps
+        assert torch.equal(steps.cpu(), results[dev])
+    err = ((results["cpu"].float() - want_f).norm() / want_f.norm()).item()
+    assert err < (0.01 if threshold > 0 else 0.05)
+    if "cuda" in results:
+        assert torch.equal(results["cpu"], results["cuda"])
+
+
+def test_int8_linear_errors_name_the_argument():
+    torch = pytest.importorskip("torch")
+    CB = torch.zeros(8, 16, dtype=torch.int8)
+    SCB = torch.ones(8)
+    with pytest.raises(ValueError, match="int8_linear: threshold must be >= 0"):
+        F.int8_linear(torch.zeros(2, 16), CB, SCB, threshold=-1.0)
+    with pytest.raises(ValueError, match="int8_linear: b's last dimension"):
+        F.int8_linear(torch.zeros(2, 15), CB, SCB)
+    with pytest.raises(TypeError, match="int8_linear_outliers: out dtype must be float32"):
+        F.int8_linear_outliers(torch.zeros(2, 16), torch.zeros(16, dtype=torch.uint8), CB, SCB,
+                               torch.zeros(2, 8, dtype=torch.float16))

@@ -204,6 +204,18 @@ LOWBIT_C_API lowbit_status lowbit_int8_mm_dequant(const DLTensor* a, const DLTen
 LOWBIT_C_API lowbit_status lowbit_int8_scaled_mm(const DLTensor* a, const DLTensor* b, const DLTensor* row_stats,
                                                  const DLTensor* col_stats, const DLTensor* bias, DLTensor* out,
                                                  void* stream);
+/* LLM.int8's outlier part, in place: out[m, n] += sum over the columns k with outlier_mask[k] != 0 of
+ * a[m, k] * b[n, k] * b_stats[n] / 127, in float32 over ascending k, rounded once to out's dtype. a
+ * float32/float16/bfloat16 [..., K], outlier_mask uint8 [K], b int8 [N, K], b_stats float32 [N], out a's
+ * dtype [..., N]. */
+LOWBIT_C_API lowbit_status lowbit_int8_linear_outliers(const DLTensor* a, const DLTensor* outlier_mask,
+                                                       const DLTensor* b, const DLTensor* b_stats, DLTensor* out,
+                                                       void* stream);
+/* The LLM.int8 linear forward into out (a's dtype [..., N]): a's rows quantized (int8_vectorwise_quant at
+ * threshold), lowbit_int8_scaled_mm with b, b_stats and bias (or NULL), then with threshold > 0 the outlier
+ * columns by lowbit_int8_linear_outliers; temporaries from the device's allocator, nothing read on the host. */
+LOWBIT_C_API lowbit_status lowbit_int8_linear(const DLTensor* a, const DLTensor* b, const DLTensor* b_stats,
+                                              const DLTensor* bias, float threshold, DLTensor* out, void* stream);
 
 /* 256 quantiles of input (n >= 256) at linspace(offset, 1 - offset, 256);
  * out float32 [256]. */

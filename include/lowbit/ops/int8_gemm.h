@@ -55,9 +55,25 @@ struct Int8ScaledMmArgs {
   KernelConfig config;  // empty: the backend's pick; else one of kernel_configs(args)
 };
 
+// LLM.int8's outlier part, added into out in place: for the columns k of a
+// whose outlier_mask[k] is set (int8_vectorwise_quant's mask),
+//   out[m, n] = round(float(out[m, n]) + sum_k a[m, k] * w[n, k]),
+//   w[n, k] = int8_decode(b[n, k], b_stats[n]) = (b[n, k] * b_stats[n]) / 127 in fp32,
+// the sum in fp32 over ascending k, each term a fused multiply-add, rounded
+// once to out's dtype. The mask stays on a's device: no call reads it on the host.
+struct Int8LinearOutliersArgs {
+  static constexpr const char* kName = "int8_linear_outliers";
+  TensorRef a;             // f32/f16/bf16 [..., K], contiguous
+  TensorRef outlier_mask;  // u8 [K]
+  TensorRef b;             // i8 [N, K], contiguous
+  TensorRef b_stats;       // f32 [N]
+  TensorRef out;           // a's dtype [..., N], updated
+};
+
 LOWBIT_DECLARE_OP(Int8LinearMatmulArgs)
 LOWBIT_DECLARE_OP(Int8MmDequantArgs)
 LOWBIT_DECLARE_OP(Int8ScaledMmArgs)
+LOWBIT_DECLARE_OP(Int8LinearOutliersArgs)
 
 // The kernel configs the backend of a's device can run for the call, best
 // first (empty where it has none to choose); any of them may go in args.config.
@@ -70,5 +86,25 @@ Tensor int8_mm_dequant(const TensorRef& a, const TensorRef& row_stats, const Ten
                        DType out_dtype = DType::f16, const TensorRef& bias = {}, Stream stream = {});
 Tensor int8_scaled_mm(const TensorRef& a, const TensorRef& b, const TensorRef& row_stats, const TensorRef& col_stats,
                       DType out_dtype = DType::f16, const TensorRef& bias = {}, Stream stream = {});
+
+// The LLM.int8 linear layer's forward (bitsandbytes' Linear8bitLt with an int8
+// weight): a f32/f16/bf16 [..., K], b i8 [N, K] with its row absmax b_stats
+// f32 [N] (int8_vectorwise_quant of the weight), bias optional [N]. Out in
+// a's dtype [..., N]:
+//   1. int8_vectorwise_quant(a, threshold): a's rows to int8, the columns
+//      holding a value of magnitude >= threshold (threshold > 0) zeroed there
+//      and marked in a mask on the device;
+//   2. int8_scaled_mm of the int8 rows and b, with bias;
+//   3. threshold > 0: int8_linear_outliers adds the marked columns of a times
+//      the same columns of b, dequantized, in fp32.
+// One launch chain, nothing read on the host.
+Tensor int8_linear(const TensorRef& a, const TensorRef& b, const TensorRef& b_stats, const TensorRef& bias = {},
+                   float threshold = 0.0f, Stream stream = {});
+// int8_linear_outliers into out in place, its workspace from a's device's allocator.
+void int8_linear_outliers(const TensorRef& a, const TensorRef& outlier_mask, const TensorRef& b,
+                          const TensorRef& b_stats, const TensorRef& out, Stream stream = {});
+// int8_linear into out (a's dtype [..., N], contiguous); its temporaries from a's device's allocator.
+void int8_linear_into(const TensorRef& a, const TensorRef& b, const TensorRef& b_stats, const TensorRef& bias,
+                      float threshold, const TensorRef& out, Stream stream = {});
 
 }  // namespace lowbit

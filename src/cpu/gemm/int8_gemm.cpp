@@ -435,4 +435,38 @@ void int8_scaled_mm_fast(const Int8ScaledMmArgs& a, void*, Stream) {
   });
 }
 
+void int8_linear_outliers_cpu(const Int8LinearOutliersArgs& a, void*, Stream) {
+  const char* op = Int8LinearOutliersArgs::kName;
+  const int64_t K = a.a.size(-1), rows = a.a.numel() / K, N = a.b.shape[0];
+  const uint8_t* mask = a.outlier_mask.ptr<const uint8_t>();
+  std::vector<int64_t> cols;
+  for (int64_t k = 0; k < K; ++k) {
+    if (mask[k] != 0) cols.push_back(k);
+  }
+  const int64_t C = static_cast<int64_t>(cols.size());
+  if (C == 0 || rows == 0 || N == 0) return;
+  // The marked columns of b dequantized, column-major ([C][N]): the inner loop runs over n, contiguous.
+  std::vector<float> w(static_cast<size_t>(C * N));
+  const int8_t* b = a.b.ptr<const int8_t>();
+  const float* bs = a.b_stats.ptr<const float>();
+  for (int64_t j = 0; j < C; ++j) {
+    for (int64_t n = 0; n < N; ++n) w[static_cast<size_t>(j * N + n)] = int8_decode(b[n * K + cols[j]], bs[n]);
+  }
+  with_float_type(a.a.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    const T* x = a.a.ptr<const T>();
+    T* out = a.out.ptr<T>();
+    parallel_for(rows, rows * N * C, [&](int64_t m) {
+      std::vector<float> acc(static_cast<size_t>(N), 0.0f);
+      for (int64_t j = 0; j < C; ++j) {
+        const float av = to_f32(x[m * K + cols[j]]);
+        const float* wj = w.data() + j * N;
+        for (int64_t n = 0; n < N; ++n) acc[n] = int8_outlier_step(acc[n], av, wj[n]);
+      }
+      T* o = out + m * N;
+      for (int64_t n = 0; n < N; ++n) o[n] = from_f32<T>(add_rn(to_f32(o[n]), acc[n]));
+    });
+  });
+}
+
 }  // namespace lowbit::core::cpu

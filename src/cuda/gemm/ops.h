@@ -51,5 +51,8 @@ void int8_scaled_mm(const Int8ScaledMmArgs& a, void* workspace, Stream stream);
 void int8_mm_dequant(const Int8MmDequantArgs& a, void* workspace, Stream stream);
 std::vector<KernelConfig> int8_linear_matmul_configs(const Int8LinearMatmulArgs& a);
 std::vector<KernelConfig> int8_scaled_mm_configs(const Int8ScaledMmArgs& a);
+// LLM.int8's outlier part (int8_outliers.cu); the workspace holds the marked columns' list and count.
+void int8_linear_outliers(const Int8LinearOutliersArgs& a, void* workspace, Stream stream);
+size_t int8_linear_outliers_workspace(const Int8LinearOutliersArgs& a);
 
 }  // namespace lowbit::cuda

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "lowbit/ops/quant.h"
 #include "ops/common.h"
 #include "ops/dispatch.h"
 
@@ -24,11 +25,14 @@ int64_t check_lhs(const char* op, const TensorRef& a, DType dtype, const char* l
   return last;
 }
 
-// a int8 [..., K] and b int8 [N, K]. Returns N.
-int64_t check_int8_operands(const char* op, const TensorRef& a, const TensorRef& b) {
-  const int64_t K = check_lhs(op, a, DType::i8, "K");
+// K within the int32 products' exact range.
+void check_k(const char* op, int64_t K) {
   LOWBIT_REQUIRE(K <= kInt8GemmMaxK, ErrorCode::invalid_argument, op, ": K must be at most ", kInt8GemmMaxK,
                  " for exact int32 products (got ", K, ")");
+}
+
+// b int8 [N, K], contiguous. Returns N.
+int64_t check_rhs(const char* op, const TensorRef& b, int64_t K) {
   core::require_present(op, "b", b);
   core::require_dtype(op, "b", b, {DType::i8});
   core::require_contiguous(op, "b", b);
@@ -37,6 +41,13 @@ int64_t check_int8_operands(const char* op, const TensorRef& a, const TensorRef&
   LOWBIT_REQUIRE(b.shape[1] == K, ErrorCode::invalid_argument, op, ": b's last dimension (", b.shape[1],
                  ") must equal a's K (", K, ")");
   return b.shape[0];
+}
+
+// a int8 [..., K] and b int8 [N, K]. Returns N.
+int64_t check_int8_operands(const char* op, const TensorRef& a, const TensorRef& b) {
+  const int64_t K = check_lhs(op, a, DType::i8, "K");
+  check_k(op, K);
+  return check_rhs(op, b, K);
 }
 
 // The dequantization's statistics and bias for rows of `lhs` (its last dimension dropped) and N columns.
@@ -85,6 +96,78 @@ void check(const Int8ScaledMmArgs& a) {
 size_t workspace_size(const Int8ScaledMmArgs& a) { return ops::backend_workspace(a, a.a.device); }
 void run(const Int8ScaledMmArgs& a, void* ws, Stream s) { ops::dispatch(a, a.a.device, ws, s); }
 std::vector<KernelConfig> kernel_configs(const Int8ScaledMmArgs& a) { return ops::backend_configs(a, a.a.device); }
+
+void check(const Int8LinearOutliersArgs& a) {
+  const char* op = Int8LinearOutliersArgs::kName;
+  core::require_present(op, "a", a.a);
+  core::require_dtype(op, "a", a.a, core::kFloatDTypes);
+  const int64_t K = check_lhs(op, a.a, a.a.dtype, "K");
+  ops::require_shaped(op, "outlier_mask", a.outlier_mask, {DType::u8}, {K});
+  const int64_t N = check_rhs(op, a.b, K);
+  ops::require_shaped(op, "b_stats", a.b_stats, {DType::f32}, {N});
+  ops::require_shaped(op, "out", a.out, {a.a.dtype}, ops::with_last(a.a, N));
+  core::require_same_device(op, {{"a", &a.a},
+                                 {"outlier_mask", &a.outlier_mask},
+                                 {"b", &a.b},
+                                 {"b_stats", &a.b_stats},
+                                 {"out", &a.out}});
+}
+size_t workspace_size(const Int8LinearOutliersArgs& a) { return ops::backend_workspace(a, a.a.device); }
+void run(const Int8LinearOutliersArgs& a, void* ws, Stream s) { ops::dispatch(a, a.a.device, ws, s); }
+
+namespace {
+
+// int8_linear's checks. Returns N.
+int64_t check_linear(const char* op, const TensorRef& a, const TensorRef& b, const TensorRef& b_stats,
+                     const TensorRef& bias, float threshold) {
+  core::require_present(op, "a", a);
+  core::require_dtype(op, "a", a, core::kFloatDTypes);
+  LOWBIT_REQUIRE(threshold >= 0.0f, ErrorCode::invalid_argument, op, ": threshold must be >= 0 (got ", threshold,
+                 ")");
+  const int64_t K = check_lhs(op, a, a.dtype, "K");
+  check_k(op, K);
+  const int64_t N = check_rhs(op, b, K);
+  ops::require_shaped(op, "b_stats", b_stats, {DType::f32}, {N});
+  if (bias.present()) ops::require_shaped(op, "bias", bias, core::kFloatDTypes, {N});
+  core::require_same_device(op, {{"a", &a}, {"b", &b}, {"b_stats", &b_stats}, {"bias", &bias}});
+  return N;
+}
+
+// The three steps into out (checked).
+void linear_steps(const TensorRef& a, const TensorRef& b, const TensorRef& b_stats, const TensorRef& bias,
+                  float threshold, const TensorRef& out, Stream stream) {
+  const int64_t K = a.size(-1), rows = a.numel() / K;
+  Tensor q = Tensor::empty(a.sizes(), DType::i8, a.device, stream);
+  Tensor row_stats = Tensor::empty({rows}, DType::f32, a.device, stream);
+  Tensor mask = threshold > 0.0f ? Tensor::empty({K}, DType::u8, a.device, stream) : Tensor();
+  ops::run_with_workspace(Int8VectorwiseQuantArgs{a, q, row_stats, mask.ref(), threshold}, a.device, stream);
+  ops::run_with_workspace(Int8ScaledMmArgs{q, b, row_stats, b_stats, bias, out, {}}, a.device, stream);
+  if (mask.defined()) ops::run_with_workspace(Int8LinearOutliersArgs{a, mask, b, b_stats, out}, a.device, stream);
+}
+
+}  // namespace
+
+Tensor int8_linear(const TensorRef& a, const TensorRef& b, const TensorRef& b_stats, const TensorRef& bias,
+                   float threshold, Stream stream) {
+  const int64_t N = check_linear("int8_linear", a, b, b_stats, bias, threshold);
+  Tensor out = Tensor::empty(Shape(ops::with_last(a, N)), a.dtype, a.device, stream);
+  linear_steps(a, b, b_stats, bias, threshold, out, stream);
+  return out;
+}
+
+void int8_linear_into(const TensorRef& a, const TensorRef& b, const TensorRef& b_stats, const TensorRef& bias,
+                      float threshold, const TensorRef& out, Stream stream) {
+  const char* op = "int8_linear";
+  const int64_t N = check_linear(op, a, b, b_stats, bias, threshold);
+  ops::require_shaped(op, "out", out, {a.dtype}, ops::with_last(a, N));
+  core::require_same_device(op, {{"a", &a}, {"out", &out}});
+  linear_steps(a, b, b_stats, bias, threshold, out, stream);
+}
+
+void int8_linear_outliers(const TensorRef& a, const TensorRef& outlier_mask, const TensorRef& b,
+                          const TensorRef& b_stats, const TensorRef& out, Stream stream) {
+  ops::run_with_workspace(Int8LinearOutliersArgs{a, outlier_mask, b, b_stats, out}, a.device, stream);
+}
 
 Tensor int8_linear_matmul(const TensorRef& a, const TensorRef& b, Stream stream) {
   const int64_t N = check_int8_operands(Int8LinearMatmulArgs::kName, a, b);

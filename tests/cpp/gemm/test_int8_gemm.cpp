@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/float_convert.h"
+#include "core/quant_math.h"
 #include "harness/harness.h"
 #include "lowbit/ops/int8_gemm.h"
 
@@ -212,6 +213,138 @@ TEST(Int8Gemm, BadArgumentsSayWhatIsWrong) {
                {"int8_mm_dequant", "out", "int32"});
   expect_error([&] { int8_scaled_mm(a, b, random_stats(4), random_stats(8), DType::f16, random_floats({7}, DType::f16)); },
                ErrorCode::invalid_argument, {"int8_scaled_mm", "bias", "[8]", "[7]"});
+}
+
+// The outlier sum written out here: out + sum over ascending marked k of
+// a[m, k] * int8_decode(b[n, k], b_stats[n]), each product and sum rounded in
+// fp32, then rounded once to out's dtype.
+std::vector<float> outliers_oracle(const Tensor& a, const std::vector<uint8_t>& mask, const Tensor& b,
+                                   const Tensor& bs, const Tensor& out0) {
+  const int64_t K = a.sizes().back(), rows = a.numel() / K, N = b.sizes()[0];
+  const std::vector<float> av = to_floats(a.ref()), o = to_floats(out0.ref());
+  std::vector<float> want(o.size());
+  for (int64_t m = 0; m < rows; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < K; ++k) {
+        if (!mask[static_cast<size_t>(k)]) continue;
+        const float w = core::int8_decode(b.ptr<int8_t>()[n * K + k], bs.ptr<float>()[n]);
+        const float p = av[static_cast<size_t>(m * K + k)] * w;
+        acc = acc + p;
+      }
+      float v = o[static_cast<size_t>(m * N + n)] + acc;
+      switch (out0.dtype()) {
+        case DType::f16: v = core::to_f32(core::from_f32<core::Half>(v)); break;
+        case DType::bf16: v = core::to_f32(core::from_f32<core::BFloat16>(v)); break;
+        default: break;
+      }
+      want[static_cast<size_t>(m * N + n)] = v;
+    }
+  }
+  return want;
+}
+
+TEST(Int8Gemm, LinearOutliersAddTheMarkedColumnsOnEveryDevice) {
+  struct Shape {
+    std::vector<int64_t> lead;
+    int64_t N, K;
+  };
+  const Shape shapes[] = {{{3, 5}, 33, 70}, {{130}, 257, 300}, {{1}, 64, 1100}};
+  int i = 0;
+  for (const Shape& s : shapes) {
+    for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
+      for (int kind = 0; kind < 3; ++kind) {  // no column marked, a few, every column
+        ++i;
+        std::vector<uint8_t> mask(static_cast<size_t>(s.K), kind == 2 ? 1 : 0);
+        if (kind == 1) {
+          for (int64_t k = i % 7; k < s.K; k += 37) mask[static_cast<size_t>(k)] = 1;
+        }
+        Tensor m = Tensor::empty({s.K}, DType::u8);
+        std::memcpy(m.data(), mask.data(), mask.size());
+        const Tensor a = random_floats(with_last(s.lead, s.K), dtype, 4.0f), b = random_int8({s.N, s.K});
+        const Tensor bs = random_stats(s.N), out0 = random_floats(with_last(s.lead, s.N), dtype);
+        const std::string name = "int8_linear_outliers N=" + std::to_string(s.N) + " K=" + std::to_string(s.K) + " " +
+                                 std::string(dtype_name(dtype)) + " marked=" + std::to_string(kind);
+        const std::vector<float> want = outliers_oracle(a, mask, b, bs, out0);
+        Tensor out = out0.to(Device::cpu());
+        run(Int8LinearOutliersArgs{a, m, b, bs, out});
+        expect_bits(want, to_floats(out.ref()), name + " [cpu]");
+        if (cuda_available()) {
+          const Device g = Device::cuda(0);
+          const Tensor ga = a.to(g), gm = m.to(g), gb = b.to(g), gbs = bs.to(g);
+          Tensor gout = out0.to(g);
+          int8_linear_outliers(ga, gm, gb, gbs, gout);
+          expect_bits(want, to_floats(gout.ref()), name + " [cuda]");
+        }
+      }
+    }
+  }
+}
+
+// int8_linear: the three documented steps, bit for bit, on every device; near
+// the float product a @ dequant(b)^T + bias; outlier columns only past the threshold.
+TEST(Int8Gemm, LinearIsQuantScaledMmAndOutliers) {
+  const int64_t K = 200, N = 70;
+  const Tensor w = random_floats({N, K}, DType::f32);
+  const Int8Quantized wq = int8_vectorwise_quant(w.ref());
+  for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
+    for (float threshold : {0.0f, 6.0f}) {
+      const std::string name =
+          "int8_linear " + std::string(dtype_name(dtype)) + " threshold=" + std::to_string(threshold);
+      std::vector<float> values = to_floats(random_floats({35 * K}, DType::f32).ref());
+      for (int64_t r = 0; r < 35; ++r) {
+        for (int64_t k : {3, 77, 150}) values[static_cast<size_t>(r * K + k)] *= 12.0f;  // outlier features
+      }
+      const Tensor flat = host_tensor(values, dtype);
+      const Tensor a = Tensor::copy_of(TensorRef::contiguous(flat.data(), dtype, Shape({5, 7, K}), Device::cpu()),
+                                       Device::cpu());
+      const Tensor bias = random_floats({N}, DType::f16);
+      const Tensor got = int8_linear(a.ref(), wq.values.ref(), wq.row_stats.ref(), bias.ref(), threshold);
+      ASSERT_EQ(got.dtype(), dtype) << name;
+      ASSERT_EQ(std::vector<int64_t>(got.sizes().begin(), got.sizes().end()), (std::vector<int64_t>{5, 7, N})) << name;
+      // The steps.
+      const Int8Quantized aq = int8_vectorwise_quant(a.ref(), threshold);
+      if (threshold > 0.0f) {
+        EXPECT_GE(aq.outlier_cols.size(), 3u) << name;
+      }
+      Tensor want = int8_scaled_mm(aq.values.ref(), wq.values.ref(), aq.row_stats.ref(), wq.row_stats.ref(), dtype,
+                                   bias.ref());
+      if (threshold > 0.0f) {
+        Tensor mask = Tensor::empty({K}, DType::u8);
+        std::memset(mask.data(), 0, static_cast<size_t>(K));
+        for (int64_t k : aq.outlier_cols) mask.ptr<uint8_t>()[k] = 1;
+        run(Int8LinearOutliersArgs{a, mask, wq.values, wq.row_stats, want});
+      }
+      expect_bits(to_floats(want.ref()), to_floats(got.ref()), name + " against its steps");
+      // Near the float product (the outliers kept exact help at threshold 6).
+      const std::vector<float> av = to_floats(a.ref()), g = to_floats(got.ref()), bv = to_floats(bias.ref());
+      double err = 0.0, ref = 0.0;
+      for (int64_t m = 0; m < 35; ++m) {
+        for (int64_t n = 0; n < N; ++n) {
+          double s = bv[static_cast<size_t>(n)];
+          for (int64_t k = 0; k < K; ++k) {
+            s += double{av[static_cast<size_t>(m * K + k)]} *
+                 core::int8_decode(wq.values.ptr<int8_t>()[n * K + k], wq.row_stats.ptr<float>()[n]);
+          }
+          err += (g[static_cast<size_t>(m * N + n)] - s) * (g[static_cast<size_t>(m * N + n)] - s);
+          ref += s * s;
+        }
+      }
+      EXPECT_LT(std::sqrt(err / ref), threshold > 0.0f ? 0.01 : 0.05) << name;
+      if (cuda_available()) {
+        const Device gpu = Device::cuda(0);
+        const Tensor ga = a.to(gpu), gw = wq.values.to(gpu), gs = wq.row_stats.to(gpu), gbias = bias.to(gpu);
+        const Tensor gout = int8_linear(ga.ref(), gw.ref(), gs.ref(), gbias.ref(), threshold);
+        expect_bits(to_floats(got.ref()), to_floats(gout.ref()), name + " [cuda]");
+      }
+    }
+  }
+  expect_error([&] { int8_linear(w.ref(), wq.values.ref(), wq.row_stats.ref(), {}, -1.0f); },
+               ErrorCode::invalid_argument, {"int8_linear", "threshold", ">= 0"});
+  expect_error([&] { int8_linear(w.ref(), wq.values.ref(), random_stats(N + 1).ref()); }, ErrorCode::invalid_argument,
+               {"int8_linear", "b_stats", "[70]", "[71]"});
+  expect_error([&] { int8_linear(wq.values.ref(), wq.values.ref(), wq.row_stats.ref()); }, ErrorCode::unsupported_dtype,
+               {"int8_linear", "a", "int8"});
 }
 
 }  // namespace
