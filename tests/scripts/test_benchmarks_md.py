@@ -149,11 +149,21 @@ class FullRun(unittest.TestCase):
         self.assertTrue(any(ln.startswith("| AdamW8bit x200 tensors |") and "2.000 ms (1.10x)" in ln for ln in optim))
 
 
+    def test_int8(self):
+        int8 = next(v for k, v in self.parts.items() if k.startswith("int8 GEMMs"))
+        self.assertIn("| 4096 | 4096 x 4096 | 100.0 | 1374 | 0.69 | 1.50 | 1.60 | 1.80 | 120.0 | 2.50 | 1.67 | 1.25 |",
+                      int8)
+        self.assertIn("| 16 | 4096 x 4096 | 16.0 | 42 | 0.02 | — | 1.00 | 1.00 | 20.0 | — | 1.00 | — |", int8)
+        self.assertIn("| 4096 | 4096 x 4096 | 250.0 | 0.72 | 2.00 | 1.2e-02 |", int8)
+        self.assertIn("- int8_linear_matmul vs torch._int_mm, M >= 256: 1.50x over 1", int8)
+        self.assertIn("- int8_linear (threshold 6) vs cuBLAS fp16 at 4096^3: 0.72x over 1", int8)
+
+
 class MissingInputs(unittest.TestCase):
     def test_each_section_says_so_in_one_line(self):
         with tempfile.TemporaryDirectory() as empty:
             parts = sections(bm.render(empty, "abc1234", "2030-01-02"))
-        self.assertEqual(len(parts), 8)
+        self.assertEqual(len(parts), 9)
         for title, lines in parts.items():
             if title == "The run":
                 continue
