@@ -32,6 +32,9 @@ from .functional import dequantize_no_absmax as dequantize_no_absmax
 from .functional import estimate_quantiles as estimate_quantiles
 from .functional import gemv_4bit as gemv_4bit
 from .functional import get_4bit_type as get_4bit_type
+from .functional import get_colrow_absmax as get_colrow_absmax
+from .functional import int8_colwise_quant as int8_colwise_quant
+from .functional import int8_double_quant as int8_double_quant
 from .functional import int8_linear as int8_linear
 from .functional import int8_linear_matmul as int8_linear_matmul
 from .functional import int8_linear_outliers as int8_linear_outliers

@@ -66,6 +66,9 @@ __all__ = [
     "get_4bit_type",
     "get_paged",
     "histogram_scatter_add_2d",
+    "get_colrow_absmax",
+    "int8_colwise_quant",
+    "int8_double_quant",
     "int8_vectorwise_dequant",
     "int8_vectorwise_quant",
     "matmul_4bit",
@@ -801,6 +804,58 @@ def int8_vectorwise_quant(A: Array, threshold: float = 0.0, *, stream: Any = Non
     result = call.result(values), call.result(stats), call.result(cols)
     call.done()
     return result
+
+
+def int8_colwise_quant(A: Array, threshold: float = 0.0, *, stream: Any = None) -> Tuple[Array, Array]:
+    """LLM.int8 column-wise quantization: each column of ``A`` [..., K] (rows: the leading dimensions) on its
+    own absmax, by ``int8_vectorwise_quant``'s rule. With ``threshold > 0`` the entries with ``|a| >=
+    threshold`` are left out of their column's absmax and encoded as 0. Returns ``(out_col int8 of A's shape,
+    col_stats float32 [K])`` in A's framework and device.
+    """
+    call = _arrays.Call("int8_colwise_quant", A, "A", stream)
+    values, stats = _lowbit.int8_colwise_quant(call.arg(A, "A"), _arrays.real(threshold, call.op, "threshold"),
+                                               call.ctx)
+    result = call.result(values), call.result(stats)
+    call.done()
+    return result
+
+
+def int8_double_quant(A: Array, col_stats: Any = None, row_stats: Any = None, out_col: Any = None,
+                      out_row: Any = None, threshold: float = 0.0, *,
+                      stream: Any = None) -> Tuple[Array, Array, Array, Array, Optional[Array]]:
+    """bitsandbytes' ``int8_double_quant``: ``A`` quantized by rows and by columns.
+
+    Returns ``(out_row, out_col, row_stats, col_stats, outlier_cols)``: ``int8_vectorwise_quant(A, threshold)``
+    (outlier columns zeroed in ``out_row``) and ``int8_colwise_quant(A, threshold)`` (outlier entries zeroed in
+    ``out_col``). ``col_stats``, ``row_stats``, ``out_col`` and ``out_row`` are bitsandbytes' deprecated
+    arguments and must be None. With ``threshold > 0`` the outlier columns are read back to the host (the
+    call waits for its kernels, as bitsandbytes' does).
+    """
+    if any(x is not None for x in (col_stats, row_stats, out_col, out_row)):
+        raise ValueError("int8_double_quant: col_stats, row_stats, out_col and out_row are deprecated "
+                         "(bitsandbytes') and must be None")
+    out_row_, row_stats_, cols = int8_vectorwise_quant(A, threshold, stream=stream)
+    out_col_, col_stats_ = int8_colwise_quant(A, threshold, stream=stream)
+    return out_row_, out_col_, row_stats_, col_stats_, cols
+
+
+def get_colrow_absmax(A: Array, row_stats: Any = None, col_stats: Any = None, nnz_block_ptr: Any = None,
+                      threshold: float = 0.0, *, stream: Any = None) -> Tuple[Array, Array, Optional[Array]]:
+    """bitsandbytes' ``get_colrow_absmax``: ``(row_stats float32 [rows], col_stats float32 [K], outlier_mask)``,
+    the absmax of every row and column of ``A`` [..., K] left the entries with ``|a| >= threshold`` out;
+    ``outlier_mask`` is that test as a bool [rows, K] array, or None when ``threshold`` is 0. The stats
+    given are returned as they are (bitsandbytes computes only the missing ones); ``nnz_block_ptr`` is
+    unused, as in bitsandbytes.
+    """
+    if row_stats is None:
+        _, row_stats, _ = int8_vectorwise_quant(A, threshold, stream=stream)
+    if col_stats is None:
+        _, col_stats = int8_colwise_quant(A, threshold, stream=stream)
+    mask = None
+    if threshold > 0:
+        k = A.shape[-1]
+        mask = abs(A.reshape(-1, k)) >= threshold
+    return row_stats, col_stats, mask
 
 
 def int8_vectorwise_dequant(A: Array, stats: Array, *, dtype: Any = None, stream: Any = None) -> Array:

@@ -268,6 +268,16 @@ nb::tuple int8_vectorwise_quant_py(const InArray& A, float threshold, nb::handle
   return nb::make_tuple(to_py(q.values, "out_row"), to_py(q.row_stats, "row_stats"), cols);
 }
 
+nb::tuple int8_colwise_quant_py(const InArray& A, float threshold, nb::handle stream_arg) {
+  const char* op = "int8_colwise_quant";
+  const TensorRef input = to_ref(op, "A", A);
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const Stream stream = ctx.stream;
+  const Int8ColwiseQuantized q = without_gil([&] { return int8_colwise_quant(input, threshold, stream); });
+  return nb::make_tuple(to_py(q.values, "out_col"), to_py(q.col_stats, "col_stats"));
+}
+
 nb::tuple int8_vectorwise_dequant_py(const InArray& A, const InArray& stats, const std::string& out_dtype,
                                      nb::handle stream_arg) {
   const CallContext ctx = call_context(stream_arg);
@@ -314,6 +324,8 @@ void bind_quant(nb::module_& m) {
         "DeepSeek block x block FP8 weight quantization: (y, s).");
   m.def("weight_dequant", &weight_dequant_py, arg("x"), arg("s"), arg("block_size"), arg("dtype"), arg("stream") = 0,
         "DeepSeek block x block FP8 weight dequantization.");
+  m.def("int8_colwise_quant", &int8_colwise_quant_py, arg("A"), arg("threshold"), arg("stream") = 0,
+        "LLM.int8 column-wise quantization: (out_col, col_stats).");
   m.def("int8_vectorwise_quant", &int8_vectorwise_quant_py, arg("A"), arg("threshold"), arg("stream") = 0,
         "LLM.int8 row-wise quantization: (out_row, row_stats, outlier_cols or None).");
   m.def("int8_vectorwise_dequant", &int8_vectorwise_dequant_py, arg("A"), arg("stats"), arg("dtype"), arg("stream") = 0,

@@ -23,6 +23,7 @@
   X(WeightDequantArgs)                     \
   X(Int8VectorwiseQuantArgs)               \
   X(Int8VectorwiseDequantArgs)             \
+  X(Int8ColwiseQuantArgs)                  \
   X(EstimateQuantilesArgs)                 \
   X(HistogramScatterAdd2dArgs)             \
   X(MatmulArgs)                            \

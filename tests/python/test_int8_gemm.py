@@ -147,3 +147,34 @@ def test_int8_linear_errors_name_the_argument():
     with pytest.raises(TypeError, match="int8_linear_outliers: out dtype must be float32"):
         F.int8_linear_outliers(torch.zeros(2, 16), torch.zeros(16, dtype=torch.uint8), CB, SCB,
                                torch.zeros(2, 8, dtype=torch.float16))
+
+
+def test_double_quant_and_colrow_absmax_match_numpy():
+    rng = np.random.default_rng(3)
+    a = np.clip(rng.standard_normal((6, 40)) * 2, -5.0, 5.0).astype(np.float32)
+    a[2, 7] = 30.0  # one outlier entry
+    q_row, q_col, rs, cs, cols = F.int8_double_quant(a)
+    assert cols is None
+    np.testing.assert_array_equal(rs, np.abs(a).max(axis=1))
+    np.testing.assert_array_equal(cs, np.abs(a).max(axis=0))
+    # The columns follow the rows' rule: the transpose's row quantization.
+    qt, st, _ = F.int8_vectorwise_quant(np.ascontiguousarray(a.T))
+    np.testing.assert_array_equal(q_col, qt.T)
+    np.testing.assert_array_equal(cs, st)
+    np.testing.assert_array_equal(q_row, F.int8_vectorwise_quant(a)[0])
+    # With a threshold: the outlier entry out of both statistics, its column zeroed in out_row, itself in out_col.
+    q_row, q_col, rs, cs, cols = F.int8_double_quant(a, threshold=6.0)
+    assert list(cols) == [7]
+    masked = np.where(np.abs(a) >= 6.0, 0.0, np.abs(a))
+    np.testing.assert_array_equal(rs, masked.max(axis=1))
+    np.testing.assert_array_equal(cs, masked.max(axis=0))
+    assert (q_row[:, 7] == 0).all() and q_col[2, 7] == 0 and q_col[3, 7] != 0
+    rs2, cs2, mask = F.get_colrow_absmax(a, threshold=6.0)
+    np.testing.assert_array_equal(rs2, rs)
+    np.testing.assert_array_equal(cs2, cs)
+    np.testing.assert_array_equal(mask, np.abs(a) >= 6.0)
+    assert F.get_colrow_absmax(a)[2] is None
+    with pytest.raises(ValueError, match="int8_double_quant: col_stats, row_stats, out_col and out_row"):
+        F.int8_double_quant(a, row_stats=rs)
+    with pytest.raises(ValueError, match="int8_colwise_quant: threshold must be finite and >= 0"):
+        F.int8_colwise_quant(a, threshold=-1.0)

@@ -160,6 +160,19 @@ struct Int8VectorwiseQuantArgs {
   float threshold = 0.0f;
 };
 
+// LLM.int8's column-wise quantization (the column half of int8_double_quant):
+// each column of input [..., K] (rows = all leading dims) to int8 on its own
+// absmax, by the rule of int8_vectorwise_quant's rows (docs/formats.md). With
+// threshold > 0 the elements of magnitude >= threshold are left out of their
+// column's absmax and encoded as 0.
+struct Int8ColwiseQuantArgs {
+  static constexpr const char* kName = "int8_colwise_quant";
+  TensorRef input;      // f32/f16/bf16 [..., K]
+  TensorRef out;        // i8, same shape
+  TensorRef col_stats;  // f32 [K]
+  float threshold = 0.0f;
+};
+
 struct Int8VectorwiseDequantArgs {
   static constexpr const char* kName = "int8_vectorwise_dequant";
   TensorRef input;      // i8 [..., K]
@@ -204,6 +217,7 @@ LOWBIT_DECLARE_OP(WeightQuantArgs)
 LOWBIT_DECLARE_OP(WeightDequantArgs)
 LOWBIT_DECLARE_OP(Int8VectorwiseQuantArgs)
 LOWBIT_DECLARE_OP(Int8VectorwiseDequantArgs)
+LOWBIT_DECLARE_OP(Int8ColwiseQuantArgs)
 LOWBIT_DECLARE_OP(EstimateQuantilesArgs)
 LOWBIT_DECLARE_OP(HistogramScatterAdd2dArgs)
 
@@ -242,6 +256,11 @@ struct Int8Quantized {
 // With threshold > 0 the outlier columns are read back to the host, so the
 // call waits for its own kernel (like torch.nonzero); with 0 it does not.
 Int8Quantized int8_vectorwise_quant(const TensorRef& a, float threshold = 0.0f, Stream stream = {});
+struct Int8ColwiseQuantized {
+  Tensor values;     // i8, input's shape
+  Tensor col_stats;  // f32 [K]
+};
+Int8ColwiseQuantized int8_colwise_quant(const TensorRef& a, float threshold = 0.0f, Stream stream = {});
 Tensor int8_vectorwise_dequant(const TensorRef& q, const TensorRef& row_stats,
                                DType out_dtype = DType::f32, Stream stream = {});
 

@@ -129,6 +129,43 @@ void int8_vectorwise_quant_fast(const Int8VectorwiseQuantArgs& a, void*, Stream)
   });
 }
 
+void int8_colwise_quant_cpu(const Int8ColwiseQuantArgs& a, void*, Stream) {
+  const int64_t k = a.input.size(-1);
+  const int64_t rows = k == 0 ? 0 : a.input.numel() / k;
+  const float thr = a.threshold;
+  with_float_type(a.input.dtype, a.kName, [&](auto t) {
+    using T = decltype(t);
+    const T* x = a.input.ptr<const T>();
+    int8_t* q = a.out.ptr<int8_t>();
+    float* stats = a.col_stats.ptr<float>();
+    // Blocks of 64 columns in parallel, walking the rows twice (absmax, then codes): rows stay contiguous.
+    parallel_for(ceil_div(k, 64), 2 * rows * k, [&](int64_t cb) {
+      const int64_t c0 = cb * 64, n = std::min(k, c0 + 64) - c0;
+      float m[64] = {};
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* xr = x + r * k + c0;
+        for (int64_t c = 0; c < n; ++c) {
+          const float v = to_f32(xr[c]);
+          m[c] = int8_is_outlier(v, thr) ? m[c] : absmax_update(m[c], v);
+        }
+      }
+      float f[64];
+      for (int64_t c = 0; c < n; ++c) {
+        stats[c0 + c] = m[c];
+        f[c] = int8_row_factor(m[c]);
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* xr = x + r * k + c0;
+        int8_t* qr = q + r * k + c0;
+        for (int64_t c = 0; c < n; ++c) {
+          const float v = to_f32(xr[c]);
+          qr[c] = int8_is_outlier(v, thr) ? int8_t{0} : int8_encode(v, f[c]);
+        }
+      }
+    });
+  });
+}
+
 void int8_vectorwise_dequant_fast(const Int8VectorwiseDequantArgs& a, void*, Stream) {
   const int64_t k = a.input.size(-1);
   const int64_t rows = k == 0 ? 0 : a.input.numel() / k;
@@ -188,6 +225,7 @@ void register_quant_fast_other() {
   OpRegistry<WeightDequantArgs>::add({kName, kCpu, 10, weight_dequant_fast});
   OpRegistry<Int8VectorwiseQuantArgs>::add({kName, kCpu, 10, int8_vectorwise_quant_fast});
   OpRegistry<Int8VectorwiseDequantArgs>::add({kName, kCpu, 10, int8_vectorwise_dequant_fast});
+  OpRegistry<Int8ColwiseQuantArgs>::add({kName, kCpu, 10, int8_colwise_quant_cpu});
   OpRegistry<AbsmaxCenterArgs>::add({kName, kCpu, 10, absmax_center_fast});
   OpRegistry<EstimateQuantilesArgs>::add({kName, kCpu, 10, estimate_quantiles_fast});
 }

@@ -47,6 +47,27 @@ void check(const Int8VectorwiseQuantArgs& a) {
 size_t workspace_size(const Int8VectorwiseQuantArgs& a) { return ops::backend_workspace(a, a.input.device); }
 void run(const Int8VectorwiseQuantArgs& a, void* ws, Stream s) { ops::dispatch(a, a.input.device, ws, s); }
 
+void check(const Int8ColwiseQuantArgs& a) {
+  const char* op = Int8ColwiseQuantArgs::kName;
+  core::require_present(op, "input", a.input);
+  core::require_dtype(op, "input", a.input, core::kFloatDTypes);
+  core::require_contiguous(op, "input", a.input);
+  require_rows(op, a.input);
+  LOWBIT_REQUIRE(std::isfinite(a.threshold) && a.threshold >= 0.0f, ErrorCode::invalid_argument, op,
+                 ": threshold must be finite and >= 0 (got ", a.threshold, ")");
+  core::require_present(op, "out", a.out);
+  core::require_dtype(op, "out", a.out, {DType::i8});
+  core::require_contiguous(op, "out", a.out);
+  core::require_numel(op, "out", a.out, a.input.numel());
+  core::require_present(op, "col_stats", a.col_stats);
+  core::require_dtype(op, "col_stats", a.col_stats, {DType::f32});
+  core::require_contiguous(op, "col_stats", a.col_stats);
+  core::require_numel(op, "col_stats", a.col_stats, a.input.size(-1));
+  core::require_same_device(op, {{"input", &a.input}, {"out", &a.out}, {"col_stats", &a.col_stats}});
+}
+size_t workspace_size(const Int8ColwiseQuantArgs& a) { return ops::backend_workspace(a, a.input.device); }
+void run(const Int8ColwiseQuantArgs& a, void* ws, Stream s) { ops::dispatch(a, a.input.device, ws, s); }
+
 void check(const Int8VectorwiseDequantArgs& a) {
   const char* op = Int8VectorwiseDequantArgs::kName;
   core::require_present(op, "input", a.input);
@@ -86,6 +107,16 @@ Int8Quantized int8_vectorwise_quant(const TensorRef& a, float threshold, Stream 
       if (m[j]) r.outlier_cols.push_back(j);
     }
   }
+  return r;
+}
+
+Int8ColwiseQuantized int8_colwise_quant(const TensorRef& a, float threshold, Stream stream) {
+  const char* op = Int8ColwiseQuantArgs::kName;
+  core::require_present(op, "input", a);
+  require_rows(op, a);
+  Int8ColwiseQuantized r{Tensor::empty(a.sizes(), DType::i8, a.device, stream),
+                         Tensor::empty({a.size(-1)}, DType::f32, a.device, stream)};
+  ops::run_with_workspace(Int8ColwiseQuantArgs{a, r.values, r.col_stats, threshold}, a.device, stream);
   return r;
 }
 

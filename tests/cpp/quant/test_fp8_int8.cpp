@@ -1,8 +1,10 @@
 // FP8 block scaling and int8 vector-wise quantization.
 #include <cmath>
+#include <cstring>
 
 #include "core/float_convert.h"
 #include "harness/harness.h"
+#include "ops/dispatch.h"
 
 namespace lowbit::test {
 namespace {
@@ -160,6 +162,64 @@ TEST(Int8Vectorwise, OutliersAreExcludedAndTheirColumnsZeroed) {
   auto r0 = int8_vectorwise_quant(x);
   EXPECT_TRUE(r0.outlier_cols.empty());
   EXPECT_EQ(r0.row_stats.ptr<float>()[0], 8.0f);
+}
+
+// Column-wise: the row rule applied to the transpose (threshold 0), on every backend.
+TEST(Int8Colwise, IsTheRowRuleOnTheTranspose) {
+  for (DType dtype : kFloats) {
+    for (auto shape : std::vector<std::vector<int64_t>>{{1, 1}, {7, 33}, {3, 5, 100}, {130, 70}}) {
+      const int64_t k = shape.back(), rows = Tensor::empty(Shape(shape), DType::u8).numel() / k;
+      const Tensor x = random_floats(shape, dtype, 3.0f);
+      // x^T [k, rows], in x's dtype (a permutation of its elements).
+      Tensor xt = Tensor::empty({k, rows}, dtype);
+      const size_t es = static_cast<size_t>(dtype_bits(dtype) / 8);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < k; ++c) {
+          std::memcpy(static_cast<char*>(xt.data()) + (c * rows + r) * es,
+                      static_cast<const char*>(x.data()) + (r * k + c) * es, es);
+        }
+      }
+      const Int8Quantized t = int8_vectorwise_quant(xt);
+      const std::string name = "int8_colwise_quant " + std::string(dtype_name(dtype)) + " k=" + std::to_string(k);
+      for (const auto& impl : core::OpRegistry<Int8ColwiseQuantArgs>::all()) {
+        if (impl.device != DeviceType::cpu) continue;
+        Tensor q = Tensor::empty(Shape(shape), DType::i8), cs = Tensor::empty({k}, DType::f32);
+        ops::run_impl(impl, Int8ColwiseQuantArgs{x, q, cs, 0.0f}, nullptr, Stream{});
+        for (int64_t c = 0; c < k; ++c) ASSERT_EQ(cs.ptr<float>()[c], t.row_stats.ptr<float>()[c]) << name;
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < k; ++c) {
+            ASSERT_EQ(q.ptr<int8_t>()[r * k + c], t.values.ptr<int8_t>()[c * rows + r]) << name << " " << r << "," << c;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Int8Colwise, OutlierElementsAreLeftOutAndZeroed) {
+  // columns: [1, 0.5], [2, -4], [8, 1], [-1, 2]; threshold 6: the 8 alone is an outlier
+  const Tensor x = host_tensor({1, 2, 8, -1, 0.5f, -4, 1, 2}).reshaped(std::vector<int64_t>{2, 4});
+  const Int8ColwiseQuantized r = int8_colwise_quant(x, 6.0f);
+  const float* cs = r.col_stats.ptr<float>();
+  EXPECT_EQ(cs[0], 1.0f);
+  EXPECT_EQ(cs[1], 4.0f);
+  EXPECT_EQ(cs[2], 1.0f);  // the 8 left out
+  EXPECT_EQ(cs[3], 2.0f);
+  const int8_t* q = r.values.ptr<int8_t>();
+  EXPECT_EQ(q[0], 127);
+  EXPECT_EQ(q[1], 64);   // rint(2 * 31.75) = 63.5 -> 64
+  EXPECT_EQ(q[2], 0);    // the outlier
+  EXPECT_EQ(q[3], -64);
+  EXPECT_EQ(q[4], 64);   // rint(0.5 * 127) = rint(63.5) -> 64
+  EXPECT_EQ(q[5], -127);
+  EXPECT_EQ(q[6], 127);  // 1 in its column of absmax 1
+  EXPECT_EQ(q[7], 127);
+  const Int8ColwiseQuantized r0 = int8_colwise_quant(x);
+  EXPECT_EQ(r0.col_stats.ptr<float>()[2], 8.0f);
+  expect_error([&] { int8_colwise_quant(x, -1.0f); }, ErrorCode::invalid_argument,
+               {"int8_colwise_quant", "threshold", ">= 0"});
+  expect_error([&] { int8_colwise_quant(Tensor::empty({2, 4}, DType::i8)); }, ErrorCode::unsupported_dtype,
+               {"int8_colwise_quant", "input"});
 }
 
 TEST(Int8Vectorwise, ValidationMessages) {
