@@ -15,20 +15,25 @@ void require_rows(const char* op, const TensorRef& t) {
 
 int64_t rows_of(const TensorRef& t) { return t.size(-1) == 0 ? 0 : t.numel() / t.size(-1); }
 
+// The row and column quantizations' input, threshold and int8 output.
+void check_quant(const char* op, const TensorRef& input, float threshold, const TensorRef& out) {
+  core::require_present(op, "input", input);
+  core::require_dtype(op, "input", input, core::kFloatDTypes);
+  core::require_contiguous(op, "input", input);
+  require_rows(op, input);
+  LOWBIT_REQUIRE(std::isfinite(threshold) && threshold >= 0.0f, ErrorCode::invalid_argument, op,
+                 ": threshold must be finite and >= 0 (got ", threshold, ")");
+  core::require_present(op, "out", out);
+  core::require_dtype(op, "out", out, {DType::i8});
+  core::require_contiguous(op, "out", out);
+  core::require_numel(op, "out", out, input.numel());
+}
+
 }  // namespace
 
 void check(const Int8VectorwiseQuantArgs& a) {
   const char* op = Int8VectorwiseQuantArgs::kName;
-  core::require_present(op, "input", a.input);
-  core::require_dtype(op, "input", a.input, core::kFloatDTypes);
-  core::require_contiguous(op, "input", a.input);
-  require_rows(op, a.input);
-  LOWBIT_REQUIRE(std::isfinite(a.threshold) && a.threshold >= 0.0f, ErrorCode::invalid_argument, op,
-                 ": threshold must be finite and >= 0 (got ", a.threshold, ")");
-  core::require_present(op, "out", a.out);
-  core::require_dtype(op, "out", a.out, {DType::i8});
-  core::require_contiguous(op, "out", a.out);
-  core::require_numel(op, "out", a.out, a.input.numel());
+  check_quant(op, a.input, a.threshold, a.out);
   core::require_present(op, "row_stats", a.row_stats);
   core::require_dtype(op, "row_stats", a.row_stats, {DType::f32});
   core::require_contiguous(op, "row_stats", a.row_stats);
@@ -49,16 +54,7 @@ void run(const Int8VectorwiseQuantArgs& a, void* ws, Stream s) { ops::dispatch(a
 
 void check(const Int8ColwiseQuantArgs& a) {
   const char* op = Int8ColwiseQuantArgs::kName;
-  core::require_present(op, "input", a.input);
-  core::require_dtype(op, "input", a.input, core::kFloatDTypes);
-  core::require_contiguous(op, "input", a.input);
-  require_rows(op, a.input);
-  LOWBIT_REQUIRE(std::isfinite(a.threshold) && a.threshold >= 0.0f, ErrorCode::invalid_argument, op,
-                 ": threshold must be finite and >= 0 (got ", a.threshold, ")");
-  core::require_present(op, "out", a.out);
-  core::require_dtype(op, "out", a.out, {DType::i8});
-  core::require_contiguous(op, "out", a.out);
-  core::require_numel(op, "out", a.out, a.input.numel());
+  check_quant(op, a.input, a.threshold, a.out);
   core::require_present(op, "col_stats", a.col_stats);
   core::require_dtype(op, "col_stats", a.col_stats, {DType::f32});
   core::require_contiguous(op, "col_stats", a.col_stats);

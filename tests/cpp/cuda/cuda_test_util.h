@@ -52,4 +52,20 @@ inline void expect_same_bits(const TensorRef& want, const TensorRef& got, const 
   }
 }
 
+// A contiguous view on GPU 0 of host tensor `src`, starting `offset` bytes
+// into a buffer (any offset: a view that is not 16-byte aligned).
+struct DeviceView {
+  Tensor buffer;
+  TensorRef ref;
+};
+inline DeviceView device_view(const Tensor& src, int64_t offset) {
+  const Device gpu = Device::cuda(0);
+  DeviceView d;
+  d.buffer = Tensor::empty({static_cast<int64_t>(src.nbytes()) + offset}, DType::u8, gpu);
+  const std::vector<int64_t> shape(src.sizes().begin(), src.sizes().end());
+  d.ref = TensorRef::contiguous(static_cast<char*>(d.buffer.data()) + offset, src.dtype(), Shape(shape), gpu);
+  copy(d.ref, src.ref());
+  return d;
+}
+
 }  // namespace lowbit::test

@@ -44,20 +44,6 @@ Tensor random_scales(std::vector<int64_t> shape) {
   return t;
 }
 
-// A contiguous view on the GPU of host tensor `src`, starting `offset` bytes
-// into a buffer (any offset: a view that is not 16-byte aligned).
-struct DeviceView {
-  Tensor buffer;
-  TensorRef ref;
-};
-DeviceView device_view(const Tensor& src, int64_t offset) {
-  DeviceView d;
-  d.buffer = Tensor::empty({static_cast<int64_t>(src.nbytes()) + offset}, DType::u8, kGpu);
-  const std::vector<int64_t> shape(src.sizes().begin(), src.sizes().end());
-  d.ref = TensorRef::contiguous(static_cast<char*>(d.buffer.data()) + offset, src.dtype(), Shape(shape), kGpu);
-  copy(d.ref, src.ref());
-  return d;
-}
 
 // got (CUDA) against want (CPU) within fp32 accumulation of both (relative to
 // mag, the sum of the terms' magnitudes) and the output dtype's rounding;

@@ -20,34 +20,6 @@ using namespace lowbit::test;
 
 const Device kGpu = Device::cuda(0);
 
-Tensor random_int8(std::vector<int64_t> shape) {
-  Tensor t = Tensor::empty(Shape(shape), DType::i8);
-  std::uniform_int_distribution<int> pick(-128, 127);
-  for (int64_t i = 0; i < t.numel(); ++i) t.ptr<int8_t>()[i] = static_cast<int8_t>(pick(rng()));
-  return t;
-}
-
-Tensor random_stats(int64_t n) {
-  Tensor t = Tensor::empty({n}, DType::f32);
-  std::uniform_real_distribution<float> pick(0.01f, 4.0f);
-  for (int64_t i = 0; i < n; ++i) t.ptr<float>()[i] = pick(rng());
-  return t;
-}
-
-// A contiguous view on the GPU of host tensor `src`, `offset` bytes into a buffer.
-struct DeviceView {
-  Tensor buffer;
-  TensorRef ref;
-};
-DeviceView device_view(const Tensor& src, int64_t offset) {
-  DeviceView d;
-  d.buffer = Tensor::empty({static_cast<int64_t>(src.nbytes()) + offset}, DType::u8, kGpu);
-  const std::vector<int64_t> shape(src.sizes().begin(), src.sizes().end());
-  d.ref = TensorRef::contiguous(static_cast<char*>(d.buffer.data()) + offset, src.dtype(), Shape(shape), kGpu);
-  copy(d.ref, src.ref());
-  return d;
-}
-
 // An output on the GPU filled with 0xff bytes (NaN / -1), so an unwritten element shows.
 Tensor poisoned(std::vector<int64_t> shape, DType dtype) {
   Tensor t = Tensor::empty(Shape(shape), dtype, kGpu);

@@ -12,25 +12,9 @@
 namespace lowbit::test {
 namespace {
 
-// Uniform int8, every value including -128.
-Tensor random_int8(std::vector<int64_t> shape) {
-  Tensor t = Tensor::empty(Shape(shape), DType::i8);
-  std::uniform_int_distribution<int> pick(-128, 127);
-  for (int64_t i = 0; i < t.numel(); ++i) t.ptr<int8_t>()[i] = static_cast<int8_t>(pick(rng()));
-  return t;
-}
-
 Tensor filled_int8(std::vector<int64_t> shape, int8_t v) {
   Tensor t = Tensor::empty(Shape(shape), DType::i8);
   std::memset(t.data(), static_cast<unsigned char>(v), static_cast<size_t>(t.numel()));
-  return t;
-}
-
-// Positive statistics, as int8_vectorwise_quant's absmax are.
-Tensor random_stats(int64_t n) {
-  Tensor t = Tensor::empty({n}, DType::f32);
-  std::uniform_real_distribution<float> pick(0.01f, 4.0f);
-  for (int64_t i = 0; i < n; ++i) t.ptr<float>()[i] = pick(rng());
   return t;
 }
 

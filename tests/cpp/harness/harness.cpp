@@ -47,6 +47,20 @@ void store_float(Tensor& t, int64_t i, float v) {
 
 }  // namespace
 
+Tensor random_int8(std::vector<int64_t> shape) {
+  Tensor t = Tensor::empty(Shape(shape), DType::i8);
+  std::uniform_int_distribution<int> pick(-128, 127);
+  for (int64_t i = 0; i < t.numel(); ++i) t.ptr<int8_t>()[i] = static_cast<int8_t>(pick(rng()));
+  return t;
+}
+
+Tensor random_stats(int64_t n) {
+  Tensor t = Tensor::empty({n}, DType::f32);
+  std::uniform_real_distribution<float> pick(0.01f, 4.0f);
+  for (int64_t i = 0; i < n; ++i) t.ptr<float>()[i] = pick(rng());
+  return t;
+}
+
 Tensor random_floats(std::vector<int64_t> shape, DType dtype, float stddev) {
   Tensor t = Tensor::empty(Shape(shape), dtype);
   std::normal_distribution<float> normal(0.0f, stddev);

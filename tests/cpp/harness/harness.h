@@ -31,6 +31,10 @@ uint64_t seed();
 // Host tensors of fresh random data.
 Tensor random_floats(std::vector<int64_t> shape, DType dtype, float stddev = 1.0f);
 Tensor random_bytes(std::vector<int64_t> shape, DType dtype);
+// Uniform int8, every value including -128.
+Tensor random_int8(std::vector<int64_t> shape);
+// Positive f32 statistics [n] in [0.01, 4), as int8_vectorwise_quant's absmax are.
+Tensor random_stats(int64_t n);
 // Random e4m3 codes (f8_e4m3) without the two NaNs (0x7f, 0xff).
 Tensor random_e4m3(std::vector<int64_t> shape);
 // Overwrites some elements with special values: exact zeros (a whole block
