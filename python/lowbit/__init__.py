@@ -60,6 +60,7 @@ from .functional import (
     int8_colwise_quant,
     int8_double_quant,
     int8_linear,
+    int8_linear_grad_input,
     int8_linear_matmul,
     int8_linear_outliers,
     int8_mm_dequant,

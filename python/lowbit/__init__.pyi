@@ -36,6 +36,7 @@ from .functional import get_colrow_absmax as get_colrow_absmax
 from .functional import int8_colwise_quant as int8_colwise_quant
 from .functional import int8_double_quant as int8_double_quant
 from .functional import int8_linear as int8_linear
+from .functional import int8_linear_grad_input as int8_linear_grad_input
 from .functional import int8_linear_matmul as int8_linear_matmul
 from .functional import int8_linear_outliers as int8_linear_outliers
 from .functional import int8_mm_dequant as int8_mm_dequant

@@ -55,6 +55,7 @@ __all__ = [
     "estimate_quantiles",
     "fp8_gemm",
     "int8_linear",
+    "int8_linear_grad_input",
     "int8_linear_matmul",
     "int8_linear_outliers",
     "int8_mm_dequant",
@@ -933,6 +934,18 @@ def int8_linear(A: Array, CB: Array, SCB: Array, bias: Optional[Array] = None, t
     call = _arrays.Call("int8_linear", A, "A", stream)
     raw = _lowbit.int8_linear(call.arg(A, "A"), call.arg(CB, "CB"), call.arg(SCB, "SCB"), call.opt(bias, "bias"),
                               float(threshold), call.ctx)
+    call.done()
+    return call.result(raw)
+
+
+def int8_linear_grad_input(grad_output: Array, CB: Array, SCB: Array, *, stream: Any = None) -> Array:
+    """The input gradient of ``int8_linear`` (bitsandbytes' ``MatMul8bitLt`` backward on an int8 weight):
+    ``grad_output @ W`` with ``W[n, k] = CB[n, k] * SCB[n] / 127``, summed in float32 over ascending ``n`` and
+    rounded once to ``grad_output``'s dtype. ``grad_output`` [..., N]; returns [..., K]. CPU; CUDA not yet.
+    """
+    call = _arrays.Call("int8_linear_grad_input", grad_output, "grad_output", stream)
+    raw = _lowbit.int8_linear_grad_input(call.arg(grad_output, "grad_output"), call.arg(CB, "CB"),
+                                         call.arg(SCB, "SCB"), call.ctx)
     call.done()
     return call.result(raw)
 

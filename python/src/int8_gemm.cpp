@@ -75,6 +75,15 @@ void linear_outliers_py(const InArray& a, const InArray& outlier_mask, const InA
   run_op(x, x.a.device, ctx.stream);
 }
 
+nb::object linear_grad_input_py(const InArray& grad_out, const InArray& b, const InArray& b_stats,
+                                nb::handle stream_arg) {
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const char* op = Int8LinearGradInputArgs::kName;
+  const TensorRef g = to_ref(op, "grad_out", grad_out), rb = to_ref(op, "b", b), rs = to_ref(op, "b_stats", b_stats);
+  return to_py(without_gil([&] { return int8_linear_grad_input(g, rb, rs, ctx.stream); }));
+}
+
 }  // namespace
 
 void bind_int8_gemm(nb::module_& m) {
@@ -89,6 +98,8 @@ void bind_int8_gemm(nb::module_& m) {
         "int8 GEMM and its dequantization in one op; the output, or None when out was given.");
   m.def("int8_linear", &linear_py, arg("a"), arg("b"), arg("b_stats"), arg("bias").none(), arg("threshold"),
         arg("stream") = 0, "The LLM.int8 linear layer's forward (a's dtype out).");
+  m.def("int8_linear_grad_input", &linear_grad_input_py, arg("grad_out"), arg("b"), arg("b_stats"),
+        arg("stream") = 0, "The input gradient of int8_linear: grad_out @ dequant(b).");
   m.def("int8_linear_outliers", &linear_outliers_py, arg("a"), arg("outlier_mask"), arg("b"), arg("b_stats"),
         arg("out"), arg("stream") = 0, "LLM.int8's outlier columns added into out in place.");
 }

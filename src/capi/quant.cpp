@@ -296,6 +296,16 @@ lowbit_status lowbit_int8_linear_outliers(const DLTensor* a, const DLTensor* out
   });
 }
 
+lowbit_status lowbit_int8_linear_grad_input(const DLTensor* grad_out, const DLTensor* b, const DLTensor* b_stats,
+                                            DLTensor* grad_a, void* stream) {
+  constexpr const char* op = Int8LinearGradInputArgs::kName;
+  return guarded(op, [&] {
+    const Int8LinearGradInputArgs x{to_ref(op, "grad_out", grad_out), to_ref(op, "b", b),
+                                    to_ref(op, "b_stats", b_stats), to_ref(op, "grad_a", grad_a)};
+    run_op(x, x.grad_out.device, stream);
+  });
+}
+
 lowbit_status lowbit_int8_linear(const DLTensor* a, const DLTensor* b, const DLTensor* b_stats, const DLTensor* bias,
                                  float threshold, DLTensor* out, void* stream) {
   constexpr const char* op = "int8_linear";

@@ -35,6 +35,7 @@
   X(Int8MmDequantArgs)                     \
   X(Int8ScaledMmArgs)                      \
   X(Int8LinearOutliersArgs)                \
+  X(Int8LinearGradInputArgs)               \
   X(OptimizerUpdate32bitArgs)              \
   X(OptimizerUpdate8bitArgs)               \
   X(OptimizerUpdate8bitBlockwiseArgs)      \

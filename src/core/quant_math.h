@@ -76,9 +76,9 @@ LOWBIT_HD float int8_mm_dequant_value(int32_t c, float row, float col) {
   return mul_rn(mul_rn(static_cast<float>(c), mul_rn(row, col)), kInt8DequantScale);
 }
 
-// One term of LLM.int8's outlier sum (int8_linear_outliers): acc + a * w,
-// product and sum rounded separately, so every backend gets the same bits.
-LOWBIT_HD float int8_outlier_step(float acc, float a, float w) { return add_rn(acc, mul_rn(a, w)); }
+// One term of LLM.int8's fp32 sums (int8_linear_outliers, int8_linear_grad_input):
+// acc + a * w, product and sum rounded separately, so every backend gets the same bits.
+LOWBIT_HD float int8_fp32_step(float acc, float a, float w) { return add_rn(acc, mul_rn(a, w)); }
 
 // Outlier test of LLM.int8: |a| >= threshold (threshold > 0).
 LOWBIT_HD bool int8_is_outlier(float a, float threshold) { return threshold > 0.0f && fabsf(a) >= threshold; }

@@ -314,6 +314,25 @@ static void test_int8_linear(void) {
   CHECK(ok, "int8_linear_outliers: part[0] = %g", part[0]);
   CHECK(lowbit_int8_linear(&ta, &tb, &tbs, NULL, -1.0f, &tout, NULL) == LOWBIT_INVALID_ARGUMENT,
         "int8_linear: a negative threshold is refused");
+  {
+    /* the input gradient: part (as grad_out [M, N]) times the dequantized weight -> [M, K] */
+    static float ga[M * K];
+    DLTensor tga = make_tensor(ga, kDLFloat, 32, 2, a_shape);
+    CHECK_OK(lowbit_int8_linear_grad_input(&tpart, &tb, &tbs, &tga, NULL));
+    for (i = 0; i < M; ++i) {
+      for (kk = 0; kk < K; ++kk) {
+        double want = 0.0, mag = 0.0;
+        for (j = 0; j < N; ++j) {
+          const double t = part[i * N + j] * (b[j * K + kk] * bs[j] / 127.0);
+          want += t;
+          mag += t < 0 ? -t : t;
+        }
+        const double err = ga[i * K + kk] - want;
+        ok &= (err < 0 ? -err : err) <= 1e-5 * mag + 1e-6;
+      }
+    }
+    CHECK(ok, "int8_linear_grad_input: ga[0] = %g", ga[0]);
+  }
 }
 
 static void test_fp8_gemm(void) {

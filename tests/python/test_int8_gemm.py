@@ -178,3 +178,17 @@ def test_double_quant_and_colrow_absmax_match_numpy():
         F.int8_double_quant(a, row_stats=rs)
     with pytest.raises(ValueError, match="int8_colwise_quant: threshold must be finite and >= 0"):
         F.int8_colwise_quant(a, threshold=-1.0)
+
+
+def test_int8_linear_grad_input_is_grad_times_the_dequantized_weight():
+    rng = np.random.default_rng(5)
+    N, K = 48, 40
+    w = rng.standard_normal((N, K)).astype(np.float32)
+    CB, SCB, _ = F.int8_vectorwise_quant(w)
+    g = rng.standard_normal((2, 3, N)).astype(np.float32)
+    got = F.int8_linear_grad_input(g, CB, SCB)
+    assert got.shape == (2, 3, K) and got.dtype == np.float32
+    wd = CB.astype(np.float32) * SCB[:, None] * np.float32(7.874015718698502e-3)
+    np.testing.assert_allclose(got, g @ wd, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="int8_linear_grad_input: grad_out's last dimension"):
+        F.int8_linear_grad_input(g[..., :-1].copy(), CB, SCB)

@@ -214,6 +214,11 @@ LOWBIT_C_API lowbit_status lowbit_int8_linear_outliers(const DLTensor* a, const 
 /* The LLM.int8 linear forward into out (a's dtype [..., N]): a's rows quantized (int8_vectorwise_quant at
  * threshold), lowbit_int8_scaled_mm with b, b_stats and bias (or NULL), then with threshold > 0 the outlier
  * columns by lowbit_int8_linear_outliers; temporaries from the device's allocator, nothing read on the host. */
+/* int8_linear's input gradient: grad_a[m, k] = sum over n of grad_out[m, n] * b[n, k] * b_stats[n] / 127,
+ * in float32 over ascending n, rounded once to grad_out's dtype. grad_out float32/float16/bfloat16 [..., N],
+ * b int8 [N, K], b_stats float32 [N], grad_a grad_out's dtype [..., K]. CPU only for now. */
+LOWBIT_C_API lowbit_status lowbit_int8_linear_grad_input(const DLTensor* grad_out, const DLTensor* b,
+                                                         const DLTensor* b_stats, DLTensor* grad_a, void* stream);
 LOWBIT_C_API lowbit_status lowbit_int8_linear(const DLTensor* a, const DLTensor* b, const DLTensor* b_stats,
                                               const DLTensor* bias, float threshold, DLTensor* out, void* stream);
 

@@ -70,10 +70,25 @@ struct Int8LinearOutliersArgs {
   TensorRef out;           // a's dtype [..., N], updated
 };
 
+// The input gradient of int8_linear (bitsandbytes' MatMul8bitLt backward on
+// an int8 weight): grad_a = grad_out @ w, w[n, k] = int8_decode(b[n, k],
+// b_stats[n]) as int8_linear_outliers reads it,
+//   grad_a[m, k] = round(sum_n grad_out[m, n] * w[n, k]),
+// in fp32 over ascending n, each product and sum rounded separately, one
+// rounding to grad_out's dtype.
+struct Int8LinearGradInputArgs {
+  static constexpr const char* kName = "int8_linear_grad_input";
+  TensorRef grad_out;  // f32/f16/bf16 [..., N], contiguous
+  TensorRef b;         // i8 [N, K], contiguous
+  TensorRef b_stats;   // f32 [N]
+  TensorRef grad_a;    // grad_out's dtype [..., K]
+};
+
 LOWBIT_DECLARE_OP(Int8LinearMatmulArgs)
 LOWBIT_DECLARE_OP(Int8MmDequantArgs)
 LOWBIT_DECLARE_OP(Int8ScaledMmArgs)
 LOWBIT_DECLARE_OP(Int8LinearOutliersArgs)
+LOWBIT_DECLARE_OP(Int8LinearGradInputArgs)
 
 // The kernel configs the backend of a's device can run for the call, best
 // first (empty where it has none to choose); any of them may go in args.config.
@@ -100,6 +115,9 @@ Tensor int8_scaled_mm(const TensorRef& a, const TensorRef& b, const TensorRef& r
 // One launch chain, nothing read on the host.
 Tensor int8_linear(const TensorRef& a, const TensorRef& b, const TensorRef& b_stats, const TensorRef& bias = {},
                    float threshold = 0.0f, Stream stream = {});
+// int8_linear's input gradient: grad_out's dtype [..., K] on its device.
+Tensor int8_linear_grad_input(const TensorRef& grad_out, const TensorRef& b, const TensorRef& b_stats,
+                              Stream stream = {});
 // int8_linear_outliers into out in place, its workspace from a's device's allocator.
 void int8_linear_outliers(const TensorRef& a, const TensorRef& outlier_mask, const TensorRef& b,
                           const TensorRef& b_stats, const TensorRef& out, Stream stream = {});

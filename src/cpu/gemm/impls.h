@@ -42,5 +42,6 @@ void int8_mm_dequant_cpu(const Int8MmDequantArgs& a, void* workspace, Stream str
 void int8_scaled_mm_reference(const Int8ScaledMmArgs& a, void* workspace, Stream stream);
 void int8_scaled_mm_fast(const Int8ScaledMmArgs& a, void* workspace, Stream stream);
 void int8_linear_outliers_cpu(const Int8LinearOutliersArgs& a, void* workspace, Stream stream);
+void int8_linear_grad_input_cpu(const Int8LinearGradInputArgs& a, void* workspace, Stream stream);
 
 }  // namespace lowbit::core::cpu

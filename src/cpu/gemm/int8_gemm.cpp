@@ -461,10 +461,39 @@ void int8_linear_outliers_cpu(const Int8LinearOutliersArgs& a, void*, Stream) {
       for (int64_t j = 0; j < C; ++j) {
         const float av = to_f32(x[m * K + cols[j]]);
         const float* wj = w.data() + j * N;
-        for (int64_t n = 0; n < N; ++n) acc[n] = int8_outlier_step(acc[n], av, wj[n]);
+        for (int64_t n = 0; n < N; ++n) acc[n] = int8_fp32_step(acc[n], av, wj[n]);
       }
       T* o = out + m * N;
       for (int64_t n = 0; n < N; ++n) o[n] = from_f32<T>(add_rn(to_f32(o[n]), acc[n]));
+    });
+  });
+}
+
+void int8_linear_grad_input_cpu(const Int8LinearGradInputArgs& a, void*, Stream) {
+  const char* op = Int8LinearGradInputArgs::kName;
+  const int64_t N = a.b.shape[0], K = a.b.shape[1], rows = a.grad_out.numel() / N;
+  if (rows == 0 || K == 0) return;
+  const int8_t* b = a.b.ptr<const int8_t>();
+  const float* bs = a.b_stats.ptr<const float>();
+  constexpr int64_t kRows = 4;  // rows of grad_out a decoded row of b serves
+  with_float_type(a.grad_out.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    const T* g = a.grad_out.ptr<const T>();
+    T* out = a.grad_a.ptr<T>();
+    parallel_for(ceil_div(rows, kRows), rows * N * K, [&](int64_t blk) {
+      const int64_t m0 = blk * kRows, mr = std::min(kRows, rows - m0);
+      std::vector<float> acc(static_cast<size_t>(kRows * K), 0.0f), w(static_cast<size_t>(K));
+      for (int64_t n = 0; n < N; ++n) {
+        for (int64_t k = 0; k < K; ++k) w[k] = int8_decode(b[n * K + k], bs[n]);
+        for (int64_t i = 0; i < mr; ++i) {
+          const float gv = to_f32(g[(m0 + i) * N + n]);
+          float* ai = acc.data() + i * K;
+          for (int64_t k = 0; k < K; ++k) ai[k] = int8_fp32_step(ai[k], gv, w[k]);
+        }
+      }
+      for (int64_t i = 0; i < mr; ++i) {
+        for (int64_t k = 0; k < K; ++k) out[(m0 + i) * K + k] = from_f32<T>(acc[static_cast<size_t>(i * K + k)]);
+      }
     });
   });
 }

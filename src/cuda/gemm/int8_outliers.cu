@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
 #pragma unroll
-        for (int c = 0; c < 4; ++c) acc[r][c] = core::int8_outlier_step(acc[r][c], av[r], wv[c]);
+        for (int c = 0; c < 4; ++c) acc[r][c] = core::int8_fp32_step(acc[r][c], av[r], wv[c]);
       }
     }
   }

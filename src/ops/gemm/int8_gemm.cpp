@@ -115,6 +115,42 @@ void check(const Int8LinearOutliersArgs& a) {
 size_t workspace_size(const Int8LinearOutliersArgs& a) { return ops::backend_workspace(a, a.a.device); }
 void run(const Int8LinearOutliersArgs& a, void* ws, Stream s) { ops::dispatch(a, a.a.device, ws, s); }
 
+void check(const Int8LinearGradInputArgs& a) {
+  const char* op = Int8LinearGradInputArgs::kName;
+  core::require_present(op, "grad_out", a.grad_out);
+  core::require_dtype(op, "grad_out", a.grad_out, core::kFloatDTypes);
+  core::require_contiguous(op, "grad_out", a.grad_out);
+  LOWBIT_REQUIRE(a.grad_out.ndim >= 1, ErrorCode::invalid_argument, op,
+                 ": grad_out must have at least 1 dimension (got a scalar)");
+  core::require_present(op, "b", a.b);
+  core::require_dtype(op, "b", a.b, {DType::i8});
+  core::require_contiguous(op, "b", a.b);
+  LOWBIT_REQUIRE(a.b.ndim == 2, ErrorCode::invalid_argument, op, ": b must be 2-D [N, K] (got ", a.b.ndim, "-D ",
+                 core::shape_str(a.b), ")");
+  const int64_t N = a.b.shape[0], K = a.b.shape[1];
+  LOWBIT_REQUIRE(a.grad_out.size(-1) == N, ErrorCode::invalid_argument, op, ": grad_out's last dimension (",
+                 a.grad_out.size(-1), ") must equal b's N (", N, ")");
+  ops::require_shaped(op, "b_stats", a.b_stats, {DType::f32}, {N});
+  ops::require_shaped(op, "grad_a", a.grad_a, {a.grad_out.dtype}, ops::with_last(a.grad_out, K));
+  core::require_same_device(
+      op, {{"grad_out", &a.grad_out}, {"b", &a.b}, {"b_stats", &a.b_stats}, {"grad_a", &a.grad_a}});
+}
+size_t workspace_size(const Int8LinearGradInputArgs& a) { return ops::backend_workspace(a, a.grad_out.device); }
+void run(const Int8LinearGradInputArgs& a, void* ws, Stream s) { ops::dispatch(a, a.grad_out.device, ws, s); }
+
+Tensor int8_linear_grad_input(const TensorRef& grad_out, const TensorRef& b, const TensorRef& b_stats, Stream stream) {
+  const char* op = Int8LinearGradInputArgs::kName;
+  core::require_present(op, "grad_out", grad_out);
+  core::require_present(op, "b", b);
+  LOWBIT_REQUIRE(b.ndim == 2, ErrorCode::invalid_argument, op, ": b must be 2-D [N, K] (got ", b.ndim, "-D ",
+                 core::shape_str(b), ")");
+  LOWBIT_REQUIRE(grad_out.ndim >= 1, ErrorCode::invalid_argument, op,
+                 ": grad_out must have at least 1 dimension (got a scalar)");
+  Tensor grad_a = Tensor::empty(Shape(ops::with_last(grad_out, b.shape[1])), grad_out.dtype, grad_out.device, stream);
+  ops::run_with_workspace(Int8LinearGradInputArgs{grad_out, b, b_stats, grad_a}, grad_out.device, stream);
+  return grad_a;
+}
+
 namespace {
 
 // int8_linear's checks. Returns N.

@@ -331,5 +331,52 @@ TEST(Int8Gemm, LinearIsQuantScaledMmAndOutliers) {
                {"int8_linear", "a", "int8"});
 }
 
+// The input gradient against the sum written out here, bit for bit; near the
+// float product; shapes ragged in every dimension; the errors.
+TEST(Int8Gemm, LinearGradInputIsTheFloatSumInOrder) {
+  struct Shape {
+    std::vector<int64_t> lead;
+    int64_t N, K;
+  };
+  const Shape shapes[] = {{{1}, 1, 1}, {{3, 5}, 33, 70}, {{9}, 130, 67}, {{0}, 8, 16}};
+  for (const Shape& s : shapes) {
+    for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
+      const Tensor g = random_floats(with_last(s.lead, s.N), dtype), b = random_int8({s.N, s.K});
+      const Tensor bs = random_stats(s.N);
+      const std::string name = "int8_linear_grad_input N=" + std::to_string(s.N) + " K=" + std::to_string(s.K) + " " +
+                               std::string(dtype_name(dtype));
+      const Tensor got = int8_linear_grad_input(g.ref(), b.ref(), bs.ref());
+      ASSERT_EQ(std::vector<int64_t>(got.sizes().begin(), got.sizes().end()), with_last(s.lead, s.K)) << name;
+      const std::vector<float> gv = to_floats(g.ref());
+      const int64_t rows = g.numel() / s.N;
+      std::vector<float> want(static_cast<size_t>(rows * s.K));
+      for (int64_t m = 0; m < rows; ++m) {
+        for (int64_t k = 0; k < s.K; ++k) {
+          float acc = 0.0f;
+          for (int64_t n = 0; n < s.N; ++n) {
+            const float p = gv[static_cast<size_t>(m * s.N + n)] *
+                            core::int8_decode(b.ptr<int8_t>()[n * s.K + k], bs.ptr<float>()[n]);
+            acc = acc + p;
+          }
+          switch (dtype) {
+            case DType::f16: acc = core::to_f32(core::from_f32<core::Half>(acc)); break;
+            case DType::bf16: acc = core::to_f32(core::from_f32<core::BFloat16>(acc)); break;
+            default: break;
+          }
+          want[static_cast<size_t>(m * s.K + k)] = acc;
+        }
+      }
+      expect_bits(want, to_floats(got.ref()), name);
+    }
+  }
+  const Tensor b = random_int8({8, 16});
+  expect_error([&] { int8_linear_grad_input(random_floats({2, 7}, DType::f32).ref(), b.ref(), random_stats(8).ref()); },
+               ErrorCode::invalid_argument, {"int8_linear_grad_input", "grad_out's last dimension", "7", "8"});
+  expect_error([&] { int8_linear_grad_input(random_floats({2, 8}, DType::f32).ref(), b.ref(), random_stats(9).ref()); },
+               ErrorCode::invalid_argument, {"int8_linear_grad_input", "b_stats", "[8]", "[9]"});
+  expect_error([&] { int8_linear_grad_input(b.ref(), b.ref(), random_stats(8).ref()); }, ErrorCode::unsupported_dtype,
+               {"int8_linear_grad_input", "grad_out"});
+}
+
 }  // namespace
 }  // namespace lowbit::test
