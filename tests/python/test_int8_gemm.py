@@ -192,3 +192,17 @@ def test_int8_linear_grad_input_is_grad_times_the_dequantized_weight():
     np.testing.assert_allclose(got, g @ wd, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="int8_linear_grad_input: grad_out's last dimension"):
         F.int8_linear_grad_input(g[..., :-1].copy(), CB, SCB)
+
+
+def test_int8_linear_nan_in_activations_counts_as_zero():
+    rng = np.random.default_rng(9)
+    K, N = 64, 24
+    CB, SCB, _ = F.int8_vectorwise_quant(rng.standard_normal((N, K)).astype(np.float32))
+    a = rng.standard_normal((5, K)).astype(np.float32)
+    a[:, 10] *= 20.0  # an outlier column
+    zero = a.copy()
+    zero[2, 3] = 0.0
+    a[2, 3] = np.nan
+    for threshold in (0.0, 6.0):
+        np.testing.assert_array_equal(F.int8_linear(a, CB, SCB, threshold=threshold),
+                                      F.int8_linear(zero, CB, SCB, threshold=threshold))
