@@ -32,7 +32,13 @@ from .functional import dequantize_no_absmax as dequantize_no_absmax
 from .functional import estimate_quantiles as estimate_quantiles
 from .functional import gemv_4bit as gemv_4bit
 from .functional import get_4bit_type as get_4bit_type
+from .functional import check_matmul as check_matmul
+from .functional import extract_outliers as extract_outliers
 from .functional import get_colrow_absmax as get_colrow_absmax
+from .functional import igemm as igemm
+from .functional import igemmlt as igemmlt
+from .functional import mm_dequant as mm_dequant
+from .functional import transform as transform
 from .functional import int8_colwise_quant as int8_colwise_quant
 from .functional import int8_double_quant as int8_double_quant
 from .functional import int8_linear as int8_linear

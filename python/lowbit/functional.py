@@ -67,7 +67,13 @@ __all__ = [
     "get_4bit_type",
     "get_paged",
     "histogram_scatter_add_2d",
+    "check_matmul",
+    "extract_outliers",
     "get_colrow_absmax",
+    "igemm",
+    "igemmlt",
+    "mm_dequant",
+    "transform",
     "int8_colwise_quant",
     "int8_double_quant",
     "int8_vectorwise_dequant",
@@ -1319,3 +1325,7 @@ def _percentile_scale(history: np.ndarray, step: int, percentile: int) -> Tuple[
     clip_value = np.sqrt(np.sort(history)[percentile])
     gnorm_scale = clip_value / current_gnorm if current_gnorm > clip_value else np.float32(1.0)
     return current_gnorm, clip_value, gnorm_scale
+
+
+# bitsandbytes' older int8 names (igemm, igemmlt, transform, mm_dequant, ...), on the ops above.
+from ._int8_seed import check_matmul, extract_outliers, igemm, igemmlt, mm_dequant, transform  # noqa: E402

@@ -206,3 +206,37 @@ def test_int8_linear_nan_in_activations_counts_as_zero():
     for threshold in (0.0, 6.0):
         np.testing.assert_array_equal(F.int8_linear(a, CB, SCB, threshold=threshold),
                                       F.int8_linear(zero, CB, SCB, threshold=threshold))
+
+
+def test_the_older_bitsandbytes_names():
+    rng = np.random.default_rng(11)
+    A, B = _int8(rng, (7, 40)), _int8(rng, (40, 9))
+    A64, B64 = A.astype(np.int64), B.astype(np.int64)
+    np.testing.assert_array_equal(F.igemm(A, B), A64 @ B64)
+    np.testing.assert_array_equal(F.igemm(A, np.ascontiguousarray(B.T).T), A64 @ B64)  # a transposed view
+    A3 = _int8(rng, (2, 3, 40))
+    np.testing.assert_array_equal(F.igemm(A3, B), A3.astype(np.int64) @ B64)
+    X, Y = _int8(rng, (2, 3, 5)), _int8(rng, (2, 3, 6))
+    np.testing.assert_array_equal(F.igemm(X, Y), np.einsum("bsi,bso->io", X.astype(np.int64), Y.astype(np.int64)))
+    assert F.check_matmul(A, B, None, False, False) == (7, 9)
+    assert F.check_matmul(A, A, None, False, True) == (7, 7)
+    with pytest.raises(ValueError, match="check_matmul: dimensions do not chain"):
+        F.check_matmul(A, A, None, False, False)
+    with pytest.raises(TypeError, match="check_matmul: expected int8"):
+        F.check_matmul(A.astype(np.float32), B, None, False, False)
+    # igemmlt on transform's states, then mm_dequant on its state.
+    W = _int8(rng, (9, 40))
+    a_t, SA = F.transform(A, "col32")
+    w_t, SW = F.transform(W, "col_turing")
+    assert SA == ((7, 40), "col32") and a_t is A
+    C, SC = F.igemmlt(a_t, w_t, SA, SW)
+    np.testing.assert_array_equal(C, A64 @ W.astype(np.int64).T)
+    assert SC == ((7, 9), "row")
+    rs, cs = rng.uniform(0.5, 2, 7).astype(np.float32), rng.uniform(0.5, 2, 9).astype(np.float32)
+    np.testing.assert_array_equal(F.mm_dequant(C, SC, rs, cs), F.int8_mm_dequant(C, rs, cs))
+    np.testing.assert_array_equal(F.extract_outliers(A, SA, np.array([3, 0, 17])), A[:, [3, 0, 17]])
+    t, st = F.transform(A, "row", transpose=True)
+    np.testing.assert_array_equal(t, A.T)
+    assert st == ((40, 7), "row")
+    with pytest.raises(ValueError, match="transform: to_order must be one of"):
+        F.transform(A, "col64")
