@@ -852,10 +852,14 @@ def get_colrow_absmax(A: Array, row_stats: Any = None, col_stats: Any = None, nn
     the absmax of every row and column of ``A`` [..., K] left the entries with ``|a| >= threshold`` out;
     ``outlier_mask`` is that test as a bool [rows, K] array, or None when ``threshold`` is 0. The stats
     given are returned as they are (bitsandbytes computes only the missing ones); ``nnz_block_ptr`` is
-    unused, as in bitsandbytes.
+    unused, as in bitsandbytes. Nothing is read back to the host.
     """
-    if row_stats is None:
-        _, row_stats, _ = int8_vectorwise_quant(A, threshold, stream=stream)
+    if row_stats is None:  # the row statistics alone: the outlier columns are not read back (no wait)
+        call = _arrays.Call("get_colrow_absmax", A, "A", stream)
+        _, stats, _ = _lowbit.int8_vectorwise_quant(call.arg(A, "A"), _arrays.real(threshold, call.op, "threshold"),
+                                                    call.ctx, False)
+        row_stats = call.result(stats)
+        call.done()
     if col_stats is None:
         _, col_stats = int8_colwise_quant(A, threshold, stream=stream)
     mask = None

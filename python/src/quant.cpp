@@ -252,15 +252,16 @@ nb::tuple weight_dequant_py(const InArray& x, const InArray& s, int64_t block_si
 
 // --------------------------------------------------------------------- int8
 
-nb::tuple int8_vectorwise_quant_py(const InArray& A, float threshold, nb::handle stream_arg) {
+nb::tuple int8_vectorwise_quant_py(const InArray& A, float threshold, nb::handle stream_arg, bool outlier_cols) {
   const char* op = "int8_vectorwise_quant";
   const TensorRef input = to_ref(op, "A", A);
   const CallContext ctx = call_context(stream_arg);
   const CallScope scope(ctx);
   const Stream stream = ctx.stream;
-  const Int8Quantized q = without_gil([&] { return int8_vectorwise_quant(input, threshold, stream); });
+  const Int8Quantized q =
+      without_gil([&] { return int8_vectorwise_quant(input, threshold, stream, outlier_cols); });
   nb::object cols = nb::none();
-  if (threshold > 0.0f) {
+  if (threshold > 0.0f && outlier_cols) {
     const auto n = static_cast<int64_t>(q.outlier_cols.size());
     const TensorRef host = TensorRef::contiguous(const_cast<int64_t*>(q.outlier_cols.data()), DType::i64, {n});
     cols = to_py(without_gil([&] { return Tensor::copy_of(host, input.device, stream); }), "outlier_cols");
@@ -327,7 +328,9 @@ void bind_quant(nb::module_& m) {
   m.def("int8_colwise_quant", &int8_colwise_quant_py, arg("A"), arg("threshold"), arg("stream") = 0,
         "LLM.int8 column-wise quantization: (out_col, col_stats).");
   m.def("int8_vectorwise_quant", &int8_vectorwise_quant_py, arg("A"), arg("threshold"), arg("stream") = 0,
-        "LLM.int8 row-wise quantization: (out_row, row_stats, outlier_cols or None).");
+        arg("outlier_cols") = true,
+        "LLM.int8 row-wise quantization: (out_row, row_stats, outlier_cols or None); outlier_cols=False "
+        "skips reading them back (no wait).");
   m.def("int8_vectorwise_dequant", &int8_vectorwise_dequant_py, arg("A"), arg("stats"), arg("dtype"), arg("stream") = 0,
         "LLM.int8 row-wise dequantization.");
 

@@ -58,9 +58,9 @@ struct Int8ScaledMmArgs {
 // LLM.int8's outlier part, added into out in place: for the columns k of a
 // whose outlier_mask[k] is set (int8_vectorwise_quant's mask),
 //   out[m, n] = round(float(out[m, n]) + sum_k a[m, k] * w[n, k]),
-//   w[n, k] = int8_decode(b[n, k], b_stats[n]) = (b[n, k] * b_stats[n]) / 127 in fp32,
-// the sum in fp32 over ascending k, each term a fused multiply-add, rounded
-// once to out's dtype. The mask stays on a's device: no call reads it on the host.
+//   w[n, k] = int8_decode(b[n, k], b_stats[n]) (int8_vectorwise_dequant's rule),
+// the sum in fp32 over ascending k, each product and sum rounded separately,
+// rounded once to out's dtype. The mask stays on a's device: no call reads it on the host.
 struct Int8LinearOutliersArgs {
   static constexpr const char* kName = "int8_linear_outliers";
   TensorRef a;             // f32/f16/bf16 [..., K], contiguous

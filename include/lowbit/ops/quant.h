@@ -251,11 +251,14 @@ Tensor weight_dequant(const TensorRef& wq, const TensorRef& scale, int64_t block
 struct Int8Quantized {
   Tensor values;                      // i8, input's shape
   Tensor row_stats;                   // f32 [rows]
-  std::vector<int64_t> outlier_cols;  // ascending column ids (threshold > 0)
+  Tensor outlier_mask;                // u8 [K] on the input's device (threshold > 0)
+  std::vector<int64_t> outlier_cols;  // ascending column ids (threshold > 0 and read_outlier_cols)
 };
-// With threshold > 0 the outlier columns are read back to the host, so the
-// call waits for its own kernel (like torch.nonzero); with 0 it does not.
-Int8Quantized int8_vectorwise_quant(const TensorRef& a, float threshold = 0.0f, Stream stream = {});
+// With threshold > 0 and read_outlier_cols the outlier columns are read back
+// to the host, so the call waits for its own kernel (like torch.nonzero);
+// otherwise it does not wait.
+Int8Quantized int8_vectorwise_quant(const TensorRef& a, float threshold = 0.0f, Stream stream = {},
+                                    bool read_outlier_cols = true);
 struct Int8ColwiseQuantized {
   Tensor values;     // i8, input's shape
   Tensor col_stats;  // f32 [K]

@@ -2,6 +2,7 @@
 // every backend relies on, and the allocating calls.
 #include "lowbit/ops/int8_gemm.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -158,8 +159,8 @@ int64_t check_linear(const char* op, const TensorRef& a, const TensorRef& b, con
                      const TensorRef& bias, float threshold) {
   core::require_present(op, "a", a);
   core::require_dtype(op, "a", a, core::kFloatDTypes);
-  LOWBIT_REQUIRE(threshold >= 0.0f, ErrorCode::invalid_argument, op, ": threshold must be >= 0 (got ", threshold,
-                 ")");
+  LOWBIT_REQUIRE(std::isfinite(threshold) && threshold >= 0.0f, ErrorCode::invalid_argument, op,
+                 ": threshold must be >= 0 and finite (got ", threshold, ")");
   const int64_t K = check_lhs(op, a, a.dtype, "K");
   check_k(op, K);
   const int64_t N = check_rhs(op, b, K);

@@ -55,10 +55,7 @@ void run(const Int8VectorwiseQuantArgs& a, void* ws, Stream s) { ops::dispatch(a
 void check(const Int8ColwiseQuantArgs& a) {
   const char* op = Int8ColwiseQuantArgs::kName;
   check_quant(op, a.input, a.threshold, a.out);
-  core::require_present(op, "col_stats", a.col_stats);
-  core::require_dtype(op, "col_stats", a.col_stats, {DType::f32});
-  core::require_contiguous(op, "col_stats", a.col_stats);
-  core::require_numel(op, "col_stats", a.col_stats, a.input.size(-1));
+  ops::require_shaped(op, "col_stats", a.col_stats, {DType::f32}, {a.input.size(-1)});
   core::require_same_device(op, {{"input", &a.input}, {"out", &a.out}, {"col_stats", &a.col_stats}});
 }
 size_t workspace_size(const Int8ColwiseQuantArgs& a) { return ops::backend_workspace(a, a.input.device); }
@@ -83,21 +80,21 @@ void check(const Int8VectorwiseDequantArgs& a) {
 size_t workspace_size(const Int8VectorwiseDequantArgs& a) { return ops::backend_workspace(a, a.input.device); }
 void run(const Int8VectorwiseDequantArgs& a, void* ws, Stream s) { ops::dispatch(a, a.input.device, ws, s); }
 
-Int8Quantized int8_vectorwise_quant(const TensorRef& a, float threshold, Stream stream) {
+Int8Quantized int8_vectorwise_quant(const TensorRef& a, float threshold, Stream stream, bool read_outlier_cols) {
   const char* op = Int8VectorwiseQuantArgs::kName;
   core::require_present(op, "input", a);
   require_rows(op, a);
   const int64_t k = a.size(-1);
   Int8Quantized r{Tensor::empty(a.sizes(), DType::i8, a.device, stream),
                   Tensor::empty({rows_of(a)}, DType::f32, a.device, stream),
+                  threshold > 0.0f ? Tensor::empty({k}, DType::u8, a.device, stream) : Tensor(),
                   {}};
-  Tensor mask = threshold > 0.0f ? Tensor::empty({k}, DType::u8, a.device, stream) : Tensor();
-  Int8VectorwiseQuantArgs args{a, r.values, r.row_stats, mask.ref(), threshold};
+  Int8VectorwiseQuantArgs args{a, r.values, r.row_stats, r.outlier_mask.ref(), threshold};
   ops::run_with_workspace(args, a.device, stream);
-  if (mask.defined()) {
-    // The columns' count decides the result's size: read on the host (the
+  if (r.outlier_mask.defined() && read_outlier_cols) {
+    // The columns' count decides the list's size: read on the host (the
     // one wait of this op, as torch.nonzero's in bitsandbytes).
-    const Tensor host = mask.to(Device::cpu(), stream);
+    const Tensor host = r.outlier_mask.to(Device::cpu(), stream);
     const uint8_t* m = host.ptr<const uint8_t>();
     for (int64_t j = 0; j < k; ++j) {
       if (m[j]) r.outlier_cols.push_back(j);

@@ -159,8 +159,15 @@ TEST(Int8Vectorwise, OutliersAreExcludedAndTheirColumnsZeroed) {
   const std::vector<float> y = to_floats(int8_vectorwise_dequant(r.values, r.row_stats));
   EXPECT_NEAR(y[1], 2.0f, 1e-6f);
   EXPECT_NEAR(y[5], -4.0f, 1e-6f);
+  // The mask stays on the device when the columns are not read back.
+  const Int8Quantized rm = int8_vectorwise_quant(x, 6.0f, {}, /*read_outlier_cols=*/false);
+  EXPECT_TRUE(rm.outlier_cols.empty());
+  ASSERT_TRUE(rm.outlier_mask.defined());
+  const std::vector<uint8_t> want_mask = {0, 0, 1, 0};
+  EXPECT_EQ(std::vector<uint8_t>(rm.outlier_mask.ptr<uint8_t>(), rm.outlier_mask.ptr<uint8_t>() + 4), want_mask);
   auto r0 = int8_vectorwise_quant(x);
   EXPECT_TRUE(r0.outlier_cols.empty());
+  EXPECT_FALSE(r0.outlier_mask.defined());
   EXPECT_EQ(r0.row_stats.ptr<float>()[0], 8.0f);
 }
 
