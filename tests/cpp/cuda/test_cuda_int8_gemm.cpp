@@ -3,7 +3,7 @@
 // and the mma.sync kernel) at ragged shapes, sums and dequantized outputs
 // bit for bit; K not a multiple of 16 and views not 16-byte aligned (the
 // mma.sync kernel's byte loads); the int32 edges at the largest K; a wgmma
-// config forced where it cannot run.
+// config forced where it cannot run; int8_linear captured in a CUDA graph.
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -12,6 +12,7 @@
 #include "cuda_test_util.h"
 #include "harness/harness.h"
 #include "lowbit/ops/int8_gemm.h"
+#include "lowbit/ops/quant.h"
 
 namespace {
 
@@ -127,6 +128,52 @@ TEST(CudaInt8Gemm, Int32EdgesAtTheLargestK) {
       }
     }
   }
+}
+
+// int8_linear (quantization, fused GEMM, outlier columns, their temporaries and
+// workspace) captured in a CUDA graph and replayed on new activations: nothing
+// in the chain waits on the host, and each replay equals the CPU's call.
+TEST(CudaInt8Gemm, LinearGraphReplaysWithNewActivations) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+#if defined(LOWBIT_WITH_CUDA)
+  const int64_t M = 70, N = 130, K = 256;
+  const Int8Quantized w = int8_vectorwise_quant(random_floats({N, K}, DType::f32).ref());
+  const Tensor bias = random_floats({N}, DType::f16);
+  const Tensor gw = w.values.to(kGpu), gs = w.row_stats.to(kGpu), gbias = bias.to(kGpu);
+  Tensor a = Tensor::empty({M, K}, DType::f16, kGpu), out = Tensor::empty({M, N}, DType::f16, kGpu);
+  synchronize(Stream{});  // the copies above ran on the legacy default stream
+
+  cudaStream_t stream = nullptr;
+  LOWBIT_ASSERT_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const Stream s{stream};
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  LOWBIT_ASSERT_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  int8_linear_into(a.ref(), gw.ref(), gs.ref(), gbias.ref(), 6.0f, out.ref(), s);
+  LOWBIT_ASSERT_CUDA(cudaStreamEndCapture(stream, &graph));
+  LOWBIT_ASSERT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+
+  for (int run_i = 0; run_i < 3; ++run_i) {
+    // Outlier columns differ from replay to replay (none in the first).
+    Tensor ha = random_floats({M, K}, DType::f32, 0.3f);
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t k = run_i; k < K && run_i > 0; k += 61 * run_i) ha.ptr<float>()[m * K + k] = 9.0f;
+    }
+    const std::vector<float> values = to_floats(ha.ref());
+    const Tensor a16 = host_tensor(values, DType::f16);
+    LOWBIT_ASSERT_CUDA(cudaMemcpyAsync(a.data(), a16.data(), a16.nbytes(), cudaMemcpyHostToDevice, stream));
+    LOWBIT_ASSERT_CUDA(cudaMemsetAsync(out.data(), 0xff, out.nbytes(), stream));
+    LOWBIT_ASSERT_CUDA(cudaGraphLaunch(exec, stream));
+    LOWBIT_ASSERT_CUDA(cudaStreamSynchronize(stream));
+    const Tensor want = int8_linear(
+        TensorRef::contiguous(const_cast<void*>(a16.data()), DType::f16, Shape({M, K}), Device::cpu()),
+        w.values.ref(), w.row_stats.ref(), bias.ref(), 6.0f);
+    expect_same_floats(want, out, "int8_linear graph replay " + std::to_string(run_i));
+  }
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+#endif
 }
 
 TEST(CudaInt8Gemm, WgmmaConfigWhereItCannotRunIsInvalidArgument) {
