@@ -36,6 +36,7 @@
   X(Int8ScaledMmArgs)                      \
   X(Int8LinearOutliersArgs)                \
   X(Int8LinearGradInputArgs)               \
+  X(Int8LinearArgs)                        \
   X(OptimizerUpdate32bitArgs)              \
   X(OptimizerUpdate8bitArgs)               \
   X(OptimizerUpdate8bitBlockwiseArgs)      \

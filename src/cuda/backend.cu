@@ -73,6 +73,7 @@ void register_cuda_backend() {
   add<Int8ScaledMmArgs>(cuda::int8_scaled_mm, nullptr, cuda::int8_scaled_mm_configs);
   add<Int8MmDequantArgs>(cuda::int8_mm_dequant);
   add<Int8LinearOutliersArgs>(cuda::int8_linear_outliers, cuda::int8_linear_outliers_workspace);
+  add<Int8LinearArgs>(cuda::int8_linear, cuda::int8_linear_workspace, cuda::int8_linear_configs);
   add<OptimizerUpdate32bitArgs>(cuda::optimizer_update_32bit, cuda::optimizer_update_32bit_workspace);
   add<OptimizerUpdate8bitArgs>(cuda::optimizer_update_8bit, cuda::optimizer_update_8bit_workspace);
   add<OptimizerUpdate8bitBlockwiseArgs>(cuda::optimizer_update_8bit_blockwise);

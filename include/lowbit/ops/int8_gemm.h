@@ -84,16 +84,34 @@ struct Int8LinearGradInputArgs {
   TensorRef grad_a;    // grad_out's dtype [..., K]
 };
 
+// The LLM.int8 linear layer's forward as one op (int8_linear below spells out
+// its three steps; every backend gives their result bit for bit). The CUDA
+// backend fuses it into three launches on sm_90a: the outlier columns marked
+// while a is quantized, and the GEMM's epilogue taking their int8 products
+// out of its sums and adding their fp32 products.
+struct Int8LinearArgs {
+  static constexpr const char* kName = "int8_linear";
+  TensorRef a;          // f32/f16/bf16 [..., K], contiguous
+  TensorRef b;          // i8 [N, K], contiguous
+  TensorRef b_stats;    // f32 [N]
+  TensorRef bias;       // optional f32/f16/bf16 [N]
+  float threshold;      // >= 0 and finite; 0: no outlier columns
+  TensorRef out;        // a's dtype [..., N]
+  KernelConfig config;  // the GEMM's: empty for the backend's pick; else one of kernel_configs(args)
+};
+
 LOWBIT_DECLARE_OP(Int8LinearMatmulArgs)
 LOWBIT_DECLARE_OP(Int8MmDequantArgs)
 LOWBIT_DECLARE_OP(Int8ScaledMmArgs)
 LOWBIT_DECLARE_OP(Int8LinearOutliersArgs)
 LOWBIT_DECLARE_OP(Int8LinearGradInputArgs)
+LOWBIT_DECLARE_OP(Int8LinearArgs)
 
 // The kernel configs the backend of a's device can run for the call, best
 // first (empty where it has none to choose); any of them may go in args.config.
 std::vector<KernelConfig> kernel_configs(const Int8LinearMatmulArgs& args);
 std::vector<KernelConfig> kernel_configs(const Int8ScaledMmArgs& args);
+std::vector<KernelConfig> kernel_configs(const Int8LinearArgs& args);
 
 // Allocating front ends: out on a's device.
 Tensor int8_linear_matmul(const TensorRef& a, const TensorRef& b, Stream stream = {});
@@ -112,7 +130,7 @@ Tensor int8_scaled_mm(const TensorRef& a, const TensorRef& b, const TensorRef& r
 //   2. int8_scaled_mm of the int8 rows and b, with bias;
 //   3. threshold > 0: int8_linear_outliers adds the marked columns of a times
 //      the same columns of b, dequantized, in fp32.
-// One launch chain, nothing read on the host.
+// One launch chain (the op Int8LinearArgs), nothing read on the host.
 Tensor int8_linear(const TensorRef& a, const TensorRef& b, const TensorRef& b_stats, const TensorRef& bias = {},
                    float threshold = 0.0f, Stream stream = {});
 // int8_linear's input gradient: grad_out's dtype [..., K] on its device.

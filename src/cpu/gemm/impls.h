@@ -43,5 +43,6 @@ void int8_scaled_mm_reference(const Int8ScaledMmArgs& a, void* workspace, Stream
 void int8_scaled_mm_fast(const Int8ScaledMmArgs& a, void* workspace, Stream stream);
 void int8_linear_outliers_cpu(const Int8LinearOutliersArgs& a, void* workspace, Stream stream);
 void int8_linear_grad_input_cpu(const Int8LinearGradInputArgs& a, void* workspace, Stream stream);
+void int8_linear_cpu(const Int8LinearArgs& a, void* workspace, Stream stream);
 
 }  // namespace lowbit::core::cpu

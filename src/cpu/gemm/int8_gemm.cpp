@@ -15,6 +15,7 @@
 #include "core/hd.h"
 #include "core/quant_math.h"
 #include "cpu/gemm/impls.h"
+#include "cpu/quant/impls.h"
 #include "cpu/quant/elementwise.h"
 #include "cpu/quant/parallel.h"
 #include "cpu/quant/spans.h"
@@ -496,6 +497,23 @@ void int8_linear_grad_input_cpu(const Int8LinearGradInputArgs& a, void*, Stream)
       }
     });
   });
+}
+
+// The three steps of int8_linear (lowbit/ops/int8_gemm.h), temporaries on the heap.
+void int8_linear_cpu(const Int8LinearArgs& a, void*, Stream stream) {
+  require_cpu_config(Int8LinearArgs::kName, a.config);
+  const int64_t K = a.a.size(-1), rows = a.a.numel() / K;
+  std::vector<int8_t> q(static_cast<size_t>(rows * K));
+  std::vector<float> row_stats(static_cast<size_t>(rows));
+  std::vector<uint8_t> mask(static_cast<size_t>(a.threshold > 0.0f ? K : 0));
+  const TensorRef q_ref = TensorRef::contiguous(q.data(), DType::i8, a.a.sizes());
+  const TensorRef stats_ref = TensorRef::contiguous(row_stats.data(), DType::f32, {rows});
+  const TensorRef mask_ref = mask.empty() ? TensorRef{} : TensorRef::contiguous(mask.data(), DType::u8, {K});
+  int8_vectorwise_quant_fast(Int8VectorwiseQuantArgs{a.a, q_ref, stats_ref, mask_ref, a.threshold}, nullptr, stream);
+  int8_scaled_mm_fast(Int8ScaledMmArgs{q_ref, a.b, stats_ref, a.b_stats, a.bias, a.out, {}}, nullptr, stream);
+  if (!mask.empty()) {
+    int8_linear_outliers_cpu(Int8LinearOutliersArgs{a.a, mask_ref, a.b, a.b_stats, a.out}, nullptr, stream);
+  }
 }
 
 }  // namespace lowbit::core::cpu

@@ -31,6 +31,7 @@ void register_gemm_ops() {
   OpRegistry<Int8ScaledMmArgs>::add({"cpu", kCpu, 10, int8_scaled_mm_fast});
   OpRegistry<Int8LinearOutliersArgs>::add({"cpu", kCpu, 10, int8_linear_outliers_cpu});
   OpRegistry<Int8LinearGradInputArgs>::add({"cpu", kCpu, 10, int8_linear_grad_input_cpu});
+  OpRegistry<Int8LinearArgs>::add({"cpu", kCpu, 10, int8_linear_cpu});
 }
 
 }  // namespace lowbit::core::cpu

@@ -87,6 +87,8 @@ void weight_dequant_fast(const WeightDequantArgs& a, void*, Stream) {
   });
 }
 
+}  // namespace
+
 void int8_vectorwise_quant_fast(const Int8VectorwiseQuantArgs& a, void*, Stream) {
   const int64_t k = a.input.size(-1);
   const int64_t rows = k == 0 ? 0 : a.input.numel() / k;
@@ -128,6 +130,8 @@ void int8_vectorwise_quant_fast(const Int8VectorwiseQuantArgs& a, void*, Stream)
     if (thr > 0.0f) std::copy(outlier.begin(), outlier.end(), a.outlier_mask.ptr<uint8_t>());
   });
 }
+
+namespace {
 
 void int8_colwise_quant_cpu(const Int8ColwiseQuantArgs& a, void*, Stream) {
   const int64_t k = a.input.size(-1);

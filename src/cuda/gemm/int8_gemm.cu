@@ -142,10 +142,12 @@ bool pairs_aligned(const i8g::Params& p) {
 }
 
 template <class Out, int WV, int WGN>
-void launch_wgmma(const char* op, const i8g::Params& p, int sms, cudaStream_t stream) {
+void launch_wgmma(const char* op, i8g::Params p, int sms, cudaStream_t stream) {
   using S = i8g::WgmmaTile<WV, WGN>;
   const auto u64 = [](int64_t v) { return static_cast<uint64_t>(v); };
-  const CUtensorMap map_a = tensor_map_3d(p.a, 1, 1, u64(p.rows), u64(p.K), u64(p.K), u64(p.rows * p.K), S::kBM, op);
+  p.a_box_rows = static_cast<int>(std::min<int64_t>(S::kBM, (p.rows + 7) / 8 * 8));
+  const auto box_rows = static_cast<uint32_t>(p.a_box_rows);
+  const CUtensorMap map_a = tensor_map_3d(p.a, 1, 1, u64(p.rows), u64(p.K), u64(p.K), u64(p.rows * p.K), box_rows, op);
   const CUtensorMap map_b = tensor_map_3d(p.b, 1, 1, u64(p.N), u64(p.K), u64(p.K), u64(p.N * p.K), S::kBN, op);
   auto* kernel = &i8g::int8_gemm_wgmma<Out, WV, WGN>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::kSmem)), op,

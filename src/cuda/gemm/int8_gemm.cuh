@@ -43,7 +43,8 @@ struct Params {
   BiasType bias_type;
   bool stat_pairs;  // col_stats and bias read in aligned pairs (8 and 2 * element bytes)
   int64_t rows, N, K;
-  int kb;  // K blocks
+  int kb;          // K blocks
+  int a_box_rows;  // sm_90a: the rows of a's TMA box (the tile's, or a's rows rounded up to 8 when fewer)
 };
 
 __device__ __forceinline__ float bias_at(const Params& p, int64_t n) {

@@ -19,6 +19,8 @@
 //     other's MMA: the tensor cores do not wait for the output.
 //   - Tiles are taken in turn by the CTAs of a grid no larger than the GPU
 //     (m fastest, so the CTAs at work share b's rows and a stays in L2).
+//   - a with fewer rows than a tile is loaded in a box of just its rows
+//     (rounded up to 8): the TMA unit's time goes by rows, zeros included.
 #pragma once
 
 #include <cuda.h>
@@ -72,6 +74,16 @@ __global__ void __launch_bounds__(WgmmaTile<WV, WGN>::kThreads, 1)
   uint64_t* empty = full + kStages;
   const int wg = threadIdx.x / 128;
   const int64_t tiles_m = (p.rows + BM - 1) / BM;
+  // a box shorter than the tile (a has fewer rows) leaves the stages' last
+  // rows to these zeros: the MMA reads them for rows never stored.
+  if (p.a_box_rows < BM) {
+    constexpr int kChunks = S::kABytes / 16;
+    for (int i = threadIdx.x; i < kStages * kChunks; i += S::kThreads) {
+      const int off = i % kChunks * 16;
+      if (off >= p.a_box_rows * kBK) *reinterpret_cast<uint4*>(smem + i / kChunks * S::kStageBytes + off) = uint4{};
+    }
+    ptx::fence_proxy_async_shared();  // the MMA reads shared memory through the async proxy
+  }
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       ptx::mbarrier_init(full + s, 1);      // the producer's arrival (and its bytes)
@@ -87,12 +99,13 @@ __global__ void __launch_bounds__(WgmmaTile<WV, WGN>::kThreads, 1)
     if (threadIdx.x == 0) {
       int stage = 0;
       uint32_t phase = 0;
+      const uint32_t stage_bytes = static_cast<uint32_t>(p.a_box_rows * kBK + S::kBBytes);
       for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
         const int m0 = static_cast<int>(t % tiles_m * BM), n0 = static_cast<int>(t / tiles_m * BN);
         for (int kb = 0; kb < p.kb; ++kb) {
           ptx::mbarrier_try_wait_parity(empty + stage, phase ^ 1);
           uint8_t* sa = smem + stage * S::kStageBytes;
-          ptx::mbarrier_arrive_expect_tx(full + stage, S::kStageBytes);
+          ptx::mbarrier_arrive_expect_tx(full + stage, stage_bytes);
           ptx::cp_async_bulk_tensor_3d(sa, &map_a, kb * kBK, m0, 0, full + stage);
           ptx::cp_async_bulk_tensor_3d(sa + S::kABytes, &map_b, kb * kBK, n0, 0, full + stage);
           if (++stage == kStages) stage = 0, phase ^= 1;

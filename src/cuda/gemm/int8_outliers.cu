@@ -1,5 +1,6 @@
 // int8_linear_outliers on CUDA (LLM.int8's fp32 part for the outlier columns,
-// docs/int8.md): two launches, nothing read on the host.
+// docs/int8.md): two launches, nothing read on the host (int8_linear, whose
+// quantization lists the columns itself, runs the second alone).
 //   1. One CTA compacts outlier_mask into the ascending list of marked
 //      columns and their count (the workspace).
 //   2. 64 x 64 tiles of out: each CTA reads the count (and returns at once
@@ -7,7 +8,7 @@
 //      32 at a time: a's and b's values there gathered into shared memory
 //      (b dequantized), each thread adding them into its 4 x 4 sums in
 //      ascending column order, the same steps as the CPU's; out is read,
-//      the sums added, and written back.
+//      the sums added, and written back (4 columns a vector access).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include "cuda/common/dispatch.h"
 #include "cuda/common/launch.h"
 #include "cuda/gemm/ops.h"
+#include "cuda/quant/outlier_columns.cuh"
 
 namespace lowbit::cuda {
 namespace {
@@ -28,32 +30,26 @@ constexpr int kCompactThreads = 1024;
 // idx[0, count) = the marked columns, ascending; *count their number.
 __global__ void __launch_bounds__(kCompactThreads)
     compact_outlier_columns(const uint8_t* mask, int64_t K, int32_t* idx, int32_t* count) {
-  __shared__ int warp_counts[kCompactThreads / 32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int base = 0;
-  for (int64_t k0 = 0; k0 < K; k0 += kCompactThreads) {
-    const int64_t k = k0 + threadIdx.x;
-    const bool marked = k < K && mask[k] != 0;
-    const unsigned ballot = __ballot_sync(0xffffffffu, marked);
-    if (lane == 0) warp_counts[warp] = __popc(ballot);
-    __syncthreads();
-    int before = base;
-    for (int w = 0; w < warp; ++w) before += warp_counts[w];
-    if (marked) idx[before + __popc(ballot & ((1u << lane) - 1u))] = static_cast<int32_t>(k);
-    int total = 0;
-    for (int w = 0; w < kCompactThreads / 32; ++w) total += warp_counts[w];
-    base += total;
-    __syncthreads();  // warp_counts read by every thread before the next chunk writes them
-  }
-  if (threadIdx.x == 0) *count = base;
+  __shared__ int warp_counts[kCompactThreads / 32 + 1];
+  compact_marked_columns<kCompactThreads>(mask, K, idx, count, warp_counts);
 }
 
 constexpr int kTile = 64, kChunk = 32, kThreads = 256;
 
+// Four elements of T as one load or store.
+template <class T>
+struct Vec4 {
+  using type = uint2;  // 16-bit types
+};
+template <>
+struct Vec4<float> {
+  using type = float4;
+};
+
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     outlier_tiles(const T* a, const int32_t* idx, const int32_t* count, const int8_t* b, const float* b_stats,
-                  T* out, int64_t rows, int64_t N, int64_t K) {
+                  T* out, int64_t rows, int64_t N, int64_t K, bool vec) {
   const int C = *count;
   if (C == 0) return;
   __shared__ float as[kChunk][kTile];
@@ -90,18 +86,45 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
+  // out += the sums: 4 consecutive columns of a row as one vector where they fit (vec: N % 4 == 0, out aligned).
+  const int64_t n = n0 + 4 * tx;
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
     const int64_t m = m0 + 4 * ty + r;
-    if (m >= rows) continue;
+    if (m >= rows || n >= N) continue;
+    T* o = out + m * N + n;
+    if (vec && n + 4 <= N) {
+      using V = typename Vec4<T>::type;
+      V v = *reinterpret_cast<const V*>(o);
+      T* e = reinterpret_cast<T*>(&v);
+#pragma unroll
+      for (int c = 0; c < 4; ++c) e[c] = core::from_f32<T>(core::add_rn(core::to_f32(e[c]), acc[r][c]));
+      *reinterpret_cast<V*>(o) = v;
+      continue;
+    }
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
-      const int64_t n = n0 + 4 * tx + c;
-      if (n >= N) continue;
-      T* o = out + m * N + n;
-      *o = core::from_f32<T>(core::add_rn(core::to_f32(*o), acc[r][c]));
+      if (n + c < N) o[c] = core::from_f32<T>(core::add_rn(core::to_f32(o[c]), acc[r][c]));
     }
   }
+}
+
+// The outlier terms of a call whose marked columns are listed (outliers = {count, columns}).
+template <class T>
+void launch_tiles(const Int8LinearOutliersArgs& a, const int32_t* outliers, cudaStream_t s) {
+  const char* op = Int8LinearOutliersArgs::kName;
+  const int64_t K = a.a.size(-1), rows = a.a.numel() / K, N = a.b.shape[0];
+  const dim3 grid(static_cast<unsigned>(ceil_div(rows, kTile)), static_cast<unsigned>(ceil_div(N, kTile)));
+  const bool vec = N % 4 == 0 && reinterpret_cast<uintptr_t>(a.out.data) % (4 * sizeof(T)) == 0;
+  outlier_tiles<T><<<grid, kThreads, 0, s>>>(a.a.ptr<const T>(), outliers + 1, outliers, a.b.ptr<const int8_t>(),
+                                             a.b_stats.ptr<const float>(), a.out.ptr<T>(), rows, N, K, vec);
+  check_launch(op, "outlier_tiles");
+}
+
+void require_grid(const Int8LinearOutliersArgs& a) {
+  const int64_t K = a.a.size(-1), N = a.b.shape[0];
+  LOWBIT_REQUIRE(ceil_div(N, kTile) <= 65535 && K <= INT32_MAX, ErrorCode::invalid_argument,
+                 Int8LinearOutliersArgs::kName, ": shape too large for the cuda kernel's grid (N ", N, ", K ", K, ")");
 }
 
 }  // namespace
@@ -114,21 +137,23 @@ void int8_linear_outliers(const Int8LinearOutliersArgs& a, void* workspace, Stre
   const char* op = Int8LinearOutliersArgs::kName;
   const int64_t K = a.a.size(-1), rows = a.a.numel() / K, N = a.b.shape[0];
   if (rows == 0 || N == 0) return;
-  LOWBIT_REQUIRE(ceil_div(N, kTile) <= 65535 && K <= INT32_MAX, ErrorCode::invalid_argument, op,
-                 ": shape too large for the cuda kernel's grid (N ", N, ", K ", K, ")");
+  require_grid(a);
   DeviceGuard guard(a.a.device.index, op);
-  auto* count = static_cast<int32_t*>(workspace);
-  int32_t* idx = count + 1;
+  auto* outliers = static_cast<int32_t*>(workspace);
   const cudaStream_t s = to_cuda(stream);
-  compact_outlier_columns<<<1, kCompactThreads, 0, s>>>(a.outlier_mask.ptr<const uint8_t>(), K, idx, count);
+  compact_outlier_columns<<<1, kCompactThreads, 0, s>>>(a.outlier_mask.ptr<const uint8_t>(), K, outliers + 1,
+                                                          outliers);
   check_launch(op, "compact_outlier_columns");
-  with_float_type(a.a.dtype, op, "a", [&](auto t) {
-    using T = decltype(t);
-    const dim3 grid(static_cast<unsigned>(ceil_div(rows, kTile)), static_cast<unsigned>(ceil_div(N, kTile)));
-    outlier_tiles<T><<<grid, kThreads, 0, s>>>(a.a.ptr<const T>(), idx, count, a.b.ptr<const int8_t>(),
-                                               a.b_stats.ptr<const float>(), a.out.ptr<T>(), rows, N, K);
-    check_launch(op, "outlier_tiles");
-  });
+  with_float_type(a.a.dtype, op, "a", [&](auto t) { launch_tiles<decltype(t)>(a, outliers, s); });
+}
+
+void int8_linear_outlier_terms(const Int8LinearOutliersArgs& a, const int32_t* outliers, Stream stream) {
+  const char* op = Int8LinearOutliersArgs::kName;
+  const int64_t K = a.a.size(-1), rows = a.a.numel() / K, N = a.b.shape[0];
+  if (rows == 0 || N == 0) return;
+  require_grid(a);
+  DeviceGuard guard(a.a.device.index, op);
+  with_float_type(a.a.dtype, op, "a", [&](auto t) { launch_tiles<decltype(t)>(a, outliers, to_cuda(stream)); });
 }
 
 }  // namespace lowbit::cuda

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -54,5 +55,11 @@ std::vector<KernelConfig> int8_scaled_mm_configs(const Int8ScaledMmArgs& a);
 // LLM.int8's outlier part (int8_outliers.cu); the workspace holds the marked columns' list and count.
 void int8_linear_outliers(const Int8LinearOutliersArgs& a, void* workspace, Stream stream);
 size_t int8_linear_outliers_workspace(const Int8LinearOutliersArgs& a);
+// int8_linear_outliers with the marked columns already listed: outliers = {count, columns ascending} on the device.
+void int8_linear_outlier_terms(const Int8LinearOutliersArgs& a, const int32_t* outliers, Stream stream);
+void int8_linear(const Int8LinearArgs& a, void* workspace, Stream stream);
+// The quantized activations, their statistics, the outlier mask and list.
+size_t int8_linear_workspace(const Int8LinearArgs& a);
+std::vector<KernelConfig> int8_linear_configs(const Int8LinearArgs& a);
 
 }  // namespace lowbit::cuda

@@ -19,7 +19,9 @@
 #include "cuda/common/dispatch.h"
 #include "cuda/common/host_nan.cuh"
 #include "cuda/common/launch.h"
+#include "cuda/quant/int8.h"
 #include "cuda/quant/ops.h"
+#include "cuda/quant/outlier_columns.cuh"
 
 namespace lowbit::cuda {
 namespace {
@@ -32,7 +34,10 @@ __global__ void __launch_bounds__(kThreads)
     mark_outlier_columns(const T* in, int64_t n, int64_t k, float threshold, uint8_t* mask) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += stride) {
-    if (core::int8_is_outlier(core::to_f32(in[i]), threshold)) mask[i % k] = 1;
+    if (core::int8_is_outlier(core::to_f32(in[i]), threshold)) {
+      uint8_t* mark = mask + i % k;
+      if (*mark == 0) *mark = 1;  // most see the mark already: few stores contend for the byte
+    }
   }
 }
 
@@ -124,6 +129,75 @@ __global__ void __launch_bounds__(kVecThreads) int8_quant_rows_vec(const T* in, 
   }
 }
 
+// int8_linear's quantization in one launch: the rows of int8_quant_rows_vec
+// with the outlier columns marked as they are seen (one pass over the input;
+// no separate marking pass). With a mask, the last CTA to finish compacts it
+// into outliers = {count, columns ascending} and zeroes the marked columns'
+// codes, which the rows could not know when they were encoded; `done`
+// counts the finished CTAs (zero at launch).
+template <class T>
+__global__ void __launch_bounds__(kVecThreads)
+    int8_linear_quant_rows(const T* in, int64_t rows, int64_t k, float threshold, uint8_t* mask, int8_t* out,
+                           float* row_stats, int32_t* outliers, unsigned* done) {
+  constexpr int kV = 16 / static_cast<int>(sizeof(T));
+  using Codes = typename CodeVec<kV>::type;
+  __shared__ float partial[kVecThreads / 32];
+  __shared__ int warp_counts[kVecThreads / 32 + 1];
+  __shared__ bool last;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t vectors = k / kV;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const uint4* x = reinterpret_cast<const uint4*>(in + row * k);
+    float m = 0.0f;
+    for (int64_t v = threadIdx.x; v < vectors; v += kVecThreads) {
+      const uint4 w = __ldg(x + v);
+      const T* e = reinterpret_cast<const T*>(&w);
+#pragma unroll
+      for (int j = 0; j < kV; ++j) {
+        const float f = core::to_f32(e[j]);
+        if (!core::int8_is_outlier(f, threshold)) {
+          m = core::absmax_update(m, f);
+        } else {
+          uint8_t* mark = mask + v * kV + j;
+          if (*mark == 0) *mark = 1;  // most see the mark already: few stores contend for the byte
+        }
+      }
+    }
+    m = warp_absmax(m);
+    if (lane == 0) partial[warp] = m;
+    __syncthreads();
+    m = partial[0];
+#pragma unroll
+    for (int w = 1; w < kVecThreads / 32; ++w) m = core::absmax_update(m, partial[w]);
+    if (threadIdx.x == 0) row_stats[row] = m;
+    const float factor = core::int8_row_factor(m);
+    Codes* q = reinterpret_cast<Codes*>(out + row * k);
+    for (int64_t v = threadIdx.x; v < vectors; v += kVecThreads) {
+      const uint4 w = __ldg(x + v);
+      const T* e = reinterpret_cast<const T*>(&w);
+      Codes c;
+      auto* b = reinterpret_cast<int8_t*>(&c);
+#pragma unroll
+      for (int j = 0; j < kV; ++j) b[j] = core::int8_encode(core::to_f32(e[j]), factor);
+      q[v] = c;
+    }
+    __syncthreads();  // partial is rewritten by the next row
+  }
+  if (threshold <= 0.0f) return;
+  __threadfence();  // this thread's marks before the CTA's arrival
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int count = compact_marked_columns<kVecThreads>(mask, k, outliers + 1, outliers, warp_counts);
+  __syncthreads();  // the list written to memory by the CTA's threads
+  for (int c = 0; c < count; ++c) {
+    int8_t* col = out + outliers[1 + c];
+    for (int64_t r = threadIdx.x; r < rows; r += kVecThreads) col[r * k] = 0;
+  }
+}
+
 // Whether rows of `k` elements are whole 16-byte vectors at aligned addresses.
 template <class T>
 bool vector_rows(const T* in, int64_t k, const int8_t* out) {
@@ -197,6 +271,27 @@ void int8_vectorwise_dequant(const Int8VectorwiseDequantArgs& a, void* /*workspa
     kernel<<<grid, kThreads, 0, to_cuda(stream)>>>(a.input.ptr<const int8_t>(), rows, k, a.row_stats.ptr<const float>(),
                                                    a.out.ptr<T>());
     check_launch(op, "int8_dequant_rows");
+  });
+}
+
+bool int8_linear_quant_fits(const TensorRef& input, const int8_t* out) {
+  bool fits = false;
+  with_float_type(input.dtype, "int8_linear", "a",
+                  [&](auto t) { fits = vector_rows(input.ptr<const decltype(t)>(), input.size(-1), out); });
+  return fits;
+}
+
+void int8_linear_quant(const TensorRef& input, float threshold, int8_t* out, float* row_stats, uint8_t* mask,
+                       int32_t* outliers, unsigned* done, cudaStream_t stream) {
+  const char* op = "int8_linear";
+  const int64_t k = input.size(-1), rows = input.numel() / k;
+  with_float_type(input.dtype, op, "a", [&](auto t) {
+    using T = decltype(t);
+    auto* kernel = &int8_linear_quant_rows<T>;
+    const int grid = persistent_grid(kernel, kVecThreads, 0, rows, op);
+    kernel<<<grid, kVecThreads, 0, stream>>>(input.ptr<const T>(), rows, k, threshold, mask, out, row_stats, outliers,
+                                             done);
+    check_launch(op, "int8_linear_quant_rows");
   });
 }
 

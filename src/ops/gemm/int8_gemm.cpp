@@ -170,35 +170,29 @@ int64_t check_linear(const char* op, const TensorRef& a, const TensorRef& b, con
   return N;
 }
 
-// The three steps into out (checked).
-void linear_steps(const TensorRef& a, const TensorRef& b, const TensorRef& b_stats, const TensorRef& bias,
-                  float threshold, const TensorRef& out, Stream stream) {
-  const int64_t K = a.size(-1), rows = a.numel() / K;
-  Tensor q = Tensor::empty(a.sizes(), DType::i8, a.device, stream);
-  Tensor row_stats = Tensor::empty({rows}, DType::f32, a.device, stream);
-  Tensor mask = threshold > 0.0f ? Tensor::empty({K}, DType::u8, a.device, stream) : Tensor();
-  ops::run_with_workspace(Int8VectorwiseQuantArgs{a, q, row_stats, mask.ref(), threshold}, a.device, stream);
-  ops::run_with_workspace(Int8ScaledMmArgs{q, b, row_stats, b_stats, bias, out, {}}, a.device, stream);
-  if (mask.defined()) ops::run_with_workspace(Int8LinearOutliersArgs{a, mask, b, b_stats, out}, a.device, stream);
-}
-
 }  // namespace
+
+void check(const Int8LinearArgs& a) {
+  const char* op = Int8LinearArgs::kName;
+  const int64_t N = check_linear(op, a.a, a.b, a.b_stats, a.bias, a.threshold);
+  ops::require_shaped(op, "out", a.out, {a.a.dtype}, ops::with_last(a.a, N));
+  core::require_same_device(op, {{"a", &a.a}, {"out", &a.out}});
+}
+size_t workspace_size(const Int8LinearArgs& a) { return ops::backend_workspace(a, a.a.device); }
+void run(const Int8LinearArgs& a, void* ws, Stream s) { ops::dispatch(a, a.a.device, ws, s); }
+std::vector<KernelConfig> kernel_configs(const Int8LinearArgs& a) { return ops::backend_configs(a, a.a.device); }
 
 Tensor int8_linear(const TensorRef& a, const TensorRef& b, const TensorRef& b_stats, const TensorRef& bias,
                    float threshold, Stream stream) {
-  const int64_t N = check_linear("int8_linear", a, b, b_stats, bias, threshold);
+  const int64_t N = check_linear(Int8LinearArgs::kName, a, b, b_stats, bias, threshold);
   Tensor out = Tensor::empty(Shape(ops::with_last(a, N)), a.dtype, a.device, stream);
-  linear_steps(a, b, b_stats, bias, threshold, out, stream);
+  ops::run_with_workspace(Int8LinearArgs{a, b, b_stats, bias, threshold, out, {}}, a.device, stream);
   return out;
 }
 
 void int8_linear_into(const TensorRef& a, const TensorRef& b, const TensorRef& b_stats, const TensorRef& bias,
                       float threshold, const TensorRef& out, Stream stream) {
-  const char* op = "int8_linear";
-  const int64_t N = check_linear(op, a, b, b_stats, bias, threshold);
-  ops::require_shaped(op, "out", out, {a.dtype}, ops::with_last(a, N));
-  core::require_same_device(op, {{"a", &a}, {"out", &out}});
-  linear_steps(a, b, b_stats, bias, threshold, out, stream);
+  ops::run_with_workspace(Int8LinearArgs{a, b, b_stats, bias, threshold, out, {}}, a.device, stream);
 }
 
 void int8_linear_outliers(const TensorRef& a, const TensorRef& outlier_mask, const TensorRef& b,

@@ -3,7 +3,8 @@
 // and the mma.sync kernel) at ragged shapes, sums and dequantized outputs
 // bit for bit; K not a multiple of 16 and views not 16-byte aligned (the
 // mma.sync kernel's byte loads); the int32 edges at the largest K; a wgmma
-// config forced where it cannot run; int8_linear captured in a CUDA graph.
+// config forced where it cannot run; int8_linear at every config and captured
+// in a CUDA graph.
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -174,6 +175,67 @@ TEST(CudaInt8Gemm, LinearGraphReplaysWithNewActivations) {
   EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
 #endif
+}
+
+// int8_linear, every config it lists (the fused sm_90a GEMM's shapes, then
+// the three ops), against the CPU's call bit for bit: a few outlier columns,
+// none above the threshold, every column marked, threshold 0; rows ragged
+// around the tiles (fewer than a tile: a's short TMA box), N odd, bias or
+// none; activations `offset` elements off their 16-byte alignment (the
+// unfused steps).
+void check_linear_configs(const std::vector<int64_t>& lead, int64_t N, int64_t K, int64_t offset) {
+  const Int8Quantized w = int8_vectorwise_quant(random_floats({N, K}, DType::f32).ref());
+  const Tensor gw = w.values.to(kGpu), gs = w.row_stats.to(kGpu);
+  int64_t rows = 1;
+  for (int64_t d : lead) rows *= d;
+  std::vector<int64_t> a_shape = lead, out_shape = lead;
+  a_shape.push_back(K);
+  out_shape.push_back(N);
+  for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
+    // kind 0: outlier columns at 6; 1: none reaches 6; 2: threshold tiny, every column marked; 3: threshold 0.
+    for (int kind = 0; kind < 4; ++kind) {
+      const float threshold = kind == 2 ? 1e-3f : kind == 3 ? 0.0f : 6.0f;
+      std::vector<float> values = to_floats(random_floats(a_shape, DType::f32, kind == 1 ? 0.5f : 1.0f).ref());
+      if (kind == 0) {
+        for (int64_t r = 0; r < rows; r += 3) {
+          for (int64_t k = 5; k < K; k += 97) values[static_cast<size_t>(r * K + k)] = (r % 2 ? -9.0f : 7.5f);
+        }
+      }
+      const Tensor flat = host_tensor(values, dtype);
+      const Tensor a = Tensor::copy_of(
+          TensorRef::contiguous(const_cast<void*>(flat.data()), dtype, Shape(a_shape), Device::cpu()), Device::cpu());
+      const Tensor bias = kind % 2 == 0 ? random_floats({N}, DType::f16) : Tensor();
+      const TensorRef bias_ref = bias.defined() ? bias.ref() : TensorRef{};
+      const Tensor want = int8_linear(a.ref(), w.values.ref(), w.row_stats.ref(), bias_ref, threshold);
+      const DeviceView ga = device_view(a, offset * static_cast<int64_t>(dtype_bits(dtype) / 8));
+      const Tensor gbias = bias.defined() ? bias.to(kGpu) : Tensor();
+      const TensorRef gbias_ref = gbias.defined() ? gbias.ref() : TensorRef{};
+      Tensor probe = poisoned(out_shape, dtype);
+      const std::vector<KernelConfig> configs =
+          kernel_configs(Int8LinearArgs{ga.ref, gw.ref(), gs.ref(), gbias_ref, threshold, probe.ref(), {}});
+      ASSERT_FALSE(configs.empty());
+      for (const KernelConfig& config : configs) {
+        const std::string what = "int8_linear rows=" + std::to_string(rows) + " N=" + std::to_string(N) +
+                                 " K=" + std::to_string(K) + " offset=" + std::to_string(offset) + " " +
+                                 std::string(dtype_name(dtype)) + " kind=" + std::to_string(kind) + " config " +
+                                 config.name();
+        Tensor out = poisoned(out_shape, dtype);
+        const Int8LinearArgs args{ga.ref, gw.ref(), gs.ref(), gbias_ref, threshold, out.ref(), config};
+        const Tensor ws = Tensor::empty({static_cast<int64_t>(workspace_size(args))}, DType::u8, kGpu);
+        run(args, ws.data());
+        expect_same_floats(want, out, what);
+      }
+    }
+  }
+}
+
+TEST(CudaInt8Gemm, LinearEveryConfigMatchesTheCpu) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+  check_linear_configs({16}, 200, 512, 0);      // fewer rows than a tile
+  check_linear_configs({1}, 72, 256, 0);        // one row
+  check_linear_configs({3, 47}, 131, 1040, 0);  // ragged rows and columns, K past the stages
+  check_linear_configs({300}, 264, 384, 0);
+  check_linear_configs({70}, 130, 256, 1);      // unaligned activations: the three ops
 }
 
 TEST(CudaInt8Gemm, WgmmaConfigWhereItCannotRunIsInvalidArgument) {
