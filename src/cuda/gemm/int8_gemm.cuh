@@ -218,22 +218,11 @@ __device__ __forceinline__ void block_products(const uint8_t* sa, const uint8_t*
   for (int ks = 0; ks < kBK / 32; ++ks) {
     uint32_t af[kTilesM][4];
 #pragma unroll
-    for (int i = 0; i < kTilesM; ++i) {
-      // Matrices: rows 0-7 / 8-15 at K bytes 0-15, then the same at 16-31.
-      const int row = wm * kWarpM + i * 16 + lane % 8 + (lane / 8) % 2 * 8;
-      ptx::ldmatrix_x4(af[i], tile_at(sa, row, ks * 2 + lane / 16));
-    }
+    for (int i = 0; i < kTilesM; ++i) ldmatrix_a_k32(sa, wm * kWarpM + i * 16, ks, lane, af[i]);
     uint32_t bf[kTilesN][2];
 #pragma unroll
     for (int jp = 0; jp < kTilesN / 2; ++jp) {
-      // Matrices: columns 0-7 at K bytes 0-15 and 16-31, then columns 8-15.
-      const int row = wn * kWarpN + jp * 16 + lane % 8 + lane / 16 * 8;
-      uint32_t r[4];
-      ptx::ldmatrix_x4(r, tile_at(sb, row, ks * 2 + (lane / 8) % 2));
-      bf[2 * jp][0] = r[0];
-      bf[2 * jp][1] = r[1];
-      bf[2 * jp + 1][0] = r[2];
-      bf[2 * jp + 1][1] = r[3];
+      ldmatrix_b_k32(sb, wn * kWarpN + jp * 16, ks, lane, bf[2 * jp], bf[2 * jp + 1]);
     }
 #pragma unroll
     for (int i = 0; i < kTilesM; ++i) {

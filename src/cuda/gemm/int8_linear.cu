@@ -55,9 +55,9 @@ size_t int8_linear_workspace(const Int8LinearArgs& a) { return layout_of(a).byte
 std::vector<KernelConfig> int8_linear_configs(const Int8LinearArgs& a) {
   const int64_t K = a.a.size(-1), rows = K == 0 ? 0 : a.a.numel() / K;
   // The GEMM's configs for codes in the workspace (aligned like its start).
-  const auto* aligned = reinterpret_cast<void*>(uintptr_t{kAlign});
-  const TensorRef q = TensorRef::contiguous(const_cast<void*>(aligned), DType::i8, a.a.sizes(), a.a.device);
-  const TensorRef stats = TensorRef::contiguous(const_cast<void*>(aligned), DType::f32, {rows}, a.a.device);
+  void* aligned = reinterpret_cast<void*>(uintptr_t{kAlign});
+  const TensorRef q = TensorRef::contiguous(aligned, DType::i8, a.a.sizes(), a.a.device);
+  const TensorRef stats = TensorRef::contiguous(aligned, DType::f32, {rows}, a.a.device);
   Int8ScaledMmArgs g = gemm_args(a, q, stats);
   g.config = {};
   return int8_scaled_mm_configs(g);

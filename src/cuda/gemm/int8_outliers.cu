@@ -109,51 +109,40 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The outlier terms of a call whose marked columns are listed (outliers = {count, columns}).
-template <class T>
-void launch_tiles(const Int8LinearOutliersArgs& a, const int32_t* outliers, cudaStream_t s) {
-  const char* op = Int8LinearOutliersArgs::kName;
-  const int64_t K = a.a.size(-1), rows = a.a.numel() / K, N = a.b.shape[0];
-  const dim3 grid(static_cast<unsigned>(ceil_div(rows, kTile)), static_cast<unsigned>(ceil_div(N, kTile)));
-  const bool vec = N % 4 == 0 && reinterpret_cast<uintptr_t>(a.out.data) % (4 * sizeof(T)) == 0;
-  outlier_tiles<T><<<grid, kThreads, 0, s>>>(a.a.ptr<const T>(), outliers + 1, outliers, a.b.ptr<const int8_t>(),
-                                             a.b_stats.ptr<const float>(), a.out.ptr<T>(), rows, N, K, vec);
-  check_launch(op, "outlier_tiles");
-}
-
-void require_grid(const Int8LinearOutliersArgs& a) {
-  const int64_t K = a.a.size(-1), N = a.b.shape[0];
-  LOWBIT_REQUIRE(ceil_div(N, kTile) <= 65535 && K <= INT32_MAX, ErrorCode::invalid_argument,
-                 Int8LinearOutliersArgs::kName, ": shape too large for the cuda kernel's grid (N ", N, ", K ", K, ")");
-}
-
 }  // namespace
 
 size_t int8_linear_outliers_workspace(const Int8LinearOutliersArgs& a) {
   return static_cast<size_t>(a.a.size(-1) + 1) * sizeof(int32_t);
 }
 
-void int8_linear_outliers(const Int8LinearOutliersArgs& a, void* workspace, Stream stream) {
-  const char* op = Int8LinearOutliersArgs::kName;
-  const int64_t K = a.a.size(-1), rows = a.a.numel() / K, N = a.b.shape[0];
-  if (rows == 0 || N == 0) return;
-  require_grid(a);
-  DeviceGuard guard(a.a.device.index, op);
-  auto* outliers = static_cast<int32_t*>(workspace);
-  const cudaStream_t s = to_cuda(stream);
-  compact_outlier_columns<<<1, kCompactThreads, 0, s>>>(a.outlier_mask.ptr<const uint8_t>(), K, outliers + 1,
-                                                          outliers);
-  check_launch(op, "compact_outlier_columns");
-  with_float_type(a.a.dtype, op, "a", [&](auto t) { launch_tiles<decltype(t)>(a, outliers, s); });
-}
-
 void int8_linear_outlier_terms(const Int8LinearOutliersArgs& a, const int32_t* outliers, Stream stream) {
   const char* op = Int8LinearOutliersArgs::kName;
   const int64_t K = a.a.size(-1), rows = a.a.numel() / K, N = a.b.shape[0];
   if (rows == 0 || N == 0) return;
-  require_grid(a);
+  LOWBIT_REQUIRE(ceil_div(N, kTile) <= 65535 && K <= INT32_MAX, ErrorCode::invalid_argument, op,
+                 ": shape too large for the cuda kernel's grid (N ", N, ", K ", K, ")");
   DeviceGuard guard(a.a.device.index, op);
-  with_float_type(a.a.dtype, op, "a", [&](auto t) { launch_tiles<decltype(t)>(a, outliers, to_cuda(stream)); });
+  const cudaStream_t s = to_cuda(stream);
+  with_float_type(a.a.dtype, op, "a", [&](auto t) {
+    using T = decltype(t);
+    const dim3 grid(static_cast<unsigned>(ceil_div(rows, kTile)), static_cast<unsigned>(ceil_div(N, kTile)));
+    const bool vec = N % 4 == 0 && reinterpret_cast<uintptr_t>(a.out.data) % (4 * sizeof(T)) == 0;
+    outlier_tiles<T><<<grid, kThreads, 0, s>>>(a.a.ptr<const T>(), outliers + 1, outliers, a.b.ptr<const int8_t>(),
+                                               a.b_stats.ptr<const float>(), a.out.ptr<T>(), rows, N, K, vec);
+    check_launch(op, "outlier_tiles");
+  });
+}
+
+void int8_linear_outliers(const Int8LinearOutliersArgs& a, void* workspace, Stream stream) {
+  const char* op = Int8LinearOutliersArgs::kName;
+  const int64_t K = a.a.size(-1);
+  if (a.a.numel() == 0 || a.b.shape[0] == 0) return;
+  DeviceGuard guard(a.a.device.index, op);
+  auto* outliers = static_cast<int32_t*>(workspace);
+  compact_outlier_columns<<<1, kCompactThreads, 0, to_cuda(stream)>>>(a.outlier_mask.ptr<const uint8_t>(), K,
+                                                                      outliers + 1, outliers);
+  check_launch(op, "compact_outlier_columns");
+  int8_linear_outlier_terms(a, outliers, stream);
 }
 
 }  // namespace lowbit::cuda

@@ -3,12 +3,14 @@
 // The input is [rows, K] (all leading dims flattened). With threshold > 0 a
 // first kernel marks the outlier columns (outlier_mask zeroed, then set by
 // every thread that sees |x| >= threshold: equal values, so the races are
-// benign). Then one warp per row reduces the row's absmax over non-outlier
+// benign; a thread stores only a mark it does not see yet, so few stores
+// contend for a byte). Then one warp per row reduces the row's absmax over non-outlier
 // entries and encodes the row. Rows of whole 16-byte vectors (the common
 // case) take one block each with 16-byte loads: the block reduces the
 // absmax, then reads the row again (from L1/L2: it was just read) to encode
 // it, storing 16 / sizeof(T) codes per access. Other rows take a warp each
-// with scalar accesses.
+// with scalar accesses. int8_linear's quantization (int8_linear_quant) is
+// that vector kernel with the marking folded into its first pass.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -84,66 +86,24 @@ struct CodeVec<4> {
   using type = uint32_t;
 };
 
-template <class T>
-__global__ void __launch_bounds__(kVecThreads) int8_quant_rows_vec(const T* in, int64_t rows, int64_t k,
-                                                                    float threshold, const uint8_t* mask, int8_t* out,
-                                                                    float* row_stats) {
-  constexpr int kV = 16 / static_cast<int>(sizeof(T));
-  using Codes = typename CodeVec<kV>::type;
-  __shared__ float partial[kVecThreads / 32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t vectors = k / kV;
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const uint4* x = reinterpret_cast<const uint4*>(in + row * k);
-    float m = 0.0f;
-    for (int64_t v = threadIdx.x; v < vectors; v += kVecThreads) {
-      const uint4 w = __ldg(x + v);
-      const T* e = reinterpret_cast<const T*>(&w);
-#pragma unroll
-      for (int j = 0; j < kV; ++j) {
-        const float f = core::to_f32(e[j]);
-        if (!core::int8_is_outlier(f, threshold)) m = core::absmax_update(m, f);
-      }
-    }
-    m = warp_absmax(m);
-    if (lane == 0) partial[warp] = m;
-    __syncthreads();
-    m = partial[0];
-#pragma unroll
-    for (int w = 1; w < kVecThreads / 32; ++w) m = core::absmax_update(m, partial[w]);
-    if (threadIdx.x == 0) row_stats[row] = m;
-    const float factor = core::int8_row_factor(m);
-    Codes* q = reinterpret_cast<Codes*>(out + row * k);
-    for (int64_t v = threadIdx.x; v < vectors; v += kVecThreads) {
-      const uint4 w = __ldg(x + v);
-      const T* e = reinterpret_cast<const T*>(&w);
-      Codes c;
-      auto* b = reinterpret_cast<int8_t*>(&c);
-#pragma unroll
-      for (int j = 0; j < kV; ++j) {
-        b[j] = (mask != nullptr && mask[v * kV + j] != 0) ? int8_t{0} : core::int8_encode(core::to_f32(e[j]), factor);
-      }
-      q[v] = c;
-    }
-    __syncthreads();  // partial is rewritten by the next row
-  }
-}
-
-// int8_linear's quantization in one launch: the rows of int8_quant_rows_vec
-// with the outlier columns marked as they are seen (one pass over the input;
-// no separate marking pass). With a mask, the last CTA to finish compacts it
-// into outliers = {count, columns ascending} and zeroes the marked columns'
-// codes, which the rows could not know when they were encoded; `done`
-// counts the finished CTAs (zero at launch).
-template <class T>
+// Rows of whole aligned 16-byte vectors, a CTA a row: the CTA reduces the
+// row's absmax, then reads the row again (from L1/L2) to encode it, 16 /
+// sizeof(T) codes a store.
+//   - int8_vectorwise_quant (!kLinear): the columns marked in mask (by
+//     mark_outlier_columns, before) are encoded as 0.
+//   - int8_linear (kLinear): the outlier columns are marked as they are seen
+//     (one pass over the input, no marking kernel) and encoded like the
+//     rest; with a mask, the last CTA to finish lists the marked columns in
+//     outliers = {count, columns ascending} and zeroes their codes, which
+//     the rows could not know when they were encoded. `done` counts the
+//     finished CTAs (zero at launch).
+template <class T, bool kLinear>
 __global__ void __launch_bounds__(kVecThreads)
-    int8_linear_quant_rows(const T* in, int64_t rows, int64_t k, float threshold, uint8_t* mask, int8_t* out,
-                           float* row_stats, int32_t* outliers, unsigned* done) {
+    int8_quant_rows_vec(const T* in, int64_t rows, int64_t k, float threshold, uint8_t* mask, int8_t* out,
+                        float* row_stats, int32_t* outliers, unsigned* done) {
   constexpr int kV = 16 / static_cast<int>(sizeof(T));
   using Codes = typename CodeVec<kV>::type;
   __shared__ float partial[kVecThreads / 32];
-  __shared__ int warp_counts[kVecThreads / 32 + 1];
-  __shared__ bool last;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t vectors = k / kV;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -157,7 +117,7 @@ __global__ void __launch_bounds__(kVecThreads)
         const float f = core::to_f32(e[j]);
         if (!core::int8_is_outlier(f, threshold)) {
           m = core::absmax_update(m, f);
-        } else {
+        } else if constexpr (kLinear) {
           uint8_t* mark = mask + v * kV + j;
           if (*mark == 0) *mark = 1;  // most see the mark already: few stores contend for the byte
         }
@@ -178,23 +138,30 @@ __global__ void __launch_bounds__(kVecThreads)
       Codes c;
       auto* b = reinterpret_cast<int8_t*>(&c);
 #pragma unroll
-      for (int j = 0; j < kV; ++j) b[j] = core::int8_encode(core::to_f32(e[j]), factor);
+      for (int j = 0; j < kV; ++j) {
+        const bool zero = !kLinear && mask != nullptr && mask[v * kV + j] != 0;
+        b[j] = zero ? int8_t{0} : core::int8_encode(core::to_f32(e[j]), factor);
+      }
       q[v] = c;
     }
     __syncthreads();  // partial is rewritten by the next row
   }
-  if (threshold <= 0.0f) return;
-  __threadfence();  // this thread's marks before the CTA's arrival
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  const int count = compact_marked_columns<kVecThreads>(mask, k, outliers + 1, outliers, warp_counts);
-  __syncthreads();  // the list written to memory by the CTA's threads
-  for (int c = 0; c < count; ++c) {
-    int8_t* col = out + outliers[1 + c];
-    for (int64_t r = threadIdx.x; r < rows; r += kVecThreads) col[r * k] = 0;
+  if constexpr (kLinear) {
+    if (threshold <= 0.0f) return;
+    __shared__ int warp_counts[kVecThreads / 32 + 1];
+    __shared__ bool last;
+    __threadfence();  // this thread's marks before the CTA's arrival
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const int count = compact_marked_columns<kVecThreads>(mask, k, outliers + 1, outliers, warp_counts);
+    __syncthreads();  // the list written to memory by the CTA's threads
+    for (int c = 0; c < count; ++c) {
+      int8_t* col = out + outliers[1 + c];
+      for (int64_t r = threadIdx.x; r < rows; r += kVecThreads) col[r * k] = 0;
+    }
   }
 }
 
@@ -245,9 +212,10 @@ void int8_vectorwise_quant(const Int8VectorwiseQuantArgs& a, void* /*workspace*/
     }
     int8_t* out = a.out.ptr<int8_t>();
     if (vector_rows(in, k, out)) {
-      auto* kernel = &int8_quant_rows_vec<T>;
+      auto* kernel = &int8_quant_rows_vec<T, false>;
       const int grid = persistent_grid(kernel, kVecThreads, 0, rows, op);
-      kernel<<<grid, kVecThreads, 0, s>>>(in, rows, k, a.threshold, mask, out, a.row_stats.ptr<float>());
+      kernel<<<grid, kVecThreads, 0, s>>>(in, rows, k, a.threshold, mask, out, a.row_stats.ptr<float>(), nullptr,
+                                          nullptr);
       check_launch(op, "int8_quant_rows_vec");
       return;
     }
@@ -287,11 +255,11 @@ void int8_linear_quant(const TensorRef& input, float threshold, int8_t* out, flo
   const int64_t k = input.size(-1), rows = input.numel() / k;
   with_float_type(input.dtype, op, "a", [&](auto t) {
     using T = decltype(t);
-    auto* kernel = &int8_linear_quant_rows<T>;
+    auto* kernel = &int8_quant_rows_vec<T, true>;
     const int grid = persistent_grid(kernel, kVecThreads, 0, rows, op);
     kernel<<<grid, kVecThreads, 0, stream>>>(input.ptr<const T>(), rows, k, threshold, mask, out, row_stats, outliers,
                                              done);
-    check_launch(op, "int8_linear_quant_rows");
+    check_launch(op, "int8_quant_rows_vec");
   });
 }
 
