@@ -329,6 +329,15 @@ TEST(Int8Gemm, LinearIsQuantScaledMmAndOutliers) {
                {"int8_linear", "b_stats", "[70]", "[71]"});
   expect_error([&] { int8_linear(wq.values.ref(), wq.values.ref(), wq.row_stats.ref()); }, ErrorCode::unsupported_dtype,
                {"int8_linear", "a", "int8"});
+  // The op's own arguments: out's dtype and shape, a config the cpu backend does not have.
+  Tensor out16 = Tensor::empty({N, N}, DType::f16), out_short = Tensor::empty({N, N - 1}, DType::f32);
+  expect_error([&] { int8_linear_into(w.ref(), wq.values.ref(), wq.row_stats.ref(), {}, 6.0f, out16.ref()); },
+               ErrorCode::unsupported_dtype, {"int8_linear", "out", "float32", "float16"});
+  expect_error([&] { int8_linear_into(w.ref(), wq.values.ref(), wq.row_stats.ref(), {}, 6.0f, out_short.ref()); },
+               ErrorCode::invalid_argument, {"int8_linear", "out", "[70, 70]", "[70, 69]"});
+  Tensor out32 = Tensor::empty({N, N}, DType::f32);
+  expect_error([&] { run(Int8LinearArgs{w, wq.values, wq.row_stats, {}, 6.0f, out32, parse_kernel_config("mma_i8")}); },
+               ErrorCode::invalid_argument, {"int8_linear", "mma_i8", "not a cpu kernel config"});
 }
 
 // The input gradient against the sum written out here, bit for bit; near the
