@@ -5,6 +5,10 @@ CPUs) when installed, ``torch._int_mm`` itself, and torch's dense fp32 matmul of
 result is checked against int64 sums. Wall time of a call, the least of --rounds medians of --reps,
 the implementations taken in turns (this CPU's clock and neighbours vary).
 
+A second table: the LLM.int8 linear layer (``int8_linear`` at threshold 6 on float32 activations with
+4 outlier columns) against bitsandbytes' ``Linear8bitLt`` (has_fp16_weights=False, threshold 6) and
+torch's float32 ``linear`` on the same weight, each with its relative error against the float32 layer.
+
 Usage (after a build): python3 scripts/bench_int8_cpu.py [--threads N] [--reps 10] [--rounds 3]
 lowbit is found as scripts/bench_gemm.py finds it. Prints the CPU model and a markdown table.
 """
@@ -32,6 +36,61 @@ def median_ms(fn, reps: int) -> float:
         fn()
         times.append((time.perf_counter() - t) * 1e3)
     return statistics.median(times)
+
+
+LINEAR_SHAPES = [(1, 4096, 4096), (16, 4096, 4096), (128, 4096, 4096), (128, 11008, 4096)]
+
+
+def best_of(fns, reps: int, rounds: int):
+    best = {name: float("inf") for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            fn()
+            best[name] = min(best[name], median_ms(fn, reps))
+    return best
+
+
+def bench_linear(torch, lowbit, bnb, args) -> None:
+    bg.log("")
+    bg.log("LLM.int8 linear, threshold 6, float32 activations with 4 outlier columns (|x| ~ 20):")
+    bg.log("")
+    bg.log("| M x N x K | lowbit ms | bitsandbytes Linear8bitLt ms (/ lowbit) | torch fp32 linear ms (/ lowbit) | "
+           "lowbit error | bitsandbytes error |")
+    bg.log("|---|---|---|---|---|---|")
+    g = torch.Generator().manual_seed(1)
+    for M, N, K in LINEAR_SHAPES:
+        w = torch.randn(N, K, generator=g) * 0.05
+        cb, scb, _ = lowbit.int8_vectorwise_quant(w)
+        a = torch.randn(M, K, generator=g)
+        a[:, torch.randperm(K, generator=g)[:4]] *= 20.0
+        ref = torch.nn.functional.linear(a, w)
+        fns = {"lowbit": lambda: lowbit.int8_linear(a, cb, scb, threshold=6.0),
+               "torch fp32": lambda: torch.nn.functional.linear(a, w)}
+        if bnb is not None:
+            lin = bnb.nn.Linear8bitLt(K, N, bias=False, has_fp16_weights=False, threshold=6.0)
+            lin.weight = bnb.nn.Int8Params(w.clone(), requires_grad=False, has_fp16_weights=False)
+            fns["bitsandbytes"] = lambda: lin(a)
+        errs = {}
+        with torch.no_grad():
+            for name in ("lowbit", "bitsandbytes"):
+                if name in fns:
+                    try:
+                        errs[name] = ((fns[name]().float() - ref).norm() / ref.norm()).item()
+                    except Exception as e:  # noqa: BLE001 - a peer that cannot run: an empty cell
+                        if name == "lowbit":
+                            raise
+                        bg.log(f"    {name}: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
+                        del fns[name]
+            if not errs["lowbit"] < 2e-2:
+                raise SystemExit(f"bench_int8_cpu.py: int8_linear error {errs['lowbit']:.2e} at {M}x{N}x{K}")
+            best = best_of(fns, args.reps, args.rounds)
+
+        def cell(name: str) -> str:
+            return "—" if name not in best else f"{best[name]:.2f} ({best[name] / best['lowbit']:.2f})"
+
+        bnb_err = f"{errs['bitsandbytes']:.1e}" if "bitsandbytes" in errs else "—"
+        bg.log(f"| {M} x {N} x {K} | {best['lowbit']:.2f} | {cell('bitsandbytes')} | {cell('torch fp32')} | "
+               f"{errs['lowbit']:.1e} | {bnb_err} |")
 
 
 def main() -> int:
@@ -77,11 +136,7 @@ def main() -> int:
                         raise
                     bg.log(f"    {name}: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
                     del fns[name]
-        best = {name: float("inf") for name in fns}
-        for _ in range(args.rounds):
-            for name, fn in fns.items():
-                fn()
-                best[name] = min(best[name], median_ms(fn, args.reps))
+        best = best_of(fns, args.reps, args.rounds)
 
         def cell(name: str) -> str:
             if name not in best:
@@ -91,6 +146,7 @@ def main() -> int:
         gops = 2.0 * M * N * K / (best["lowbit"] * 1e6)
         bg.log(f"| {M} x {N} x {K} | {best['lowbit']:.2f} | {cell('bitsandbytes')} | {cell('torch._int_mm')} | "
                f"{cell('torch fp32')} | {gops:.0f} |")
+    bench_linear(torch, lowbit, bnb, args)
     return 0
 
 
