@@ -36,6 +36,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_gemm as bg  # noqa: E402  (the Timer and lowbit's finder)
 
 PEAK_INT8 = {"H100": 1979e12, "H200": 1979e12, "H800": 1979e12}
+# int8_linear's four-launch chain on sm_90 (quantization, wgmma GEMM, outlier tiles) at its small-M tile.
+GEMM_CHAIN = "wgmma_i8_m64_n32_k128_s8"
 
 
 def log(msg: str = "") -> None:
@@ -53,6 +55,7 @@ def main() -> int:
     ap.add_argument("--m", type=bg.parse_ms, default=bg.parse_ms("16,128,256,1024,4096"))
     ap.add_argument("--shapes", type=bg.parse_shapes, default=bg.parse_shapes(bg.SHAPES))
     ap.add_argument("--csv", default=None)
+    ap.add_argument("--linear-only", action="store_true", help="only the LLM.int8 linear table")
     args = ap.parse_args()
     import torch
 
@@ -83,7 +86,7 @@ def main() -> int:
     log("| M | N x K | lowbit int32 ms | _int_mm / lowbit | bnb / lowbit | fp16 / lowbit | TOP/s | peak "
         "| scaled_mm ms | _int_mm+dequant / scaled | bnb 2-step / scaled | _int_mm alone / scaled |")
     log("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for N, K in args.shapes:
+    for N, K in [] if args.linear_only else args.shapes:
         b = torch.randint(-127, 128, (N, K), dtype=torch.int8, device="cuda", generator=gen)
         cs = torch.rand(N, device="cuda", generator=gen) * 4 + 0.01
         bh = torch.randn(N, K, dtype=torch.float16, device="cuda", generator=gen)
@@ -194,18 +197,19 @@ def bench_llm_int8(torch, LF, bnb, timer, gen, args, peak) -> List[Dict[str, obj
                 if not err < 2e-2:
                     log(f"bench_int8.py: int8_linear error {err:.2e} at M={M} N={N} K={K}")
                     raise SystemExit(1)
-                fns: Dict[str, Callable[[], object]] = {
-                    "lowbit": lambda: LF.int8_linear(a, CB, SCB, threshold=6.0),
-                    "fp16": lambda: torch.nn.functional.linear(a, w),
-                }
-                if lin is not None:
+                fns: Dict[str, Callable[[], object]] = {"lowbit": lambda: LF.int8_linear(a, CB, SCB, threshold=6.0)}
+                if M <= 32:  # the few-rows kernel's rows: the GEMM chain too, for the choice between them
+                    fns["lowbit_gemm"] = lambda: LF.int8_linear(a, CB, SCB, threshold=6.0, config=GEMM_CHAIN)
+                fns["fp16"] = lambda: torch.nn.functional.linear(a, w)
+                if lin is not None:  # last: its host time is the longest of the round's callables
                     fns["bnb"] = lambda: lin(a)
                 ms = timer.ms_interleaved(fns)
             row = {"M": M, "N": N, "K": K, **{f"{k}_ms": v for k, v in ms.items()}, "err": err}
             out.append(row)
             lb = ms["lowbit"]
             bn = f"{ms['bnb'] / lb:.2f}x" if "bnb" in ms else "-"
-            log(f"| {M} | {N}x{K} | {lb:.4f} | {ms['fp16'] / lb:.2f}x | {bn} | {err:.1e} |")
+            gemm = f" (GEMM chain {ms['lowbit_gemm']:.4f})" if "lowbit_gemm" in ms else ""
+            log(f"| {M} | {N}x{K} | {lb:.4f}{gemm} | {ms['fp16'] / lb:.2f}x | {bn} | {err:.1e} |")
         del w, CB, SCB, lin
         torch.cuda.empty_cache()
 

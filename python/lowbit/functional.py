@@ -930,7 +930,7 @@ def int8_scaled_mm(A: Array, B: Array, row_stats: Array, col_stats: Array, bias:
 
 
 def int8_linear(A: Array, CB: Array, SCB: Array, bias: Optional[Array] = None, threshold: float = 0.0, *,
-                stream: Any = None) -> Array:
+                stream: Any = None, config: str = "") -> Array:
     """The LLM.int8 linear layer's forward (bitsandbytes' ``Linear8bitLt`` on an int8 weight): ``A @ W.T + bias``.
 
     ``A`` float32/float16/bfloat16 [..., K]; ``CB`` int8 [N, K] and ``SCB`` float32 [N], the weight's rows and
@@ -939,11 +939,13 @@ def int8_linear(A: Array, CB: Array, SCB: Array, bias: Optional[Array] = None, t
     and multiplied by ``CB`` with the dequantization fused (``int8_scaled_mm``); with ``threshold`` > 0 the
     columns of ``A`` holding a value of magnitude >= ``threshold`` are left out of the int8 product and added
     in float32 against the same columns of the dequantized weight (``int8_linear_outliers``). One launch chain:
-    the outlier columns are found and used on the device, nothing is read back.
+    the outlier columns are found and used on the device, nothing is read back. Up to 32 rows take one
+    kernel after the quantization on CUDA (the config ``rows_i8_...``). ``config``: a kernel config by name
+    (docs/int8.md lists the CUDA ones); empty: the backend's choice.
     """
     call = _arrays.Call("int8_linear", A, "A", stream)
     raw = _lowbit.int8_linear(call.arg(A, "A"), call.arg(CB, "CB"), call.arg(SCB, "SCB"), call.opt(bias, "bias"),
-                              float(threshold), call.ctx)
+                              float(threshold), call.ctx, str(config))
     call.done()
     return call.result(raw)
 

@@ -56,13 +56,14 @@ nb::object scaled_mm_py(const InArray& a, const InArray& b, const InArray& row_s
 }
 
 nb::object linear_py(const InArray& a, const InArray& b, const InArray& b_stats, const std::optional<InArray>& bias,
-                     float threshold, nb::handle stream_arg) {
+                     float threshold, nb::handle stream_arg, const std::string& config) {
   const CallContext ctx = call_context(stream_arg);
   const CallScope scope(ctx);
   const char* op = "int8_linear";
   const TensorRef ra = to_ref(op, "a", a), rb = to_ref(op, "b", b), rs = to_ref(op, "b_stats", b_stats),
                   rbias = to_ref(op, "bias", bias);
-  return to_py(without_gil([&] { return int8_linear(ra, rb, rs, rbias, threshold, ctx.stream); }));
+  const KernelConfig kc = parse_kernel_config(config);
+  return to_py(without_gil([&] { return int8_linear(ra, rb, rs, rbias, threshold, ctx.stream, kc); }));
 }
 
 void linear_outliers_py(const InArray& a, const InArray& outlier_mask, const InArray& b, const InArray& b_stats,
@@ -97,7 +98,7 @@ void bind_int8_gemm(nb::module_& m) {
         arg("out").none(), arg("out_dtype"), arg("stream") = 0,
         "int8 GEMM and its dequantization in one op; the output, or None when out was given.");
   m.def("int8_linear", &linear_py, arg("a"), arg("b"), arg("b_stats"), arg("bias").none(), arg("threshold"),
-        arg("stream") = 0, "The LLM.int8 linear layer's forward (a's dtype out).");
+        arg("stream") = 0, arg("config") = "", "The LLM.int8 linear layer's forward (a's dtype out).");
   m.def("int8_linear_grad_input", &linear_grad_input_py, arg("grad_out"), arg("b"), arg("b_stats"),
         arg("stream") = 0, "The input gradient of int8_linear: grad_out @ dequant(b).");
   m.def("int8_linear_outliers", &linear_outliers_py, arg("a"), arg("outlier_mask"), arg("b"), arg("b_stats"),

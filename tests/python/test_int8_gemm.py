@@ -136,6 +136,27 @@ def test_int8_linear_is_the_steps_and_near_the_float_product(dtype, threshold):
         assert torch.equal(results["cpu"], results["cuda"])
 
 
+def test_int8_linear_configs_give_the_cpus_bits():
+    torch = pytest.importorskip("torch")
+    if "cuda" not in _devices():
+        pytest.skip("no CUDA device: the configs are the CUDA kernels'")
+    g = torch.Generator().manual_seed(2)
+    K, N = 512, 72
+    CB, SCB, _ = F.int8_vectorwise_quant(torch.randn(N, K, generator=g))
+    for M in (4, 40):  # the few-rows kernel by default, then the four-launch chain
+        a = torch.randn(M, K, generator=g)
+        a[:, [3, 300]] *= 20.0
+        a = a.half()
+        want = F.int8_linear(a, CB, SCB, threshold=6.0)
+        configs = ["", "mma_i8_m128_n128_k128_s3"] + (["rows_i8_m16_n32_k256"] if M <= 16 else [])
+        for config in configs:
+            got = F.int8_linear(a.cuda(), CB.cuda(), SCB.cuda(), threshold=6.0, config=config)
+            assert torch.equal(got.cpu(), want), (M, config)
+    with pytest.raises(ValueError, match="rows_i8.*at most 32 rows"):
+        F.int8_linear(torch.zeros(40, K, device="cuda", dtype=torch.half), CB.cuda(), SCB.cuda(), threshold=6.0,
+                      config="rows_i8_m16_n32_k256")
+
+
 def test_int8_linear_errors_name_the_argument():
     torch = pytest.importorskip("torch")
     CB = torch.zeros(8, 16, dtype=torch.int8)
@@ -144,6 +165,8 @@ def test_int8_linear_errors_name_the_argument():
         F.int8_linear(torch.zeros(2, 16), CB, SCB, threshold=-1.0)
     with pytest.raises(ValueError, match="int8_linear: b's last dimension"):
         F.int8_linear(torch.zeros(2, 15), CB, SCB)
+    with pytest.raises(ValueError, match="int8_linear: config 'rows_i8_m16_n32_k256'"):
+        F.int8_linear(torch.zeros(2, 16), CB, SCB, config="rows_i8_m16_n32_k256")  # the CPU takes none
     with pytest.raises(TypeError, match="int8_linear_outliers: out dtype must be float32"):
         F.int8_linear_outliers(torch.zeros(2, 16), torch.zeros(16, dtype=torch.uint8), CB, SCB,
                                torch.zeros(2, 8, dtype=torch.float16))

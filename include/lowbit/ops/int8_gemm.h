@@ -97,7 +97,7 @@ struct Int8LinearArgs {
   TensorRef bias;       // optional f32/f16/bf16 [N]
   float threshold;      // >= 0 and finite; 0: no outlier columns
   TensorRef out;        // a's dtype [..., N]
-  KernelConfig config;  // the GEMM's: empty for the backend's pick; else one of kernel_configs(args)
+  KernelConfig config;  // empty for the backend's pick; else one of kernel_configs(args)
 };
 
 LOWBIT_DECLARE_OP(Int8LinearMatmulArgs)
@@ -130,9 +130,10 @@ Tensor int8_scaled_mm(const TensorRef& a, const TensorRef& b, const TensorRef& r
 //   2. int8_scaled_mm of the int8 rows and b, with bias;
 //   3. threshold > 0: int8_linear_outliers adds the marked columns of a times
 //      the same columns of b, dequantized, in fp32.
-// One launch chain (the op Int8LinearArgs), nothing read on the host.
+// One launch chain (the op Int8LinearArgs), nothing read on the host;
+// config: one of kernel_configs(Int8LinearArgs), empty for the backend's pick.
 Tensor int8_linear(const TensorRef& a, const TensorRef& b, const TensorRef& b_stats, const TensorRef& bias = {},
-                   float threshold = 0.0f, Stream stream = {});
+                   float threshold = 0.0f, Stream stream = {}, const KernelConfig& config = {});
 // int8_linear's input gradient: grad_out's dtype [..., K] on its device.
 Tensor int8_linear_grad_input(const TensorRef& grad_out, const TensorRef& b, const TensorRef& b_stats,
                               Stream stream = {});

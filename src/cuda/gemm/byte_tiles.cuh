@@ -31,10 +31,11 @@ __device__ __forceinline__ void copy_chunk(uint8_t* dst, const uint8_t* src, int
   }
 }
 
-// The address of logical 16-byte chunk `chunk` of row `row` of a tile of 128-byte rows (swizzled).
+// The offset of logical 16-byte chunk `chunk` of row `row` in a tile of 128-byte rows (swizzled).
+__device__ __forceinline__ int tile_offset(int row, int chunk) { return row * 128 + swizzle128(row, chunk) * 16; }
 template <class Byte>
 __device__ __forceinline__ Byte* tile_at(Byte* tile, int row, int chunk) {
-  return tile + row * 128 + swizzle128(row, chunk) * 16;
+  return tile + tile_offset(row, chunk);
 }
 
 // The A fragment of an m16n8k32 MMA on 8-bit operands: rows row0..row0+15

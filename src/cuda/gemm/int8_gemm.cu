@@ -215,21 +215,12 @@ void launch(const Call& c, Stream stream) {
   });
 }
 
-i8g::BiasType bias_type(const TensorRef& bias) {
-  if (!bias.present()) return i8g::BiasType::none;
-  switch (bias.dtype) {
-    case DType::f16: return i8g::BiasType::f16;
-    case DType::bf16: return i8g::BiasType::bf16;
-    default: return i8g::BiasType::f32;  // the front end admits float dtypes only
-  }
-}
-
 // The dequantization's part of p: statistics, bias and out.
 void set_dequant(i8g::Params& p, const TensorRef& row_stats, const TensorRef& col_stats, const TensorRef& bias) {
   p.row_stats = row_stats.ptr<const float>();
   p.col_stats = col_stats.ptr<const float>();
   p.bias = bias.present() ? bias.data : nullptr;
-  p.bias_type = bias_type(bias);
+  p.bias_type = i8g::bias_type_of(bias);
   const uintptr_t bias_pair = bias.present() ? 2 * static_cast<uintptr_t>(dtype_bits(bias.dtype) / 8) : 1;
   p.stat_pairs = aligned8(p.col_stats) && reinterpret_cast<uintptr_t>(p.bias) % bias_pair == 0;
 }
@@ -303,8 +294,8 @@ void int8_mm_dequant(const Int8MmDequantArgs& a, void* /*workspace*/, Stream str
   with_float_type(a.out.dtype, op, "out", [&](auto t) {
     using Out = decltype(t);
     auto* kernel = &int8_mm_dequant_kernel<Out>;
-    const int grid = persistent_grid(kernel, kDequantThreads, 0, ceil_div(p.rows * ((p.N + 1) / 2), kDequantThreads),
-                                     op);
+    const int grid =
+        persistent_grid(kernel, kDequantThreads, 0, ceil_div(p.rows * ((p.N + 1) / 2), kDequantThreads), op);
     kernel<<<grid, kDequantThreads, 0, to_cuda(stream)>>>(c, p, c_pairs, pairs_aligned<Out>(p));
     check_launch(op, "int8_mm_dequant");
   });

@@ -25,6 +25,7 @@
 #include "cuda/common/ptx/copy.cuh"
 #include "cuda/common/ptx/mma.cuh"
 #include "cuda/gemm/byte_tiles.cuh"
+#include "lowbit/tensor.h"
 
 namespace lowbit::cuda::i8g {
 
@@ -32,6 +33,15 @@ constexpr int kBK = 128;  // K bytes per stage (both kernels)
 
 // bias's element type.
 enum class BiasType : int { none, f32, f16, bf16 };
+
+inline BiasType bias_type_of(const TensorRef& bias) {
+  if (!bias.present()) return BiasType::none;
+  switch (bias.dtype) {
+    case DType::f16: return BiasType::f16;
+    case DType::bf16: return BiasType::bf16;
+    default: return BiasType::f32;  // the front ends admit float dtypes only
+  }
+}
 
 struct Params {
   const int8_t* a;         // [rows, K]
@@ -47,14 +57,16 @@ struct Params {
   int a_box_rows;  // sm_90a: the rows of a's TMA box (the tile's, or a's rows rounded up to 8 when fewer)
 };
 
-__device__ __forceinline__ float bias_at(const Params& p, int64_t n) {
-  switch (p.bias_type) {
-    case BiasType::f32: return __ldg(static_cast<const float*>(p.bias) + n);
-    case BiasType::f16: return core::to_f32(static_cast<const core::Half*>(p.bias)[n]);
-    case BiasType::bf16: return core::to_f32(static_cast<const core::BFloat16*>(p.bias)[n]);
+// bias[n] as a float (0 without a bias).
+__device__ __forceinline__ float bias_value(const void* bias, BiasType type, int64_t n) {
+  switch (type) {
+    case BiasType::f32: return __ldg(static_cast<const float*>(bias) + n);
+    case BiasType::f16: return core::to_f32(static_cast<const core::Half*>(bias)[n]);
+    case BiasType::bf16: return core::to_f32(static_cast<const core::BFloat16*>(bias)[n]);
     default: return 0.0f;
   }
 }
+__device__ __forceinline__ float bias_at(const Params& p, int64_t n) { return bias_value(p.bias, p.bias_type, n); }
 
 // Columns n and n + 1 (when inside N) of row m: the sums c0, c1 as int32, or
 // their dequantization with the row's statistic rs (+ bias) in Out. pair_ok:
@@ -191,8 +203,7 @@ constexpr size_t kSmem = kStages * (kTileA + kTileB);
 // K block j of a (the CTA's rows) and b (its columns) into one stage: each
 // thread copies chunk tid % 8 of rows tid / 8 + 32 i.
 template <bool kAsync>
-__device__ __forceinline__ void load_stage(const Params& p, int64_t m0, int64_t n0, int j, uint8_t* sa,
-                                           uint8_t* sb) {
+__device__ __forceinline__ void load_stage(const Params& p, int64_t m0, int64_t n0, int j, uint8_t* sa, uint8_t* sb) {
   constexpr int kChunks = kBK / 16, kRowStep = kThreads / kChunks;
   const int c = threadIdx.x % kChunks, r0 = threadIdx.x / kChunks;
   const int64_t k = static_cast<int64_t>(j) * kBK + c * 16;

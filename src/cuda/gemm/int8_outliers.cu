@@ -3,12 +3,13 @@
 // quantization lists the columns itself, runs the second alone).
 //   1. One CTA compacts outlier_mask into the ascending list of marked
 //      columns and their count (the workspace).
-//   2. 64 x 64 tiles of out: each CTA reads the count (and returns at once
-//      when it is zero, leaving out as it is), then takes the marked columns
-//      32 at a time: a's and b's values there gathered into shared memory
-//      (b dequantized), each thread adding them into its 4 x 4 sums in
-//      ascending column order, the same steps as the CPU's; out is read,
-//      the sums added, and written back (4 columns a vector access).
+//   2. 64 x 128 tiles of out: each CTA reads the count (and returns at once
+//      when it is zero, leaving out as it is), loads its part of out, then
+//      takes the marked columns 32 at a time: a's and b's values there
+//      gathered into shared memory (b dequantized), each thread adding them
+//      into its 4 x 8 sums in ascending column order, the same steps as the
+//      CPU's; then the sums go into out (8 columns a 16-byte access where
+//      they fit).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include "core/hd.h"
 #include "core/quant_math.h"
 #include "cuda/common/check.h"
+#include "cuda/common/convert.cuh"
 #include "cuda/common/dispatch.h"
 #include "cuda/common/launch.h"
 #include "cuda/gemm/ops.h"
@@ -34,77 +36,91 @@ __global__ void __launch_bounds__(kCompactThreads)
   compact_marked_columns<kCompactThreads>(mask, K, idx, count, warp_counts);
 }
 
-constexpr int kTile = 64, kChunk = 32, kThreads = 256;
+constexpr int kTileM = 64, kTileN = 128, kChunk = 32, kThreads = 256;
+constexpr int kRowsPer = 4, kColsPer = 8;  // a thread's outputs: rows 4 ty + r, columns 8 tx + c
 
-// Four elements of T as one load or store.
+// Eight elements of T as 16-byte words.
 template <class T>
-struct Vec4 {
-  using type = uint2;  // 16-bit types
-};
-template <>
-struct Vec4<float> {
-  using type = float4;
+struct Vec8 {
+  static constexpr int kWords = static_cast<int>(sizeof(T)) / 2;
+  uint4 w[kWords];
+  __device__ __forceinline__ T (&elements())[kColsPer] { return *reinterpret_cast<T(*)[kColsPer]>(w); }
 };
 
+// Grid: (row tiles of 64, column tiles of 128). vec: out's rows hold whole
+// aligned runs of 8 (N % 8 == 0, out 16-byte aligned).
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    outlier_tiles(const T* a, const int32_t* idx, const int32_t* count, const int8_t* b, const float* b_stats,
-                  T* out, int64_t rows, int64_t N, int64_t K, bool vec) {
+    outlier_tiles(const T* a, const int32_t* idx, const int32_t* count, const int8_t* b, const float* b_stats, T* out,
+                  int64_t rows, int64_t N, int64_t K, bool vec) {
   const int C = *count;
   if (C == 0) return;
-  __shared__ float as[kChunk][kTile];
-  __shared__ float ws[kChunk][kTile];
-  const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kTile, n0 = static_cast<int64_t>(blockIdx.y) * kTile;
-  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  float acc[4][4] = {};
+  __shared__ __align__(16) float as[kChunk][kTileM];
+  __shared__ __align__(16) float ws[kChunk][kTileN];
+  const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kTileM, n0 = static_cast<int64_t>(blockIdx.y) * kTileN;
+  const int ty = threadIdx.x / (kTileN / kColsPer), tx = threadIdx.x % (kTileN / kColsPer);
+  const int64_t n = n0 + kColsPer * tx;
+  const bool whole = vec && n + kColsPer <= N;
+  // out's values first: their loads are in flight while the columns are gathered.
+  Vec8<T> o[kRowsPer];
+#pragma unroll
+  for (int r = 0; r < kRowsPer; ++r) {
+    const int64_t m = m0 + kRowsPer * ty + r;
+    if (whole && m < rows) {
+      const auto* src = reinterpret_cast<const uint4*>(out + m * N + n);
+#pragma unroll
+      for (int w = 0; w < Vec8<T>::kWords; ++w) o[r].w[w] = src[w];
+    }
+  }
+  float acc[kRowsPer][kColsPer] = {};
   for (int c0 = 0; c0 < C; c0 += kChunk) {
     const int len = min(kChunk, C - c0);
     __syncthreads();  // the previous chunk read by every thread
-    for (int i = threadIdx.x; i < kChunk * kTile; i += kThreads) {
-      const int j = i / kTile, r = i % kTile;
-      float av = 0.0f, wv = 0.0f;
-      if (j < len) {
-        const int64_t k = idx[c0 + j];
-        if (m0 + r < rows) av = core::to_f32(a[(m0 + r) * K + k]);
-        if (n0 + r < N) wv = core::int8_decode(b[(n0 + r) * K + k], __ldg(b_stats + n0 + r));
+    // The chunk's columns of a's rows and b's (dequantized) rows; slots past them stay unread.
+    for (int i = threadIdx.x; i < len * (kTileM + kTileN); i += kThreads) {
+      const int j = i / (kTileM + kTileN), r = i % (kTileM + kTileN);
+      const int64_t k = idx[c0 + j];
+      if (r < kTileM) {
+        as[j][r] = m0 + r < rows ? core::to_f32(a[(m0 + r) * K + k]) : 0.0f;
+      } else {
+        const int64_t nr = n0 + r - kTileM;
+        ws[j][r - kTileM] = nr < N ? core::int8_decode(b[nr * K + k], __ldg(b_stats + nr)) : 0.0f;
       }
-      as[j][r] = av;
-      ws[j][r] = wv;
     }
     __syncthreads();
     for (int j = 0; j < len; ++j) {
-      float av[4], wv[4];
+      const float4 av = *reinterpret_cast<const float4*>(&as[j][kRowsPer * ty]);
+      const float4 w0 = *reinterpret_cast<const float4*>(&ws[j][kColsPer * tx]);
+      const float4 w1 = *reinterpret_cast<const float4*>(&ws[j][kColsPer * tx + 4]);
+      const float avs[kRowsPer] = {av.x, av.y, av.z, av.w};
+      const float wvs[kColsPer] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        av[q] = as[j][4 * ty + q];
-        wv[q] = ws[j][4 * tx + q];
-      }
+      for (int r = 0; r < kRowsPer; ++r) {
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-#pragma unroll
-        for (int c = 0; c < 4; ++c) acc[r][c] = core::int8_fp32_step(acc[r][c], av[r], wv[c]);
+        for (int c = 0; c < kColsPer; ++c) acc[r][c] = core::int8_fp32_step(acc[r][c], avs[r], wvs[c]);
       }
     }
   }
-  // out += the sums: 4 consecutive columns of a row as one vector where they fit (vec: N % 4 == 0, out aligned).
-  const int64_t n = n0 + 4 * tx;
+  // out += the sums, in the same rounding steps as the CPU's.
 #pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    const int64_t m = m0 + 4 * ty + r;
+  for (int r = 0; r < kRowsPer; ++r) {
+    const int64_t m = m0 + kRowsPer * ty + r;
     if (m >= rows || n >= N) continue;
-    T* o = out + m * N + n;
-    if (vec && n + 4 <= N) {
-      using V = typename Vec4<T>::type;
-      V v = *reinterpret_cast<const V*>(o);
-      T* e = reinterpret_cast<T*>(&v);
+    T* dst = out + m * N + n;
+    if (whole) {
+      T(&e)[kColsPer] = o[r].elements();
+      float v[kColsPer];
+      to_floats(e, v);
 #pragma unroll
-      for (int c = 0; c < 4; ++c) e[c] = core::from_f32<T>(core::add_rn(core::to_f32(e[c]), acc[r][c]));
-      *reinterpret_cast<V*>(o) = v;
+      for (int c = 0; c < kColsPer; ++c) v[c] = core::add_rn(v[c], acc[r][c]);
+      from_floats(v, e);
+#pragma unroll
+      for (int w = 0; w < Vec8<T>::kWords; ++w) reinterpret_cast<uint4*>(dst)[w] = o[r].w[w];
       continue;
     }
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      if (n + c < N) o[c] = core::from_f32<T>(core::add_rn(core::to_f32(o[c]), acc[r][c]));
+    for (int c = 0; c < kColsPer; ++c) {
+      if (n + c < N) dst[c] = core::from_f32<T>(core::add_rn(core::to_f32(dst[c]), acc[r][c]));
     }
   }
 }
@@ -119,14 +135,15 @@ void int8_linear_outlier_terms(const Int8LinearOutliersArgs& a, const int32_t* o
   const char* op = Int8LinearOutliersArgs::kName;
   const int64_t K = a.a.size(-1), rows = a.a.numel() / K, N = a.b.shape[0];
   if (rows == 0 || N == 0) return;
-  LOWBIT_REQUIRE(ceil_div(N, kTile) <= 65535 && K <= INT32_MAX, ErrorCode::invalid_argument, op,
-                 ": shape too large for the cuda kernel's grid (N ", N, ", K ", K, ")");
+  LOWBIT_REQUIRE(ceil_div(N, kTileN) <= 65535 && ceil_div(rows, kTileM) <= INT32_MAX && K <= INT32_MAX,
+                 ErrorCode::invalid_argument, op, ": shape too large for the cuda kernel's grid (N ", N, ", K ", K,
+                 ")");
   DeviceGuard guard(a.a.device.index, op);
   const cudaStream_t s = to_cuda(stream);
   with_float_type(a.a.dtype, op, "a", [&](auto t) {
     using T = decltype(t);
-    const dim3 grid(static_cast<unsigned>(ceil_div(rows, kTile)), static_cast<unsigned>(ceil_div(N, kTile)));
-    const bool vec = N % 4 == 0 && reinterpret_cast<uintptr_t>(a.out.data) % (4 * sizeof(T)) == 0;
+    const dim3 grid(static_cast<unsigned>(ceil_div(rows, kTileM)), static_cast<unsigned>(ceil_div(N, kTileN)));
+    const bool vec = N % kColsPer == 0 && aligned16(a.out.data);
     outlier_tiles<T><<<grid, kThreads, 0, s>>>(a.a.ptr<const T>(), outliers + 1, outliers, a.b.ptr<const int8_t>(),
                                                a.b_stats.ptr<const float>(), a.out.ptr<T>(), rows, N, K, vec);
     check_launch(op, "outlier_tiles");

@@ -4,23 +4,26 @@
 // first kernel marks the outlier columns (outlier_mask zeroed, then set by
 // every thread that sees |x| >= threshold: equal values, so the races are
 // benign; a thread stores only a mark it does not see yet, so few stores
-// contend for a byte). Then one warp per row reduces the row's absmax over non-outlier
-// entries and encodes the row. Rows of whole 16-byte vectors (the common
-// case) take one block each with 16-byte loads: the block reduces the
-// absmax, then reads the row again (from L1/L2: it was just read) to encode
-// it, storing 16 / sizeof(T) codes per access. Other rows take a warp each
-// with scalar accesses. int8_linear's quantization (int8_linear_quant) is
-// that vector kernel with the marking folded into its first pass.
+// contend for a byte). Rows of whole 16-byte vectors (the common case) then
+// take a CTA each, every thread holding its vectors of the row in registers
+// while the CTA reduces the absmax, then encoding them: one read of the row,
+// 16 / sizeof(T) codes a store. Other rows take a warp each with scalar
+// accesses. int8_linear's quantization (int8_linear_quant,
+// int8_linear_quant_bits) is that row kernel with the marking folded in.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdint>
 
 #include "core/float_convert.h"
 #include "core/quant_math.h"
 #include "cuda/common/check.h"
+#include "cuda/common/convert.cuh"
 #include "cuda/common/dispatch.h"
 #include "cuda/common/host_nan.cuh"
 #include "cuda/common/launch.h"
+#include "cuda/common/ptx/sync.cuh"
 #include "cuda/quant/int8.h"
 #include "cuda/quant/ops.h"
 #include "cuda/quant/outlier_columns.cuh"
@@ -72,8 +75,6 @@ __global__ void __launch_bounds__(kThreads) int8_quant_rows(const T* in, int64_t
   }
 }
 
-constexpr int kVecThreads = 128;
-
 // kV codes, one per element of a 16-byte vector, as the bytes of one store.
 template <int kV>
 struct CodeVec;
@@ -86,83 +87,173 @@ struct CodeVec<4> {
   using type = uint32_t;
 };
 
-// Rows of whole aligned 16-byte vectors, a CTA a row: the CTA reduces the
-// row's absmax, then reads the row again (from L1/L2) to encode it, 16 /
-// sizeof(T) codes a store.
-//   - int8_vectorwise_quant (!kLinear): the columns marked in mask (by
-//     mark_outlier_columns, before) are encoded as 0.
-//   - int8_linear (kLinear): the outlier columns are marked as they are seen
-//     (one pass over the input, no marking kernel) and encoded like the
-//     rest; with a mask, the last CTA to finish lists the marked columns in
-//     outliers = {count, columns ascending} and zeroes their codes, which
-//     the rows could not know when they were encoded. `done` counts the
-//     finished CTAs (zero at launch).
-template <class T, bool kLinear>
-__global__ void __launch_bounds__(kVecThreads)
-    int8_quant_rows_vec(const T* in, int64_t rows, int64_t k, float threshold, uint8_t* mask, int8_t* out,
-                        float* row_stats, int32_t* outliers, unsigned* done) {
-  constexpr int kV = 16 / static_cast<int>(sizeof(T));
-  using Codes = typename CodeVec<kV>::type;
-  __shared__ float partial[kVecThreads / 32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t vectors = k / kV;
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const uint4* x = reinterpret_cast<const uint4*>(in + row * k);
-    float m = 0.0f;
-    for (int64_t v = threadIdx.x; v < vectors; v += kVecThreads) {
-      const uint4 w = __ldg(x + v);
-      const T* e = reinterpret_cast<const T*>(&w);
+// What the row kernel does with the outlier columns (|x| >= threshold):
+enum class RowMode {
+  masked,  // int8_vectorwise_quant: encodes the columns marked in mask (beforehand) as 0
+  listed,  // int8_linear: marks mask as it reads; the last CTA lists the marked columns and zeroes their codes
+  bits,    // int8_linear, few rows: each row's outliers as bits (row_bits), codes left as encoded
+};
+
+// Bit j of `bits` (element j of this lane's vector v, one of kV) into the
+// 32-column word of row_bits holding it: the lanes of a word OR their bits
+// together and the first stores the word. Every lane of the warp calls it.
+template <int kV>
+__device__ __forceinline__ void store_row_bits(uint32_t* row_bits, int64_t v, int64_t vectors, uint32_t bits,
+                                               int lane) {
+  constexpr int kLanesPerWord = 32 / kV;
+  uint32_t word = bits << (lane % kLanesPerWord * kV);
 #pragma unroll
-      for (int j = 0; j < kV; ++j) {
-        const float f = core::to_f32(e[j]);
-        if (!core::int8_is_outlier(f, threshold)) {
-          m = core::absmax_update(m, f);
-        } else if constexpr (kLinear) {
-          uint8_t* mark = mask + v * kV + j;
-          if (*mark == 0) *mark = 1;  // most see the mark already: few stores contend for the byte
+  for (int off = 1; off < kLanesPerWord; off <<= 1) word |= __shfl_xor_sync(0xffffffffu, word, off);
+  if (lane % kLanesPerWord == 0 && v < vectors) row_bits[v * kV / 32] = word;
+}
+
+// The row kernel's threads: 512 for the few rows of the bits mode (a CTA
+// a row, so more threads share each row), 256 otherwise.
+constexpr int row_threads(RowMode mode) { return mode == RowMode::bits ? 512 : kThreads; }
+
+// Rows of whole aligned 16-byte vectors, a CTA a row at a time (a grid of
+// at most one wave, each CTA taking rows gridDim.x apart): each thread
+// loads its kPer vectors of the row at once and keeps them in registers
+// while the CTA reduces the absmax, then encodes them (16 / sizeof(T) codes
+// a store): one read of the row. With kPer <= 4 the next row's vectors are
+// loaded before this row's reduction, so a CTA's rows overlap their DRAM
+// latency. Rows longer than kPer x threads vectors go by segments of that
+// many, read again (from L2) to encode.
+//   listed: outliers = {count, columns ascending} from the last CTA to
+//   finish (`done` counts the finished CTAs, zero at launch, as mask is).
+//   bits: row_bits [rows, ceil(K / 32)] written whole (no zeroing first).
+template <class T, int kPer, RowMode kMode>
+__global__ void __launch_bounds__(row_threads(kMode))
+    int8_quant_rows_vec(const T* in, int64_t rows, int64_t k, float threshold, uint8_t* mask, int8_t* out,
+                        float* row_stats, uint32_t* row_bits, int32_t* outliers, unsigned* done) {
+  ptx::griddepcontrol_launch_dependents();  // a dependent launched early waits for this grid before reading it
+  constexpr int kT = row_threads(kMode), kW = kT / 32;
+  constexpr int kV = 16 / static_cast<int>(sizeof(T));
+  constexpr int64_t kSeg = int64_t{kPer} * kT;
+  constexpr bool kPrefetch = kPer <= 4;  // registers for a second row's vectors
+  using Codes = typename CodeVec<kV>::type;
+  __shared__ float partial[kW];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t vectors = k / kV, words = (k + 31) / 32;
+  const bool held = vectors <= kSeg;  // one segment: encoded from the registers of the first pass
+  const bool marks = threshold > 0.0f;
+  // Segment s of row `row` into r (zeros past the row: no outliers, no absmax).
+  const auto load = [&](int64_t row, int64_t s, uint4(&r)[kPer]) {
+    const uint4* x = reinterpret_cast<const uint4*>(in + row * k);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int64_t v = s + threadIdx.x + i * kT;
+      r[i] = v < vectors ? __ldg(x + v) : uint4{};
+    }
+  };
+  uint4 w[kPer];
+  if (held && blockIdx.x < rows) load(blockIdx.x, 0, w);
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    float m = 0.0f;
+    for (int64_t s = 0; s < vectors; s += kSeg) {
+      if (!held) load(row, s, w);
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const int64_t v = s + threadIdx.x + i * kT;
+        float f[kV];
+        to_floats(*reinterpret_cast<const T(*)[kV]>(&w[i]), f);
+        uint32_t bits = 0;
+#pragma unroll
+        for (int j = 0; j < kV; ++j) {
+          if (!core::int8_is_outlier(f[j], threshold)) {
+            m = core::absmax_update(m, f[j]);
+          } else {
+            bits |= 1u << j;
+            if constexpr (kMode == RowMode::listed) {
+              uint8_t* mark = mask + v * kV + j;
+              if (*mark == 0) *mark = 1;  // most see the mark already: few stores contend for the byte
+            }
+          }
+        }
+        if constexpr (kMode == RowMode::bits) {
+          if (marks) store_row_bits<kV>(row_bits + row * words, v, vectors, bits, lane);
         }
       }
+    }
+    uint4 next[kPrefetch ? kPer : 1];
+    if constexpr (kPrefetch) {
+      if (held && row + gridDim.x < rows) load(row + gridDim.x, 0, next);
     }
     m = warp_absmax(m);
     if (lane == 0) partial[warp] = m;
     __syncthreads();
     m = partial[0];
 #pragma unroll
-    for (int w = 1; w < kVecThreads / 32; ++w) m = core::absmax_update(m, partial[w]);
+    for (int i = 1; i < kW; ++i) m = core::absmax_update(m, partial[i]);
     if (threadIdx.x == 0) row_stats[row] = m;
     const float factor = core::int8_row_factor(m);
     Codes* q = reinterpret_cast<Codes*>(out + row * k);
-    for (int64_t v = threadIdx.x; v < vectors; v += kVecThreads) {
-      const uint4 w = __ldg(x + v);
-      const T* e = reinterpret_cast<const T*>(&w);
-      Codes c;
-      auto* b = reinterpret_cast<int8_t*>(&c);
+    for (int64_t s = 0; s < vectors; s += kSeg) {
+      if (!held) load(row, s, w);
 #pragma unroll
-      for (int j = 0; j < kV; ++j) {
-        const bool zero = !kLinear && mask != nullptr && mask[v * kV + j] != 0;
-        b[j] = zero ? int8_t{0} : core::int8_encode(core::to_f32(e[j]), factor);
+      for (int i = 0; i < kPer; ++i) {
+        const int64_t v = s + threadIdx.x + i * kT;
+        if (v >= vectors) continue;
+        float f[kV];
+        to_floats(*reinterpret_cast<const T(*)[kV]>(&w[i]), f);
+        Codes c;
+        auto* b = reinterpret_cast<int8_t*>(&c);
+#pragma unroll
+        for (int j = 0; j < kV; ++j) {
+          const bool zero = kMode == RowMode::masked && mask != nullptr && mask[v * kV + j] != 0;
+          b[j] = zero ? int8_t{0} : core::int8_encode(f[j], factor);
+        }
+        q[v] = c;
       }
-      q[v] = c;
+    }
+    if (held) {
+      if constexpr (kPrefetch) {
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) w[i] = next[i];
+      } else if (row + gridDim.x < rows) {
+        load(row + gridDim.x, 0, w);
+      }
     }
     __syncthreads();  // partial is rewritten by the next row
   }
-  if constexpr (kLinear) {
-    if (threshold <= 0.0f) return;
-    __shared__ int warp_counts[kVecThreads / 32 + 1];
+  if constexpr (kMode == RowMode::listed) {
+    if (!marks) return;
+    __shared__ int warp_counts[kW + 1];
     __shared__ bool last;
-    __threadfence();  // this thread's marks before the CTA's arrival
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
+    __syncthreads();  // the CTA's marks stored before its arrival
+    if (threadIdx.x == 0) {
+      __threadfence();  // cumulative: the marks the barrier ordered before it
+      last = atomicAdd(done, 1u) == gridDim.x - 1;
+    }
     __syncthreads();
     if (!last) return;
     __threadfence();
-    const int count = compact_marked_columns<kVecThreads>(mask, k, outliers + 1, outliers, warp_counts);
+    const int count = compact_marked_columns<kT>(mask, k, outliers + 1, outliers, warp_counts);
     __syncthreads();  // the list written to memory by the CTA's threads
     for (int c = 0; c < count; ++c) {
-      int8_t* col = out + outliers[1 + c];
-      for (int64_t r = threadIdx.x; r < rows; r += kVecThreads) col[r * k] = 0;
+      int8_t* col = out + __ldcg(outliers + 1 + c);
+      for (int64_t r = threadIdx.x; r < rows; r += kT) col[r * k] = 0;
     }
   }
+}
+
+// Launches the row kernel with the fewest vectors a thread that hold a row
+// (8 at most), on at most one wave of CTAs.
+template <class T, RowMode kMode>
+void launch_rows_vec(const T* in, int64_t rows, int64_t k, float threshold, uint8_t* mask, int8_t* out,
+                     float* row_stats, uint32_t* row_bits, int32_t* outliers, unsigned* done, cudaStream_t stream,
+                     const char* op) {
+  constexpr int kT = row_threads(kMode);
+  const int64_t vectors = k / (16 / static_cast<int64_t>(sizeof(T)));
+  const auto run = [&](auto* kernel) {
+    const int grid = persistent_grid(kernel, kT, 0, rows, op);
+    kernel<<<grid, kT, 0, stream>>>(in, rows, k, threshold, mask, out, row_stats, row_bits, outliers, done);
+    check_launch(op, "int8_quant_rows_vec");
+  };
+  if (vectors <= kT) return run(&int8_quant_rows_vec<T, 1, kMode>);
+  if (vectors <= 2 * kT) return run(&int8_quant_rows_vec<T, 2, kMode>);
+  if (vectors <= 4 * kT) return run(&int8_quant_rows_vec<T, 4, kMode>);
+  run(&int8_quant_rows_vec<T, 8, kMode>);
 }
 
 // Whether rows of `k` elements are whole 16-byte vectors at aligned addresses.
@@ -212,11 +303,8 @@ void int8_vectorwise_quant(const Int8VectorwiseQuantArgs& a, void* /*workspace*/
     }
     int8_t* out = a.out.ptr<int8_t>();
     if (vector_rows(in, k, out)) {
-      auto* kernel = &int8_quant_rows_vec<T, false>;
-      const int grid = persistent_grid(kernel, kVecThreads, 0, rows, op);
-      kernel<<<grid, kVecThreads, 0, s>>>(in, rows, k, a.threshold, mask, out, a.row_stats.ptr<float>(), nullptr,
-                                          nullptr);
-      check_launch(op, "int8_quant_rows_vec");
+      launch_rows_vec<T, RowMode::masked>(in, rows, k, a.threshold, mask, out, a.row_stats.ptr<float>(), nullptr,
+                                          nullptr, nullptr, s, op);
       return;
     }
     auto* kernel = &int8_quant_rows<T>;
@@ -255,11 +343,19 @@ void int8_linear_quant(const TensorRef& input, float threshold, int8_t* out, flo
   const int64_t k = input.size(-1), rows = input.numel() / k;
   with_float_type(input.dtype, op, "a", [&](auto t) {
     using T = decltype(t);
-    auto* kernel = &int8_quant_rows_vec<T, true>;
-    const int grid = persistent_grid(kernel, kVecThreads, 0, rows, op);
-    kernel<<<grid, kVecThreads, 0, stream>>>(input.ptr<const T>(), rows, k, threshold, mask, out, row_stats, outliers,
-                                             done);
-    check_launch(op, "int8_quant_rows_vec");
+    launch_rows_vec<T, RowMode::listed>(input.ptr<const T>(), rows, k, threshold, mask, out, row_stats, nullptr,
+                                        outliers, done, stream, op);
+  });
+}
+
+void int8_linear_quant_bits(const TensorRef& input, float threshold, int8_t* out, float* row_stats, uint32_t* row_bits,
+                            cudaStream_t stream) {
+  const char* op = "int8_linear";
+  const int64_t k = input.size(-1), rows = input.numel() / k;
+  with_float_type(input.dtype, op, "a", [&](auto t) {
+    using T = decltype(t);
+    launch_rows_vec<T, RowMode::bits>(input.ptr<const T>(), rows, k, threshold, nullptr, out, row_stats, row_bits,
+                                      nullptr, nullptr, stream, op);
   });
 }
 

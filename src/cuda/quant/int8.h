@@ -21,4 +21,12 @@ bool int8_linear_quant_fits(const TensorRef& input, const int8_t* out);
 void int8_linear_quant(const TensorRef& input, float threshold, int8_t* out, float* row_stats, uint8_t* mask,
                        int32_t* outliers, unsigned* done, cudaStream_t stream);
 
+// The same rows' codes and row_stats with the outlier columns left as
+// encoded (not zeroed), and each row's outliers as bits: threshold > 0:
+// row_bits [rows, ceil(K / 32)], bit k % 32 of word k / 32 set where
+// |x[row, k]| >= threshold (written whole: nothing to zero first). A
+// kernel launched after it as a programmatic dependent may start early.
+void int8_linear_quant_bits(const TensorRef& input, float threshold, int8_t* out, float* row_stats, uint32_t* row_bits,
+                            cudaStream_t stream);
+
 }  // namespace lowbit::cuda

@@ -183,10 +183,10 @@ void run(const Int8LinearArgs& a, void* ws, Stream s) { ops::dispatch(a, a.a.dev
 std::vector<KernelConfig> kernel_configs(const Int8LinearArgs& a) { return ops::backend_configs(a, a.a.device); }
 
 Tensor int8_linear(const TensorRef& a, const TensorRef& b, const TensorRef& b_stats, const TensorRef& bias,
-                   float threshold, Stream stream) {
+                   float threshold, Stream stream, const KernelConfig& config) {
   const int64_t N = check_linear(Int8LinearArgs::kName, a, b, b_stats, bias, threshold);
   Tensor out = Tensor::empty(Shape(ops::with_last(a, N)), a.dtype, a.device, stream);
-  ops::run_with_workspace(Int8LinearArgs{a, b, b_stats, bias, threshold, out, {}}, a.device, stream);
+  ops::run_with_workspace(Int8LinearArgs{a, b, b_stats, bias, threshold, out, config}, a.device, stream);
   return out;
 }
 

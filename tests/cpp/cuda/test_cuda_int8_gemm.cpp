@@ -71,8 +71,12 @@ void check_every_config(const Shape3& s, int64_t offset, int64_t soff) {
   run(Int8LinearMatmulArgs{a.ref(), b.ref(), want.ref(), {}});
   // The CPU's dequantized outputs: f16 and f32 with bias, bf16 without.
   const DType dtypes[] = {DType::f16, DType::bf16, DType::f32};
-  const auto host_bias = [&](DType d) { return d == DType::f16 ? bias16.ref() : d == DType::f32 ? bias32.ref() : TensorRef{}; };
-  const auto gpu_bias = [&](DType d) { return d == DType::f16 ? gbias16.ref : d == DType::f32 ? gbias32.ref : TensorRef{}; };
+  const auto host_bias = [&](DType d) {
+    return d == DType::f16 ? bias16.ref() : d == DType::f32 ? bias32.ref() : TensorRef{};
+  };
+  const auto gpu_bias = [&](DType d) {
+    return d == DType::f16 ? gbias16.ref : d == DType::f32 ? gbias32.ref : TensorRef{};
+  };
   std::vector<Tensor> want_d;
   for (DType dtype : dtypes) {
     want_d.push_back(Tensor::empty({s.M, s.N}, dtype));
@@ -100,7 +104,11 @@ TEST(CudaInt8Gemm, EveryConfigMatchesTheCpu) {
   LOWBIT_REQUIRE_CUDA_DEVICE();
   // Tiles ragged in M and N, K past several stages and ragged in its last block,
   // a single row, more rows than one wave of any tile, odd N (unpaired stores).
-  const Shape3 shapes[] = {{300, 264, 1040}, {1, 100, 128}, {130, 257, 48}, {517, 391, 2064}, {64, 64, 16},
+  const Shape3 shapes[] = {{300, 264, 1040},
+                           {1, 100, 128},
+                           {130, 257, 48},
+                           {517, 391, 2064},
+                           {64, 64, 16},
                            // more tiles than SMs in every config: both consumer warpgroups take turns
                            {2100, 1500, 400}};
   for (const Shape3& s : shapes) check_every_config(s, 0, 0);
@@ -109,7 +117,7 @@ TEST(CudaInt8Gemm, EveryConfigMatchesTheCpu) {
 
 TEST(CudaInt8Gemm, UnalignedViewsAndRaggedKTakeTheByteLoads) {
   LOWBIT_REQUIRE_CUDA_DEVICE();
-  check_every_config({37, 70, 1000}, 0, 0);  // K % 16 != 0: rows not 16-byte aligned
+  check_every_config({37, 70, 1000}, 0, 0);   // K % 16 != 0: rows not 16-byte aligned
   check_every_config({150, 130, 256}, 3, 4);  // aligned K, views starting at odd addresses
   check_every_config({5, 9, 7}, 1, 0);
 }
@@ -133,11 +141,12 @@ TEST(CudaInt8Gemm, Int32EdgesAtTheLargestK) {
 
 // int8_linear (quantization, fused GEMM, outlier columns, their temporaries and
 // workspace) captured in a CUDA graph and replayed on new activations: nothing
-// in the chain waits on the host, and each replay equals the CPU's call.
-TEST(CudaInt8Gemm, LinearGraphReplaysWithNewActivations) {
-  LOWBIT_REQUIRE_CUDA_DEVICE();
+// in the chain waits on the host, and each replay equals the CPU's call. M
+// rows: past the few-rows kernel (four launches) or within it (two, the
+// second a programmatic dependent).
+void check_linear_graph(int64_t M) {
 #if defined(LOWBIT_WITH_CUDA)
-  const int64_t M = 70, N = 130, K = 256;
+  const int64_t N = 130, K = 256;
   const Int8Quantized w = int8_vectorwise_quant(random_floats({N, K}, DType::f32).ref());
   const Tensor bias = random_floats({N}, DType::f16);
   const Tensor gw = w.values.to(kGpu), gs = w.row_stats.to(kGpu), gbias = bias.to(kGpu);
@@ -166,15 +175,23 @@ TEST(CudaInt8Gemm, LinearGraphReplaysWithNewActivations) {
     LOWBIT_ASSERT_CUDA(cudaMemsetAsync(out.data(), 0xff, out.nbytes(), stream));
     LOWBIT_ASSERT_CUDA(cudaGraphLaunch(exec, stream));
     LOWBIT_ASSERT_CUDA(cudaStreamSynchronize(stream));
-    const Tensor want = int8_linear(
-        TensorRef::contiguous(const_cast<void*>(a16.data()), DType::f16, Shape({M, K}), Device::cpu()),
-        w.values.ref(), w.row_stats.ref(), bias.ref(), 6.0f);
-    expect_same_floats(want, out, "int8_linear graph replay " + std::to_string(run_i));
+    const Tensor want =
+        int8_linear(TensorRef::contiguous(const_cast<void*>(a16.data()), DType::f16, Shape({M, K}), Device::cpu()),
+                    w.values.ref(), w.row_stats.ref(), bias.ref(), 6.0f);
+    expect_same_floats(want, out, "int8_linear graph replay " + std::to_string(run_i) + " M=" + std::to_string(M));
   }
   EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
   EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
   EXPECT_EQ(cudaStreamDestroy(stream), cudaSuccess);
+#else
+  (void)M;
 #endif
+}
+
+TEST(CudaInt8Gemm, LinearGraphReplaysWithNewActivations) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+  check_linear_graph(70);
+  check_linear_graph(12);
 }
 
 // int8_linear, every config it lists (the fused sm_90a GEMM's shapes, then
@@ -235,7 +252,22 @@ TEST(CudaInt8Gemm, LinearEveryConfigMatchesTheCpu) {
   check_linear_configs({1}, 72, 256, 0);        // one row
   check_linear_configs({3, 47}, 131, 1040, 0);  // ragged rows and columns, K past the stages
   check_linear_configs({300}, 264, 384, 0);
-  check_linear_configs({70}, 130, 256, 1);      // unaligned activations: the three ops
+  check_linear_configs({70}, 130, 256, 1);     // unaligned activations: the three ops
+  check_linear_configs({2, 13}, 72, 4400, 0);  // the few-rows kernel's 32-row tile; bits past one window
+  check_linear_configs({5}, 40, 520, 0);       // K % 16 != 0: the few-rows kernel's byte loads
+  check_linear_configs({40}, 72, 20000, 0);    // rows longer than a CTA holds: quantized by segments
+}
+
+TEST(CudaInt8Gemm, LinearRowsConfigPastItsRowsIsInvalidArgument) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+  const Tensor a = random_floats({40, 64}, DType::f16).to(kGpu);
+  const Tensor b = random_int8({8, 64}).to(kGpu), bs = random_stats(8).to(kGpu);
+  Tensor out = Tensor::empty({40, 8}, DType::f16, kGpu);
+  const Int8LinearArgs args{
+      a.ref(), b.ref(), bs.ref(), {}, 6.0f, out.ref(), parse_kernel_config("rows_i8_m16_n32_k256")};
+  const Tensor ws = Tensor::empty({static_cast<int64_t>(workspace_size(args))}, DType::u8, kGpu);
+  expect_error([&] { run(args, ws.data()); }, ErrorCode::invalid_argument,
+               {"int8_linear", "rows_i8", "at most 32 rows", "got 40"});
 }
 
 TEST(CudaInt8Gemm, WgmmaConfigWhereItCannotRunIsInvalidArgument) {

@@ -124,8 +124,8 @@ TEST(Int8Vectorwise, EveryBackendMatchesReference) {
   SCOPED_TRACE("impls: " + impl_names<Int8VectorwiseQuantArgs>());
   for (DType dtype : kFloats) {
     for (float thr : {0.0f, 6.0f, 20.0f}) {
-      for (auto shape :
-           std::vector<std::vector<int64_t>>{{1, 1}, {7, 33}, {64, 4096}, {3, 5, 100}, {0, 16}, {9, 24}, {130, 520}}) {
+      for (auto shape : std::vector<std::vector<int64_t>>{
+               {1, 1}, {7, 33}, {64, 4096}, {3, 5, 100}, {0, 16}, {9, 24}, {130, 520}, {2, 9000}, {3, 20000}}) {
         run_on_all_backends(int8_case(shape, dtype, thr));
       }
     }
