@@ -74,6 +74,20 @@ __all__ = [
     "igemmlt",
     "mm_dequant",
     "transform",
+    "batched_igemm",
+    "dequant_min_max",
+    "vectorwise_dequant",
+    "vectorwise_mm_dequant",
+    "vectorwise_quant",
+    "COOSparseTensor",
+    "CSCSparseTensor",
+    "CSRSparseTensor",
+    "coo2csc",
+    "coo2csr",
+    "coo_zeros",
+    "double_quant",
+    "spmm_coo",
+    "spmm_coo_very_sparse",
     "int8_colwise_quant",
     "int8_double_quant",
     "int8_vectorwise_dequant",
@@ -1334,4 +1348,10 @@ def _percentile_scale(history: np.ndarray, step: int, percentile: int) -> Tuple[
 
 
 # bitsandbytes' older int8 names (igemm, igemmlt, transform, mm_dequant, ...), on the ops above.
-from ._int8_seed import check_matmul, extract_outliers, igemm, igemmlt, mm_dequant, transform  # noqa: E402
+from ._int8_seed import (  # noqa: E402
+    batched_igemm, check_matmul, dequant_min_max, extract_outliers, igemm, igemmlt, mm_dequant, transform,
+    vectorwise_dequant, vectorwise_mm_dequant, vectorwise_quant)
+# Their COO / CSR / CSC tensors and sparse products (array code on the arrays' framework).
+from ._sparse_seed import (  # noqa: E402
+    COOSparseTensor, CSCSparseTensor, CSRSparseTensor, coo2csc, coo2csr, coo_zeros, double_quant, spmm_coo,
+    spmm_coo_very_sparse)
