@@ -337,26 +337,31 @@ bool int8_linear_quant_fits(const TensorRef& input, const int8_t* out) {
   return fits;
 }
 
-void int8_linear_quant(const TensorRef& input, float threshold, int8_t* out, float* row_stats, uint8_t* mask,
-                       int32_t* outliers, unsigned* done, cudaStream_t stream) {
+namespace {
+
+// int8_linear's quantization of input's rows in mode kMode.
+template <RowMode kMode>
+void linear_rows(const TensorRef& input, float threshold, uint8_t* mask, int8_t* out, float* row_stats,
+                 uint32_t* row_bits, int32_t* outliers, unsigned* done, cudaStream_t stream) {
   const char* op = "int8_linear";
   const int64_t k = input.size(-1), rows = input.numel() / k;
   with_float_type(input.dtype, op, "a", [&](auto t) {
     using T = decltype(t);
-    launch_rows_vec<T, RowMode::listed>(input.ptr<const T>(), rows, k, threshold, mask, out, row_stats, nullptr,
-                                        outliers, done, stream, op);
+    launch_rows_vec<T, kMode>(input.ptr<const T>(), rows, k, threshold, mask, out, row_stats, row_bits, outliers,
+                              done, stream, op);
   });
+}
+
+}  // namespace
+
+void int8_linear_quant(const TensorRef& input, float threshold, int8_t* out, float* row_stats, uint8_t* mask,
+                       int32_t* outliers, unsigned* done, cudaStream_t stream) {
+  linear_rows<RowMode::listed>(input, threshold, mask, out, row_stats, nullptr, outliers, done, stream);
 }
 
 void int8_linear_quant_bits(const TensorRef& input, float threshold, int8_t* out, float* row_stats, uint32_t* row_bits,
                             cudaStream_t stream) {
-  const char* op = "int8_linear";
-  const int64_t k = input.size(-1), rows = input.numel() / k;
-  with_float_type(input.dtype, op, "a", [&](auto t) {
-    using T = decltype(t);
-    launch_rows_vec<T, RowMode::bits>(input.ptr<const T>(), rows, k, threshold, nullptr, out, row_stats, row_bits,
-                                      nullptr, nullptr, stream, op);
-  });
+  linear_rows<RowMode::bits>(input, threshold, nullptr, out, row_stats, row_bits, nullptr, nullptr, stream);
 }
 
 }  // namespace lowbit::cuda
