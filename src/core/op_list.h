@@ -7,6 +7,7 @@
 #include "lowbit/ops/int8_gemm.h"
 #include "lowbit/ops/optim.h"
 #include "lowbit/ops/quant.h"
+#include "lowbit/ops/sparse.h"
 
 #define LOWBIT_FOR_EACH_OP(X)              \
   X(QuantizeBlockwiseArgs)                 \
@@ -42,4 +43,5 @@
   X(OptimizerUpdate8bitBlockwiseArgs)      \
   X(OptimizerUpdate32bitMultiArgs)         \
   X(OptimizerUpdate8bitBlockwiseMultiArgs) \
-  X(PercentileClippingArgs)
+  X(PercentileClippingArgs)                \
+  X(BsrDenseAddmmArgs)

@@ -42,6 +42,7 @@ void register_cpu_backend() {
   cpu::register_quant_ops();
   cpu::register_gemm_ops();
   cpu::register_optim_ops();
+  cpu::register_sparse_ops();
 }
 
 }  // namespace lowbit::core

@@ -1,0 +1,128 @@
+// bsr_dense_addmm on the CPU (lowbit/ops/sparse.h): the reference every
+// backend is tested against. Each output block row sums its stored blocks'
+// products with dense in float64, in block order; alpha and beta are applied
+// in float64 and the result rounded once. The index arrays are checked first
+// (ascending columns without repeats, in range, row pointers from 0 to nnz).
+#include <cstdint>
+#include <vector>
+
+#include "core/broadcast.h"
+#include "core/check.h"
+#include "core/float_convert.h"
+#include "core/registry.h"
+#include "cpu/quant/elementwise.h"
+#include "cpu/quant/parallel.h"
+#include "cpu/register.h"
+#include "lowbit/ops/sparse.h"
+
+namespace lowbit::core::cpu {
+namespace {
+
+std::vector<int64_t> lead(const TensorRef& t, int tail) {
+  const Shape s = t.sizes();
+  return std::vector<int64_t>(s.begin(), s.end() - tail);
+}
+
+int64_t prod(const std::vector<int64_t>& d) {
+  int64_t n = 1;
+  for (int64_t v : d) n *= v;
+  return n;
+}
+
+// The index arrays of every batch, as int64: crow [batches][rows + 1], col [batches][nnz].
+struct Indices {
+  std::vector<int64_t> crow, col;
+};
+
+template <class I>
+Indices read_indices(const BsrRef& b, int64_t batches, int64_t rows, int64_t nnz, int64_t cols) {
+  const char* op = BsrDenseAddmmArgs::kName;
+  const I* crow = b.crow_indices.ptr<const I>();
+  const I* col = b.col_indices.ptr<const I>();
+  Indices x{std::vector<int64_t>(crow, crow + batches * (rows + 1)), std::vector<int64_t>(col, col + batches * nnz)};
+  for (int64_t s = 0; s < batches; ++s) {
+    const int64_t* cr = x.crow.data() + s * (rows + 1);
+    const int64_t* ci = x.col.data() + s * nnz;
+    LOWBIT_REQUIRE(cr[0] == 0 && cr[rows] == nnz, ErrorCode::invalid_argument, op, ": bsr.crow_indices of batch ", s,
+                   " must run from 0 to nnz ", nnz, " (got ", cr[0], " .. ", cr[rows], ")");
+    for (int64_t i = 0; i < rows; ++i) {  // all rows' bounds before any column is read
+      LOWBIT_REQUIRE(cr[i] <= cr[i + 1], ErrorCode::invalid_argument, op, ": bsr.crow_indices of batch ", s,
+                     " must not decrease (got ", cr[i], " then ", cr[i + 1], " at block row ", i, ")");
+    }
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = cr[i]; j < cr[i + 1]; ++j) {
+        LOWBIT_REQUIRE(ci[j] >= 0 && ci[j] < cols, ErrorCode::invalid_argument, op, ": bsr.col_indices[", j,
+                       "] of batch ", s, " must be a block column in [0, ", cols, ") (got ", ci[j], ")");
+        LOWBIT_REQUIRE(j == cr[i] || ci[j - 1] < ci[j], ErrorCode::invalid_argument, op,
+                       ": bsr.col_indices of block row ", i, " (batch ", s, ") must be ascending without repeats (got ",
+                       ci[j - 1], " then ", ci[j], ")");
+      }
+    }
+  }
+  return x;
+}
+
+void bsr_dense_addmm_reference(const BsrDenseAddmmArgs& a, void*, Stream) {
+  const char* op = BsrDenseAddmmArgs::kName;
+  const BsrRef& b = a.bsr;
+  const int64_t nnz = b.values.size(-3), BM = b.values.size(-2), BK = b.values.size(-1);
+  const int64_t rows = b.M / BM, cols = b.K / BK, N = a.dense.size(-1), K = b.K;
+  const std::vector<int64_t> bsr_batch = lead(b.values, 3), dense_batch = lead(a.dense, 2), out_batch = lead(a.out, 2);
+  const int64_t batches = prod(bsr_batch), out_batches = prod(out_batch);
+  const Indices x = b.crow_indices.dtype == DType::i32 ? read_indices<int32_t>(b, batches, rows, nnz, cols)
+                                                       : read_indices<int64_t>(b, batches, rows, nnz, cols);
+  const std::vector<int64_t> bsr_strides = broadcast_strides(bsr_batch, out_batch);
+  const std::vector<int64_t> dense_strides = broadcast_strides(dense_batch, out_batch);
+  const bool beta_reads = a.beta != 0.0 && a.input.present();
+  std::vector<int64_t> input_strides, out_dims = lead(a.out, 0);
+  if (beta_reads) input_strides = broadcast_strides(lead(a.input, 0), out_dims);
+  with_float_type(b.values.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    const T* values = b.values.ptr<const T>();
+    const T* dense = a.dense.ptr<const T>();
+    const T* input = beta_reads ? a.input.ptr<const T>() : nullptr;
+    T* out = a.out.ptr<T>();
+    const int64_t tasks = out_batches * rows;
+    parallel_for(tasks, tasks * BM * N * (nnz / std::max<int64_t>(rows, 1) + 1) * BK, [&](int64_t task) {
+      const int64_t ob = task / rows, i = task % rows;
+      const int64_t sb = broadcast_offset(ob, out_batch, bsr_strides);
+      const int64_t db = broadcast_offset(ob, out_batch, dense_strides);
+      const int64_t* cr = x.crow.data() + sb * (rows + 1);
+      const int64_t* ci = x.col.data() + sb * nnz;
+      const T* d = dense + db * K * N;
+      std::vector<double> acc(static_cast<size_t>(BM * N), 0.0);
+      for (int64_t j = cr[i]; j < cr[i + 1]; ++j) {
+        const T* blk = values + (sb * nnz + j) * BM * BK;
+        const T* drows = d + ci[j] * BK * N;
+        for (int64_t r = 0; r < BM; ++r) {
+          double* ar = acc.data() + r * N;
+          for (int64_t k = 0; k < BK; ++k) {
+            const double v = to_f32(blk[r * BK + k]);
+            const T* dk = drows + k * N;
+            for (int64_t n = 0; n < N; ++n) ar[n] += v * static_cast<double>(to_f32(dk[n]));
+          }
+        }
+      }
+      for (int64_t r = 0; r < BM; ++r) {
+        const int64_t m = i * BM + r;
+        T* o = out + (ob * b.M + m) * N;
+        for (int64_t n = 0; n < N; ++n) {
+          double v = a.alpha * acc[static_cast<size_t>(r * N + n)];
+          if (beta_reads) {
+            const int64_t flat = (ob * b.M + m) * N + n;
+            v += a.beta * static_cast<double>(to_f32(input[broadcast_offset(flat, out_dims, input_strides)]));
+          }
+          o[n] = from_f32<T>(static_cast<float>(v));
+        }
+      }
+    });
+  });
+}
+
+}  // namespace
+
+void register_sparse_ops() {
+  OpRegistry<BsrDenseAddmmArgs>::add({"cpu-reference", DeviceType::cpu, 0, bsr_dense_addmm_reference});
+}
+
+}  // namespace lowbit::core::cpu

@@ -1,0 +1,116 @@
+// Front ends of the BSR products (lowbit/ops/sparse.h): the shape, dtype and
+// device checks every backend relies on, and the allocating calls. The
+// index arrays' contents (ascending, in range, consistent with nnz) are
+// each backend's to check where the data lives.
+#include <string>
+#include <vector>
+
+#include "core/broadcast.h"
+#include "core/check.h"
+#include "lowbit/ops/sparse.h"
+#include "ops/common.h"
+#include "ops/dispatch.h"
+
+namespace lowbit {
+namespace {
+
+// The dims of t before its last `tail` dims.
+std::vector<int64_t> lead_dims(const TensorRef& t, int tail) {
+  const Shape s = t.sizes();
+  return std::vector<int64_t>(s.begin(), s.end() - tail);
+}
+
+std::string dims_str(const std::vector<int64_t>& d) { return core::shape_str(Shape(d.data(), d.size())); }
+
+// The BSR operand: index dtypes, layout, block shape, M and K. Returns its batch dims.
+std::vector<int64_t> check_bsr(const char* op, const BsrRef& b) {
+  core::require_present(op, "bsr.values", b.values);
+  core::require_dtype(op, "bsr.values", b.values, core::kFloatDTypes);
+  core::require_contiguous(op, "bsr.values", b.values);
+  LOWBIT_REQUIRE(b.values.ndim >= 3, ErrorCode::invalid_argument, op,
+                 ": bsr.values must be [*batch, nnz, BM, BK] (got ", core::shape_str(b.values), ")");
+  const int batch_ndim = b.values.ndim - 3;
+  const int64_t nnz = b.values.size(-3), BM = b.values.size(-2), BK = b.values.size(-1);
+  LOWBIT_REQUIRE(BM >= 1 && BK >= 1, ErrorCode::invalid_argument, op, ": the blocks must not be empty (got ", BM, " x ",
+                 BK, ")");
+  LOWBIT_REQUIRE(b.M >= 0 && b.K >= 0 && b.M % BM == 0 && b.K % BK == 0, ErrorCode::invalid_argument, op,
+                 ": bsr's M and K must be multiples of the block shape ", BM, " x ", BK, " (got M ", b.M, ", K ", b.K,
+                 ")");
+  core::require_present(op, "bsr.crow_indices", b.crow_indices);
+  core::require_dtype(op, "bsr.crow_indices", b.crow_indices, {DType::i32, DType::i64});
+  core::require_contiguous(op, "bsr.crow_indices", b.crow_indices);
+  core::require_present(op, "bsr.col_indices", b.col_indices);
+  core::require_dtype(op, "bsr.col_indices", b.col_indices, {b.crow_indices.dtype});
+  core::require_contiguous(op, "bsr.col_indices", b.col_indices);
+  const std::vector<int64_t> batch = lead_dims(b.values, 3);
+  std::vector<int64_t> crow = batch, col = batch;
+  crow.push_back(b.M / BM + 1);
+  col.push_back(nnz);
+  LOWBIT_REQUIRE(b.crow_indices.ndim == batch_ndim + 1 && lead_dims(b.crow_indices, 0) == crow,
+                 ErrorCode::invalid_argument, op, ": bsr.crow_indices must have shape ", dims_str(crow),
+                 " (values' batch dims, then M / BM + 1; got ", core::shape_str(b.crow_indices), ")");
+  LOWBIT_REQUIRE(b.col_indices.ndim == batch_ndim + 1 && lead_dims(b.col_indices, 0) == col,
+                 ErrorCode::invalid_argument, op, ": bsr.col_indices must have shape ", dims_str(col),
+                 " (values' batch dims, then nnz; got ", core::shape_str(b.col_indices), ")");
+  return batch;
+}
+
+// out's shape for bsr and dense: broadcast batch dims, then M and N.
+std::vector<int64_t> product_shape(const char* op, const BsrRef& bsr, const TensorRef& dense) {
+  const std::vector<int64_t> batch = check_bsr(op, bsr);
+  core::require_present(op, "dense", dense);
+  core::require_dtype(op, "dense", dense, {bsr.values.dtype});
+  core::require_contiguous(op, "dense", dense);
+  LOWBIT_REQUIRE(dense.ndim >= 2, ErrorCode::invalid_argument, op, ": dense must be at least 2-D [*batch, K, N] (got ",
+                 core::shape_str(dense), ")");
+  LOWBIT_REQUIRE(dense.size(-2) == bsr.K, ErrorCode::invalid_argument, op, ": dense's rows (", dense.size(-2),
+                 ") must equal bsr's K (", bsr.K, ")");
+  const std::vector<int64_t> dense_batch = lead_dims(dense, 2);
+  std::vector<int64_t> out;
+  LOWBIT_REQUIRE(core::broadcast_dims(batch, dense_batch, &out), ErrorCode::invalid_argument, op,
+                 ": the batch dims of bsr ", dims_str(batch), " and dense ", dims_str(dense_batch),
+                 " do not broadcast");
+  out.push_back(bsr.M);
+  out.push_back(dense.size(-1));
+  return out;
+}
+
+}  // namespace
+
+void check(const BsrDenseAddmmArgs& a) {
+  const char* op = BsrDenseAddmmArgs::kName;
+  const std::vector<int64_t> shape = product_shape(op, a.bsr, a.dense);
+  ops::require_shaped(op, "out", a.out, {a.bsr.values.dtype}, shape);
+  LOWBIT_REQUIRE(a.input.present() || a.beta == 0.0, ErrorCode::invalid_argument, op,
+                 ": input is needed when beta is not 0 (got beta ", a.beta, ")");
+  if (a.input.present()) {
+    core::require_dtype(op, "input", a.input, {a.bsr.values.dtype});
+    core::require_contiguous(op, "input", a.input);
+    std::vector<int64_t> joined;
+    LOWBIT_REQUIRE(core::broadcast_dims(lead_dims(a.input, 0), shape, &joined) && joined == shape,
+                   ErrorCode::invalid_argument, op, ": input ", core::shape_str(a.input),
+                   " must broadcast to out's shape ", dims_str(shape));
+  }
+  core::require_same_device(op, {{"bsr.values", &a.bsr.values},
+                                 {"bsr.crow_indices", &a.bsr.crow_indices},
+                                 {"bsr.col_indices", &a.bsr.col_indices},
+                                 {"dense", &a.dense},
+                                 {"input", &a.input},
+                                 {"out", &a.out}});
+}
+size_t workspace_size(const BsrDenseAddmmArgs& a) { return ops::backend_workspace(a, a.dense.device); }
+void run(const BsrDenseAddmmArgs& a, void* ws, Stream s) { ops::dispatch(a, a.dense.device, ws, s); }
+
+Tensor bsr_dense_addmm(const TensorRef& input, const BsrRef& bsr, const TensorRef& dense, double beta, double alpha,
+                       Stream stream) {
+  const std::vector<int64_t> shape = product_shape(BsrDenseAddmmArgs::kName, bsr, dense);
+  Tensor out = Tensor::empty(Shape(shape.data(), shape.size()), bsr.values.dtype, dense.device, stream);
+  ops::run_with_workspace(BsrDenseAddmmArgs{input, bsr, dense, beta, alpha, out}, dense.device, stream);
+  return out;
+}
+
+Tensor bsr_dense_mm(const BsrRef& bsr, const TensorRef& dense, Stream stream) {
+  return bsr_dense_addmm(TensorRef{}, bsr, dense, 0.0, 1.0, stream);
+}
+
+}  // namespace lowbit
