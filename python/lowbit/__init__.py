@@ -23,7 +23,7 @@ without a copy; results come back in the same framework on the same device.
 See docs/python.md.
 """
 
-from . import _lowbit, functional
+from . import _lowbit, functional, sparse
 from ._matmul import (
     Matmul,
     MatmulConfig,
@@ -123,4 +123,4 @@ def synchronize(stream=None) -> None:
     _lowbit.synchronize(0 if handle is None else handle)
 
 
-__all__ = functional.__all__ + _matmul_all + ["cuda_available", "cuda_device_count", "synchronize", "functional", "__version__"]
+__all__ = functional.__all__ + _matmul_all + ["cuda_available", "cuda_device_count", "synchronize", "functional", "sparse", "__version__"]

@@ -4,6 +4,7 @@ lowbit/_matmul.py; MatmulConfig in lowbit/_lowbit.pyi)."""
 from typing import Any, List
 
 from . import functional as functional
+from . import sparse as sparse
 from ._matmul import Matmul as Matmul
 from ._matmul import MatmulConfig as MatmulConfig
 from ._matmul import PackedWeight as PackedWeight

@@ -47,4 +47,5 @@ NB_MODULE(_lowbit, m) {
   lowbit::python::bind_fp8_gemm(m);
   lowbit::python::bind_int8_gemm(m);
   lowbit::python::bind_optim(m);
+  lowbit::python::bind_sparse(m);
 }

@@ -1,0 +1,84 @@
+"""lowbit.sparse: bsr_dense_mm / bsr_dense_addmm on torch sparse BSR tensors and lowbit.sparse.BSR, against
+the dense product in float64; out=, broadcast batches and input, beta 0 over a NaN input, and errors."""
+
+import numpy as np
+import pytest
+
+from lowbit import sparse as S
+
+
+def _block_sparse(rng, M, K, BM, BK, density, batch=()):
+    """A dense float32 matrix with whole BM x BK blocks zero, the same pattern in every batch."""
+    keep = rng.random((M // BM, K // BK)) < density
+    mask = np.kron(keep, np.ones((BM, BK), bool))
+    return (rng.standard_normal(batch + (M, K)) * mask).astype(np.float32)
+
+
+def _bsr_of(d, BM, BK):
+    """lowbit.sparse.BSR of a NumPy matrix (every batch holding its own blocks of the shared pattern)."""
+    M, K = d.shape[-2:]
+    batch = d.shape[:-2]
+    blocks = d.reshape(batch + (M // BM, BM, K // BK, BK))
+    nz = np.abs(blocks).reshape(-1, M // BM, BM, K // BK, BK).max(axis=(0, 2, 4)) > 0
+    rows, cols = np.nonzero(nz)
+    crow = np.concatenate([[0], np.cumsum(nz.sum(axis=1))]).astype(np.int32)
+    vals = blocks[..., rows, :, cols, :]  # [nnz, *batch, BM, BK] (advanced indices first)
+    vals = np.ascontiguousarray(np.moveaxis(vals, 0, len(batch)))
+    tile = lambda a: np.ascontiguousarray(np.broadcast_to(a, batch + a.shape))  # noqa: E731
+    return S.BSR(tile(crow), tile(cols.astype(np.int32)), vals, d.shape)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_bsr_dense_mm_on_torch_bsr_is_the_dense_product(dtype):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    d = torch.from_numpy(_block_sparse(rng, 64, 96, 16, 32, 0.5)).to(getattr(torch, dtype))
+    x = torch.from_numpy(rng.standard_normal((96, 24)).astype(np.float32)).to(d.dtype)
+    bsr = d.to_sparse_bsr((16, 32))
+    got = S.bsr_dense_mm(bsr, x)
+    assert isinstance(got, torch.Tensor) and got.dtype == d.dtype and got.shape == (64, 24)
+    want = d.double() @ x.double()
+    tol = {"float32": 1e-6, "float16": 1e-3, "bfloat16": 8e-3}[dtype]
+    assert ((got.double() - want).abs() <= tol * (want.abs() + 1)).all()
+    out = torch.empty(64, 24, dtype=d.dtype)
+    assert S.bsr_dense_mm(bsr, x, out=out) is out and torch.equal(out, got)
+
+
+def test_bsr_dense_addmm_broadcasts_batches_and_input():
+    rng = np.random.default_rng(2)
+    d = _block_sparse(rng, 32, 48, 16, 16, 0.6, batch=(2, 1))
+    x = rng.standard_normal((3, 48, 8)).astype(np.float32)
+    bias = rng.standard_normal(8).astype(np.float32)
+    got = S.bsr_dense_addmm(bias, _bsr_of(d, 16, 16), x, beta=0.5, alpha=-2.0)
+    want = -2.0 * (d.astype(np.float64) @ x.astype(np.float64)) + 0.5 * bias
+    assert got.shape == (2, 3, 32, 8)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-5)
+    np.testing.assert_array_equal(_bsr_of(d, 16, 16).to_dense(), d)
+
+
+def test_beta_zero_leaves_a_nan_input_unread():
+    rng = np.random.default_rng(3)
+    d = _block_sparse(rng, 32, 32, 16, 16, 0.7)
+    x = rng.standard_normal((32, 4)).astype(np.float32)
+    nan = np.full((32, 4), np.nan, np.float32)
+    got = S.bsr_dense_addmm(nan, _bsr_of(d, 16, 16), x, beta=0.0)
+    np.testing.assert_allclose(got, d.astype(np.float64) @ x, rtol=1e-6, atol=1e-5)
+
+
+def test_errors_name_the_argument():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((32, 4)).astype(np.float32)
+    vals = rng.standard_normal((2, 16, 16)).astype(np.float32)
+    crow = np.array([0, 2, 2], np.int32)
+    with pytest.raises(ValueError, match="bsr_dense_addmm: bsr.col_indices of block row 0 .* ascending without repeats"):
+        S.bsr_dense_mm(S.BSR(crow, np.array([1, 0], np.int32), vals, (32, 32)), x)
+    with pytest.raises(ValueError, match=r"bsr_dense_addmm: bsr.col_indices\[1\] .* in \[0, 2\) \(got 5\)"):
+        S.bsr_dense_mm(S.BSR(crow, np.array([0, 5], np.int32), vals, (32, 32)), x)
+    with pytest.raises(ValueError, match=r"dense's rows \(16\) must equal bsr's K \(32\)"):
+        S.bsr_dense_mm(S.BSR(crow, np.array([0, 1], np.int32), vals, (32, 32)), x[:16])
+    with pytest.raises(ValueError, match="input is needed when beta is not 0"):
+        S.bsr_dense_addmm(None, S.BSR(crow, np.array([0, 1], np.int32), vals, (32, 32)), x)
+    with pytest.raises(TypeError, match="bsr_dense_addmm: bsr must be a torch sparse BSR tensor or a lowbit.sparse.BSR"):
+        S.bsr_dense_mm(x, x)
+    with pytest.raises(ValueError, match="BSR: values must be"):
+        S.BSR(crow, np.array([0, 1], np.int32), vals[0], (32, 32))
