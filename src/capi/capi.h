@@ -43,6 +43,21 @@ using core::to_dl;
 using core::to_dtype;
 using core::to_ref;
 
+// check, then run with scratch allocated on `device` when the op needs any.
+template <class Args>
+void run_op(const Args& args, Device device, void* stream) {
+  check(args);
+  const Stream s{stream};
+  const size_t bytes = workspace_size(args);
+  if (bytes == 0) {
+    run(args, nullptr, s);
+    return;
+  }
+  // Stream-ordered: given back on `s` after the op's work, without waiting.
+  const Tensor scratch = Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device, s);
+  run(args, scratch.data(), s);
+}
+
 // Throws invalid_argument "<op>: <arg> must not be NULL" when p is null.
 void require_not_null(const char* op, const char* arg, const void* p);
 

@@ -14,20 +14,6 @@ namespace {
 // Frameworks without fp8 in their DLPack export hand fp8 data over as uint8.
 constexpr DType kFp8FromUint8 = DType::f8_e4m3;
 
-// check, then run with scratch allocated on `device` when the op needs any.
-template <class Args>
-void run_op(const Args& args, Device device, void* stream) {
-  check(args);
-  const Stream s{stream};
-  const size_t bytes = workspace_size(args);
-  if (bytes == 0) {
-    run(args, nullptr, s);
-    return;
-  }
-  // Stream-ordered: given back on `s` after the op's work, without waiting.
-  const Tensor scratch = Tensor::empty({static_cast<int64_t>(bytes)}, DType::u8, device, s);
-  run(args, scratch.data(), s);
-}
 
 // An FP8 GEMM call: the operands every layout shares, and the one tensor
 // the layout adds (bias, m_indices or masked_m).

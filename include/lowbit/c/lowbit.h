@@ -211,16 +211,27 @@ LOWBIT_C_API lowbit_status lowbit_int8_scaled_mm(const DLTensor* a, const DLTens
 LOWBIT_C_API lowbit_status lowbit_int8_linear_outliers(const DLTensor* a, const DLTensor* outlier_mask,
                                                        const DLTensor* b, const DLTensor* b_stats, DLTensor* out,
                                                        void* stream);
-/* The LLM.int8 linear forward into out (a's dtype [..., N]): a's rows quantized (int8_vectorwise_quant at
- * threshold), lowbit_int8_scaled_mm with b, b_stats and bias (or NULL), then with threshold > 0 the outlier
- * columns by lowbit_int8_linear_outliers; temporaries from the device's allocator, nothing read on the host. */
 /* int8_linear's input gradient: grad_a[m, k] = sum over n of grad_out[m, n] * b[n, k] * b_stats[n] / 127,
  * in float32 over ascending n, rounded once to grad_out's dtype. grad_out float32/float16/bfloat16 [..., N],
  * b int8 [N, K], b_stats float32 [N], grad_a grad_out's dtype [..., K]. CPU only for now. */
 LOWBIT_C_API lowbit_status lowbit_int8_linear_grad_input(const DLTensor* grad_out, const DLTensor* b,
                                                          const DLTensor* b_stats, DLTensor* grad_a, void* stream);
+/* The LLM.int8 linear forward into out (a's dtype [..., N]): a's rows quantized (int8_vectorwise_quant at
+ * threshold), lowbit_int8_scaled_mm with b, b_stats and bias (or NULL), then with threshold > 0 the outlier
+ * columns by lowbit_int8_linear_outliers; temporaries from the device's allocator, nothing read on the host. */
 LOWBIT_C_API lowbit_status lowbit_int8_linear(const DLTensor* a, const DLTensor* b, const DLTensor* b_stats,
                                               const DLTensor* bias, float threshold, DLTensor* out, void* stream);
+
+/* ------------------------------------------------------- block-sparse */
+/* out = beta * input + alpha * (bsr @ dense) (docs/sparse.md). The BSR matrix [*B, M, K] of BM x BK blocks:
+ * crow_indices int32/int64 [*B, M / BM + 1], col_indices of its dtype [*B, nnz] (ascending in each block row,
+ * no repeats), values float32/float16/bfloat16 [*B, nnz, BM, BK]. dense values' dtype [*D, K, N]; out
+ * [broadcast(*B, *D), M, N]; input broadcast to out, not read when beta == 0 (NULL allowed then). Sums in
+ * float64, rounded to float32, then to out's dtype. CPU only for now. */
+LOWBIT_C_API lowbit_status lowbit_bsr_dense_addmm(const DLTensor* input, const DLTensor* crow_indices,
+                                                  const DLTensor* col_indices, const DLTensor* values, int64_t M,
+                                                  int64_t K, const DLTensor* dense, double beta, double alpha,
+                                                  DLTensor* out, void* stream);
 
 /* 256 quantiles of input (n >= 256) at linspace(offset, 1 - offset, 256);
  * out float32 [256]. */
