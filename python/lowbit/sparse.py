@@ -3,7 +3,8 @@
 
 A BSR operand is a ``torch`` sparse BSR tensor (``layout=torch.sparse_bsr``) or a :class:`BSR` built from
 arrays of any DLPack framework; dense operands and results are arrays of the call's framework (the dense
-operand's). The products run on the CPU today (a float64 reference); CUDA is still to come.
+operand's), BSR results of the BSR operand's kind. The ops run on the CPU today (a float64 reference);
+CUDA is still to come.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 
 from . import _arrays, _lowbit
 
-__all__ = ["BSR", "bsr_dense_addmm", "bsr_dense_mm"]
+__all__ = ["BSR", "bsr_dense_addmm", "bsr_dense_mm", "bsr_softmax", "sampled_addmm"]
 
 
 class BSR:
@@ -90,3 +91,55 @@ def bsr_dense_mm(bsr: Any, dense: Any, *, out: Optional[Any] = None, skip_checks
                  meta: Any = None, stream: Any = None) -> Any:
     """``bsr @ dense`` (``bsr_dense_addmm`` with ``beta = 0``, ``alpha = 1``)."""
     return bsr_dense_addmm(None, bsr, dense, beta=0, alpha=1, out=out, stream=stream)
+
+
+def _is_torch_bsr(x: Any) -> bool:
+    return type(x).__module__.startswith("torch") and str(getattr(x, "layout", "")) == "torch.sparse_bsr"
+
+
+def _with_values(like: Any, values: Any) -> Any:
+    """A BSR of the kind of ``like`` with ``like``'s pattern (its indices broadcast to the values' batch dims)
+    and ``values``."""
+    crow, col, _, M, K = _parts("sampled_addmm", like)
+    batch = tuple(values.shape[:-3])
+    if type(values).__module__.startswith("torch"):
+        crow = crow.expand(batch + tuple(crow.shape[-1:])).contiguous()
+        col = col.expand(batch + tuple(col.shape[-1:])).contiguous()
+    else:
+        crow = np.ascontiguousarray(np.broadcast_to(np.asarray(crow), batch + tuple(crow.shape[-1:])))
+        col = np.ascontiguousarray(np.broadcast_to(np.asarray(col), batch + tuple(col.shape[-1:])))
+    if _is_torch_bsr(like):
+        import torch
+        return torch.sparse_bsr_tensor(crow, col, values, size=batch + (M, K))
+    return BSR(crow, col, values, batch + (M, K))
+
+
+def sampled_addmm(input: Any, mat1: Any, mat2: Any, *, beta: float = 1.0, alpha: float = 1.0, out: Optional[Any] = None,
+                  skip_checks: bool = False, max_grid: Any = None, stream: Any = None) -> Any:
+    """SDDMM: a BSR with ``input``'s pattern whose stored elements are ``beta * input + alpha * (mat1 @ mat2)``
+    there (only those products computed). ``mat1`` ``[*, M, K]``, ``mat2`` ``[*, K, N]``, batch dims broadcast
+    with ``input``'s; ``input``'s values are not read when ``beta == 0``. Returns a BSR of ``input``'s kind
+    (``out``, a BSR of the result's shape and pattern, is filled and returned when given). ``skip_checks`` and
+    ``max_grid`` are the Triton kernel's, accepted without effect.
+    """
+    op = "sampled_addmm"
+    crow, col, values, M, N = _parts(op, input)
+    call = _arrays.Call(op, mat1, "mat1", stream)
+    out_values = None if out is None else _parts(op, out)[2]
+    raw = _lowbit.sampled_addmm(call.arg(crow, "crow_indices"), call.arg(col, "col_indices"),
+                                call.arg(values, "values"), M, N, call.arg(mat1, "mat1"), call.arg(mat2, "mat2"),
+                                float(beta), float(alpha), call.out(out_values, "out"), call.ctx)
+    call.done()
+    return out if out is not None else _with_values(input, call.result(raw))
+
+
+def bsr_softmax(input: Any, max_row_nnz: Optional[int] = None, *, stream: Any = None) -> Any:
+    """The softmax of each row over its stored elements (absent ones count as -inf), as a BSR of ``input``'s
+    kind and pattern. ``max_row_nnz`` is the Triton kernel's tuning bound, accepted without effect."""
+    op = "bsr_softmax"
+    crow, col, values, M, K = _parts(op, input)
+    call = _arrays.Call(op, values, "values", stream)
+    raw = _lowbit.bsr_softmax(call.arg(crow, "crow_indices"), call.arg(col, "col_indices"), call.arg(values, "values"),
+                              M, K, call.ctx)
+    call.done()
+    return _with_values(input, call.result(raw))

@@ -31,6 +31,40 @@ nb::object bsr_dense_addmm_py(const std::optional<InArray>& input, const InArray
   return to_py(without_gil([&] { return bsr_dense_addmm(x.input, x.bsr, x.dense, beta, alpha, ctx.stream); }));
 }
 
+BsrRef bsr_ref(const char* op, const InArray& crow_indices, const InArray& col_indices, const InArray& values,
+               int64_t M, int64_t K) {
+  return BsrRef{to_ref(op, "crow_indices", crow_indices), to_ref(op, "col_indices", col_indices),
+                to_ref(op, "values", values), M, K};
+}
+
+nb::object sampled_addmm_py(const InArray& crow_indices, const InArray& col_indices, const InArray& values, int64_t M,
+                            int64_t N, const InArray& mat1, const InArray& mat2, double beta, double alpha,
+                            const std::optional<OutArray>& out_values, nb::handle stream_arg) {
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const char* op = SampledAddmmArgs::kName;
+  SampledAddmmArgs x{bsr_ref(op, crow_indices, col_indices, values, M, N),
+                     to_ref(op, "mat1", mat1),
+                     to_ref(op, "mat2", mat2),
+                     beta,
+                     alpha,
+                     {}};
+  if (out_values) {
+    x.out_values = to_ref(op, "out_values", *out_values);
+    run_op(x, x.mat1.device, ctx.stream);
+    return nb::none();
+  }
+  return to_py(without_gil([&] { return sampled_addmm(x.input, x.mat1, x.mat2, beta, alpha, ctx.stream); }));
+}
+
+nb::object bsr_softmax_py(const InArray& crow_indices, const InArray& col_indices, const InArray& values, int64_t M,
+                          int64_t K, nb::handle stream_arg) {
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const BsrRef in = bsr_ref(BsrSoftmaxArgs::kName, crow_indices, col_indices, values, M, K);
+  return to_py(without_gil([&] { return bsr_softmax(in, ctx.stream); }));
+}
+
 }  // namespace
 
 void bind_sparse(nb::module_& m) {
@@ -38,6 +72,11 @@ void bind_sparse(nb::module_& m) {
   m.def("bsr_dense_addmm", &bsr_dense_addmm_py, arg("input").none(), arg("crow_indices"), arg("col_indices"),
         arg("values"), arg("M"), arg("K"), arg("dense"), arg("beta"), arg("alpha"), arg("out").none(),
         arg("stream") = 0, "beta * input + alpha * (bsr @ dense); the output, or None when out was given.");
+  m.def("sampled_addmm", &sampled_addmm_py, arg("crow_indices"), arg("col_indices"), arg("values"), arg("M"), arg("N"),
+        arg("mat1"), arg("mat2"), arg("beta"), arg("alpha"), arg("out_values").none(), arg("stream") = 0,
+        "The values of beta * input + alpha * (mat1 @ mat2) at input's blocks; None when out_values was given.");
+  m.def("bsr_softmax", &bsr_softmax_py, arg("crow_indices"), arg("col_indices"), arg("values"), arg("M"), arg("K"),
+        arg("stream") = 0, "The values of the row-wise softmax over a BSR's stored elements.");
 }
 
 }  // namespace lowbit::python

@@ -9,18 +9,51 @@ using capi::guarded;
 using capi::run_op;
 using capi::to_ref;
 
+namespace {
+
+BsrRef bsr_ref(const char* op, const DLTensor* crow_indices, const DLTensor* col_indices, const DLTensor* values,
+               int64_t M, int64_t K) {
+  return BsrRef{to_ref(op, "crow_indices", crow_indices), to_ref(op, "col_indices", col_indices),
+                to_ref(op, "values", values), M, K};
+}
+
+}  // namespace
+
 lowbit_status lowbit_bsr_dense_addmm(const DLTensor* input, const DLTensor* crow_indices, const DLTensor* col_indices,
                                      const DLTensor* values, int64_t M, int64_t K, const DLTensor* dense, double beta,
                                      double alpha, DLTensor* out, void* stream) {
   constexpr const char* op = BsrDenseAddmmArgs::kName;
   return guarded(op, [&] {
     const BsrDenseAddmmArgs x{to_ref(op, "input", input),
-                              BsrRef{to_ref(op, "crow_indices", crow_indices), to_ref(op, "col_indices", col_indices),
-                                     to_ref(op, "values", values), M, K},
+                              bsr_ref(op, crow_indices, col_indices, values, M, K),
                               to_ref(op, "dense", dense),
                               beta,
                               alpha,
                               to_ref(op, "out", out)};
     run_op(x, x.dense.device, stream);
+  });
+}
+
+lowbit_status lowbit_sampled_addmm(const DLTensor* crow_indices, const DLTensor* col_indices, const DLTensor* values,
+                                   int64_t M, int64_t N, const DLTensor* mat1, const DLTensor* mat2, double beta,
+                                   double alpha, DLTensor* out_values, void* stream) {
+  constexpr const char* op = SampledAddmmArgs::kName;
+  return guarded(op, [&] {
+    const SampledAddmmArgs x{bsr_ref(op, crow_indices, col_indices, values, M, N),
+                             to_ref(op, "mat1", mat1),
+                             to_ref(op, "mat2", mat2),
+                             beta,
+                             alpha,
+                             to_ref(op, "out_values", out_values)};
+    run_op(x, x.mat1.device, stream);
+  });
+}
+
+lowbit_status lowbit_bsr_softmax(const DLTensor* crow_indices, const DLTensor* col_indices, const DLTensor* values,
+                                 int64_t M, int64_t K, DLTensor* out_values, void* stream) {
+  constexpr const char* op = BsrSoftmaxArgs::kName;
+  return guarded(op, [&] {
+    const BsrSoftmaxArgs x{bsr_ref(op, crow_indices, col_indices, values, M, K), to_ref(op, "out_values", out_values)};
+    run_op(x, x.input.values.device, stream);
   });
 }

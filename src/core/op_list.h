@@ -44,4 +44,6 @@
   X(OptimizerUpdate32bitMultiArgs)         \
   X(OptimizerUpdate8bitBlockwiseMultiArgs) \
   X(PercentileClippingArgs)                \
-  X(BsrDenseAddmmArgs)
+  X(BsrDenseAddmmArgs)                     \
+  X(SampledAddmmArgs)                      \
+  X(BsrSoftmaxArgs)

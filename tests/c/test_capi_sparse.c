@@ -49,8 +49,37 @@ static void test_bsr(void) {
   CHECK(ok, "a failed call wrote nothing");
 }
 
+/* The same BSR: SDDMM with mat1 = I (4 x 4) gives mat2's entries at the stored blocks; softmax of a block row
+ * holding one block of equal values is uniform over its 2 columns. */
+static void test_sddmm_and_softmax(void) {
+  enum { NNZ = 3 };
+  static int32_t crow[3] = {0, 2, 3}, col[NNZ] = {0, 1, 1};
+  static float values[NNZ * 4] = {1, 2, 3, 4, 5, 6, 7, 8, 2, 2, 2, 2}, eye[16], mat2[16], out[NNZ * 4];
+  int64_t crow_shape[1] = {3}, col_shape[1] = {NNZ}, val_shape[3] = {NNZ, 2, 2}, sq[2] = {4, 4};
+  DLTensor tcrow = make_tensor(crow, kDLInt, 32, 1, crow_shape), tcol = make_tensor(col, kDLInt, 32, 1, col_shape);
+  DLTensor tval = make_tensor(values, kDLFloat, 32, 3, val_shape), tout = make_tensor(out, kDLFloat, 32, 3, val_shape);
+  DLTensor t1 = make_tensor(eye, kDLFloat, 32, 2, sq), t2 = make_tensor(mat2, kDLFloat, 32, 2, sq);
+  int i, ok = 1;
+  for (i = 0; i < 16; ++i) {
+    eye[i] = i % 5 == 0 ? 1.0f : 0.0f;
+    mat2[i] = (float)i;
+  }
+  CHECK_OK(lowbit_sampled_addmm(&tcrow, &tcol, &tval, 4, 4, &t1, &t2, 0.0, 1.0, &tout, NULL));
+  /* block j at block row i, block column c holds mat2[2i + r][2c + q] */
+  ok &= out[0] == 0 && out[1] == 1 && out[2] == 4 && out[3] == 5;
+  ok &= out[4] == 2 && out[5] == 3 && out[6] == 6 && out[7] == 7;
+  ok &= out[8] == 10 && out[9] == 11 && out[10] == 14 && out[11] == 15;
+  CHECK(ok, "sampled_addmm: mat2 at the stored blocks (got %g %g %g %g ...)", out[0], out[1], out[2], out[3]);
+  CHECK_OK(lowbit_bsr_softmax(&tcrow, &tcol, &tval, 4, 4, &tout, NULL));
+  CHECK(out[8] == 0.5f && out[9] == 0.5f && out[10] == 0.5f && out[11] == 0.5f, "bsr_softmax: uniform row (got %g)",
+        out[8]);
+  CHECK_FAILS(lowbit_sampled_addmm(&tcrow, &tcol, &tval, 4, 4, &t1, &t2, 1.0, 1.0, &t1, NULL),
+              LOWBIT_INVALID_ARGUMENT, "sampled_addmm", "out_values");
+}
+
 int main(void) {
   test_bsr();
+  test_sddmm_and_softmax();
   printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

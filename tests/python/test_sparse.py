@@ -82,3 +82,35 @@ def test_errors_name_the_argument():
         S.bsr_dense_mm(x, x)
     with pytest.raises(ValueError, match="BSR: values must be"):
         S.BSR(crow, np.array([0, 1], np.int32), vals[0], (32, 32))
+
+
+def test_sampled_addmm_keeps_the_pattern_and_broadcasts():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    d = torch.from_numpy(_block_sparse(rng, 64, 96, 16, 32, 0.5))
+    mask = d != 0
+    bsr = d.to_sparse_bsr((16, 32))
+    m1 = torch.from_numpy(rng.standard_normal((2, 64, 20)).astype(np.float32))
+    m2 = torch.from_numpy(rng.standard_normal((20, 96)).astype(np.float32))
+    got = S.sampled_addmm(bsr, m1, m2, beta=0.5, alpha=2.0)
+    assert got.layout == torch.sparse_bsr and got.shape == (2, 64, 96)
+    assert torch.equal(got.col_indices()[1], bsr.col_indices())
+    want = (2.0 * (m1.double() @ m2.double()) + 0.5 * d.double()) * mask
+    assert torch.allclose(got.to_dense().double(), want, rtol=1e-6, atol=1e-5)
+    # NumPy arrays in a lowbit BSR give a lowbit BSR; beta 0 leaves a NaN input unread
+    b = S.BSR(bsr.crow_indices().numpy(), bsr.col_indices().numpy(), bsr.values().numpy().copy(), (64, 96))
+    b.values[0, 0, 0] = np.nan
+    got = S.sampled_addmm(b, m1[0].numpy(), m2.numpy(), beta=0.0)
+    assert isinstance(got, S.BSR) and not np.isnan(got.values).any()
+    np.testing.assert_allclose(got.to_dense(), ((m1[0].double() @ m2.double()) * mask).numpy(), rtol=1e-6, atol=1e-5)
+
+
+def test_bsr_softmax_normalizes_each_rows_stored_elements():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    d = torch.from_numpy(_block_sparse(rng, 64, 96, 16, 32, 0.4))
+    mask = (d != 0).reshape(4, 16, 3, 32).any(dim=(1, 3)).repeat_interleave(16, 0).repeat_interleave(32, 1)
+    bsr = d.to_sparse_bsr((16, 32))
+    got = S.bsr_softmax(bsr, max_row_nnz=64)
+    want = torch.softmax(d.double().masked_fill(~mask, float("-inf")), dim=-1).nan_to_num(0.0) * mask
+    assert got.layout == torch.sparse_bsr and torch.allclose(got.to_dense().double(), want, atol=1e-7)

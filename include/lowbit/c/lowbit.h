@@ -232,6 +232,18 @@ LOWBIT_C_API lowbit_status lowbit_bsr_dense_addmm(const DLTensor* input, const D
                                                   const DLTensor* col_indices, const DLTensor* values, int64_t M,
                                                   int64_t K, const DLTensor* dense, double beta, double alpha,
                                                   DLTensor* out, void* stream);
+/* SDDMM (docs/sparse.md): out_values [broadcast(*B, *D1, *D2), nnz, BM, BN] = beta * values + alpha * (mat1 @
+ * mat2) at the stored blocks of the BSR (crow_indices, col_indices, values) [*B, M, N]; mat1 [*D1, M, K], mat2
+ * [*D2, K, N] in the values' dtype; values not read when beta == 0. CPU only for now. */
+LOWBIT_C_API lowbit_status lowbit_sampled_addmm(const DLTensor* crow_indices, const DLTensor* col_indices,
+                                                const DLTensor* values, int64_t M, int64_t N, const DLTensor* mat1,
+                                                const DLTensor* mat2, double beta, double alpha, DLTensor* out_values,
+                                                void* stream);
+/* out_values (values' dtype and shape): each row's stored elements of the BSR [*B, M, K] softmaxed together
+ * (absent elements count as -inf). CPU only for now. */
+LOWBIT_C_API lowbit_status lowbit_bsr_softmax(const DLTensor* crow_indices, const DLTensor* col_indices,
+                                              const DLTensor* values, int64_t M, int64_t K, DLTensor* out_values,
+                                              void* stream);
 
 /* 256 quantiles of input (n >= 256) at linspace(offset, 1 - offset, 256);
  * out float32 [256]. */

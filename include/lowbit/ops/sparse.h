@@ -8,6 +8,13 @@
 //     are summed in float64 and alpha and beta applied in float64; the
 //     result is rounded to float32, then to out's dtype.
 //   bsr_dense_mm: bsr @ dense (beta = 0, alpha = 1).
+//   sampled_addmm: the values of a BSR with input's pattern, each stored
+//     element beta * input + alpha * (mat1 @ mat2) there (SDDMM: only the
+//     stored blocks' products are computed); input's values not read when
+//     beta == 0. Batch dims of input, mat1 and mat2 broadcast.
+//   bsr_softmax: the values of a BSR with input's pattern, each row's stored
+//     elements softmaxed together (absent elements count as -inf).
+//   Every sum is taken in float64, rounded to float32, then to the dtype.
 #pragma once
 
 #include <cstdint>
@@ -39,11 +46,33 @@ struct BsrDenseAddmmArgs {
   TensorRef out;  // values' dtype [broadcast(*B, *D), M, N], contiguous
 };
 
+struct SampledAddmmArgs {
+  static constexpr const char* kName = "sampled_addmm";
+  BsrRef input;    // [*B, M, N] in BM x BN blocks (its M and K are M and N); values not read when beta == 0
+  TensorRef mat1;  // input's values' dtype [*D1, M, K], contiguous
+  TensorRef mat2;  // the same dtype [*D2, K, N], contiguous
+  double beta = 1.0;
+  double alpha = 1.0;
+  TensorRef out_values;  // [broadcast(*B, *D1, *D2), nnz, BM, BN], contiguous: the result's blocks
+};
+
+struct BsrSoftmaxArgs {
+  static constexpr const char* kName = "bsr_softmax";
+  BsrRef input;
+  TensorRef out_values;  // input.values' dtype and shape, contiguous
+};
+
 LOWBIT_DECLARE_OP(BsrDenseAddmmArgs)
+LOWBIT_DECLARE_OP(SampledAddmmArgs)
+LOWBIT_DECLARE_OP(BsrSoftmaxArgs)
 
 // Allocating front ends: out on the operands' device.
 Tensor bsr_dense_addmm(const TensorRef& input, const BsrRef& bsr, const TensorRef& dense, double beta = 1.0,
                        double alpha = 1.0, Stream stream = {});
 Tensor bsr_dense_mm(const BsrRef& bsr, const TensorRef& dense, Stream stream = {});
+// The result's values (its indices are input's, broadcast to the result's batch dims).
+Tensor sampled_addmm(const BsrRef& input, const TensorRef& mat1, const TensorRef& mat2, double beta = 1.0,
+                     double alpha = 1.0, Stream stream = {});
+Tensor bsr_softmax(const BsrRef& input, Stream stream = {});
 
 }  // namespace lowbit

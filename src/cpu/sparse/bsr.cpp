@@ -1,8 +1,14 @@
-// bsr_dense_addmm on the CPU (lowbit/ops/sparse.h): the reference every
-// backend is tested against. Each output block row sums its stored blocks'
-// products with dense in float64, in block order; alpha and beta are applied
-// in float64 and the result rounded once. The index arrays are checked first
-// (ascending columns without repeats, in range, row pointers from 0 to nnz).
+// The BSR ops on the CPU (lowbit/ops/sparse.h): the references every
+// backend is tested against. bsr_dense_addmm: each output block row sums its
+// stored blocks' products with dense in float64, in block order;
+// sampled_addmm: each stored element's dot product of mat1's row and mat2's
+// column in float64; bsr_softmax: each row's stored elements in float64
+// (max, then the sum of exponentials). alpha and beta apply in float64, the
+// results are rounded to float32, then to the dtype. The index arrays are
+// checked first (ascending columns without repeats, in range, row pointers
+// from 0 to nnz).
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -35,8 +41,7 @@ struct Indices {
 };
 
 template <class I>
-Indices read_indices(const BsrRef& b, int64_t batches, int64_t rows, int64_t nnz, int64_t cols) {
-  const char* op = BsrDenseAddmmArgs::kName;
+Indices read_indices(const char* op, const BsrRef& b, int64_t batches, int64_t rows, int64_t nnz, int64_t cols) {
   const I* crow = b.crow_indices.ptr<const I>();
   const I* col = b.col_indices.ptr<const I>();
   Indices x{std::vector<int64_t>(crow, crow + batches * (rows + 1)), std::vector<int64_t>(col, col + batches * nnz)};
@@ -62,15 +67,22 @@ Indices read_indices(const BsrRef& b, int64_t batches, int64_t rows, int64_t nnz
   return x;
 }
 
+// The checked index arrays of b (its batches, block rows and columns from its shape).
+Indices indices_of(const char* op, const BsrRef& b) {
+  const int64_t nnz = b.values.size(-3), rows = b.M / b.values.size(-2), cols = b.K / b.values.size(-1);
+  const int64_t batches = prod(lead(b.values, 3));
+  return b.crow_indices.dtype == DType::i32 ? read_indices<int32_t>(op, b, batches, rows, nnz, cols)
+                                            : read_indices<int64_t>(op, b, batches, rows, nnz, cols);
+}
+
 void bsr_dense_addmm_reference(const BsrDenseAddmmArgs& a, void*, Stream) {
   const char* op = BsrDenseAddmmArgs::kName;
   const BsrRef& b = a.bsr;
   const int64_t nnz = b.values.size(-3), BM = b.values.size(-2), BK = b.values.size(-1);
-  const int64_t rows = b.M / BM, cols = b.K / BK, N = a.dense.size(-1), K = b.K;
+  const int64_t rows = b.M / BM, N = a.dense.size(-1), K = b.K;
   const std::vector<int64_t> bsr_batch = lead(b.values, 3), dense_batch = lead(a.dense, 2), out_batch = lead(a.out, 2);
-  const int64_t batches = prod(bsr_batch), out_batches = prod(out_batch);
-  const Indices x = b.crow_indices.dtype == DType::i32 ? read_indices<int32_t>(b, batches, rows, nnz, cols)
-                                                       : read_indices<int64_t>(b, batches, rows, nnz, cols);
+  const int64_t out_batches = prod(out_batch);
+  const Indices x = indices_of(op, b);
   const std::vector<int64_t> bsr_strides = broadcast_strides(bsr_batch, out_batch);
   const std::vector<int64_t> dense_strides = broadcast_strides(dense_batch, out_batch);
   const bool beta_reads = a.beta != 0.0 && a.input.present();
@@ -119,10 +131,91 @@ void bsr_dense_addmm_reference(const BsrDenseAddmmArgs& a, void*, Stream) {
   });
 }
 
+void sampled_addmm_reference(const SampledAddmmArgs& a, void*, Stream) {
+  const char* op = SampledAddmmArgs::kName;
+  const BsrRef& in = a.input;
+  const int64_t nnz = in.values.size(-3), BM = in.values.size(-2), BN = in.values.size(-1);
+  const int64_t rows = in.M / BM, N = in.K, Kd = a.mat1.size(-1);
+  const Indices x = indices_of(op, in);
+  const std::vector<int64_t> out_batch = lead(a.out_values, 3);
+  const std::vector<int64_t> in_strides = broadcast_strides(lead(in.values, 3), out_batch);
+  const std::vector<int64_t> m1_strides = broadcast_strides(lead(a.mat1, 2), out_batch);
+  const std::vector<int64_t> m2_strides = broadcast_strides(lead(a.mat2, 2), out_batch);
+  const int64_t out_batches = prod(out_batch);
+  with_float_type(in.values.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    const T* iv = in.values.ptr<const T>();
+    const T* m1 = a.mat1.ptr<const T>();
+    const T* m2 = a.mat2.ptr<const T>();
+    T* out = a.out_values.ptr<T>();
+    parallel_for(out_batches * rows, out_batches * nnz * BM * BN * (Kd + 1), [&](int64_t task) {
+      const int64_t ob = task / rows, i = task % rows;
+      const int64_t sb = broadcast_offset(ob, out_batch, in_strides);
+      const T* a1 = m1 + broadcast_offset(ob, out_batch, m1_strides) * in.M * Kd;
+      const T* a2 = m2 + broadcast_offset(ob, out_batch, m2_strides) * Kd * N;
+      const int64_t* cr = x.crow.data() + sb * (rows + 1);
+      const int64_t* ci = x.col.data() + sb * nnz;
+      for (int64_t j = cr[i]; j < cr[i + 1]; ++j) {
+        const T* src = iv + (sb * nnz + j) * BM * BN;
+        T* dst = out + (ob * nnz + j) * BM * BN;
+        for (int64_t r = 0; r < BM; ++r) {
+          for (int64_t q = 0; q < BN; ++q) {
+            double s = 0.0;
+            for (int64_t k = 0; k < Kd; ++k) {
+              s += static_cast<double>(to_f32(a1[(i * BM + r) * Kd + k])) *
+                   static_cast<double>(to_f32(a2[k * N + ci[j] * BN + q]));
+            }
+            double v = a.alpha * s;
+            if (a.beta != 0.0) v += a.beta * static_cast<double>(to_f32(src[r * BN + q]));
+            dst[r * BN + q] = from_f32<T>(static_cast<float>(v));
+          }
+        }
+      }
+    });
+  });
+}
+
+void bsr_softmax_reference(const BsrSoftmaxArgs& a, void*, Stream) {
+  const char* op = BsrSoftmaxArgs::kName;
+  const BsrRef& in = a.input;
+  const int64_t nnz = in.values.size(-3), BM = in.values.size(-2), BK = in.values.size(-1);
+  const int64_t rows = in.M / BM, batches = prod(lead(in.values, 3));
+  const Indices x = indices_of(op, in);
+  with_float_type(in.values.dtype, op, [&](auto t) {
+    using T = decltype(t);
+    const T* iv = in.values.ptr<const T>();
+    T* out = a.out_values.ptr<T>();
+    parallel_for(batches * rows, batches * nnz * BM * BK, [&](int64_t task) {
+      const int64_t s = task / rows, i = task % rows;
+      const int64_t j0 = x.crow[static_cast<size_t>(s * (rows + 1) + i)];
+      const int64_t j1 = x.crow[static_cast<size_t>(s * (rows + 1) + i + 1)];
+      // Row r of the block row: its elements in blocks j0 .. j1 - 1, columns 0 .. BK - 1 of each.
+      const auto at = [&](int64_t j, int64_t r, int64_t c) { return (s * nnz + j) * BM * BK + r * BK + c; };
+      for (int64_t r = 0; r < BM; ++r) {
+        double peak = -INFINITY, sum = 0.0;
+        for (int64_t j = j0; j < j1; ++j) {
+          for (int64_t c = 0; c < BK; ++c) peak = std::max(peak, static_cast<double>(to_f32(iv[at(j, r, c)])));
+        }
+        for (int64_t j = j0; j < j1; ++j) {
+          for (int64_t c = 0; c < BK; ++c) sum += std::exp(static_cast<double>(to_f32(iv[at(j, r, c)])) - peak);
+        }
+        for (int64_t j = j0; j < j1; ++j) {
+          for (int64_t c = 0; c < BK; ++c) {
+            const double e = std::exp(static_cast<double>(to_f32(iv[at(j, r, c)])) - peak);
+            out[at(j, r, c)] = from_f32<T>(static_cast<float>(e / sum));
+          }
+        }
+      }
+    });
+  });
+}
+
 }  // namespace
 
 void register_sparse_ops() {
   OpRegistry<BsrDenseAddmmArgs>::add({"cpu-reference", DeviceType::cpu, 0, bsr_dense_addmm_reference});
+  OpRegistry<SampledAddmmArgs>::add({"cpu-reference", DeviceType::cpu, 0, sampled_addmm_reference});
+  OpRegistry<BsrSoftmaxArgs>::add({"cpu-reference", DeviceType::cpu, 0, bsr_softmax_reference});
 }
 
 }  // namespace lowbit::core::cpu

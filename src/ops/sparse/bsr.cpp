@@ -75,6 +75,31 @@ std::vector<int64_t> product_shape(const char* op, const BsrRef& bsr, const Tens
   return out;
 }
 
+// The batch dims of the product of mat1 [*, M, K] and mat2 [*, K, N] with input's, and the result's values' shape.
+std::vector<int64_t> sampled_shape(const char* op, const BsrRef& input, const TensorRef& mat1, const TensorRef& mat2) {
+  const std::vector<int64_t> batch = check_bsr(op, input);
+  const DType dtype = input.values.dtype;
+  for (const auto& [name, t] : {std::pair<const char*, const TensorRef*>{"mat1", &mat1}, {"mat2", &mat2}}) {
+    core::require_present(op, name, *t);
+    core::require_dtype(op, name, *t, {dtype});
+    core::require_contiguous(op, name, *t);
+    LOWBIT_REQUIRE(t->ndim >= 2, ErrorCode::invalid_argument, op, ": ", name, " must be at least 2-D (got ",
+                   core::shape_str(*t), ")");
+  }
+  LOWBIT_REQUIRE(mat1.size(-2) == input.M && mat2.size(-1) == input.K && mat1.size(-1) == mat2.size(-2),
+                 ErrorCode::invalid_argument, op, ": mat1 ", core::shape_str(mat1), " @ mat2 ", core::shape_str(mat2),
+                 " must be [*, ", input.M, ", K] @ [*, K, ", input.K, "] for input's shape [", input.M, ", ", input.K,
+                 "]");
+  std::vector<int64_t> joined, out;
+  LOWBIT_REQUIRE(core::broadcast_dims(batch, lead_dims(mat1, 2), &joined) &&
+                     core::broadcast_dims(joined, lead_dims(mat2, 2), &out),
+                 ErrorCode::invalid_argument, op, ": the batch dims of input ", dims_str(batch), ", mat1 ",
+                 dims_str(lead_dims(mat1, 2)), " and mat2 ", dims_str(lead_dims(mat2, 2)), " do not broadcast");
+  const Shape v = input.values.sizes();
+  out.insert(out.end(), v.end() - 3, v.end());
+  return out;
+}
+
 }  // namespace
 
 void check(const BsrDenseAddmmArgs& a) {
@@ -100,6 +125,47 @@ void check(const BsrDenseAddmmArgs& a) {
 }
 size_t workspace_size(const BsrDenseAddmmArgs& a) { return ops::backend_workspace(a, a.dense.device); }
 void run(const BsrDenseAddmmArgs& a, void* ws, Stream s) { ops::dispatch(a, a.dense.device, ws, s); }
+
+void check(const SampledAddmmArgs& a) {
+  const char* op = SampledAddmmArgs::kName;
+  const std::vector<int64_t> shape = sampled_shape(op, a.input, a.mat1, a.mat2);
+  ops::require_shaped(op, "out_values", a.out_values, {a.input.values.dtype}, shape);
+  core::require_same_device(op, {{"input.values", &a.input.values},
+                                 {"input.crow_indices", &a.input.crow_indices},
+                                 {"input.col_indices", &a.input.col_indices},
+                                 {"mat1", &a.mat1},
+                                 {"mat2", &a.mat2},
+                                 {"out_values", &a.out_values}});
+}
+size_t workspace_size(const SampledAddmmArgs& a) { return ops::backend_workspace(a, a.mat1.device); }
+void run(const SampledAddmmArgs& a, void* ws, Stream s) { ops::dispatch(a, a.mat1.device, ws, s); }
+
+void check(const BsrSoftmaxArgs& a) {
+  const char* op = BsrSoftmaxArgs::kName;
+  check_bsr(op, a.input);
+  ops::require_shaped(op, "out_values", a.out_values, {a.input.values.dtype}, lead_dims(a.input.values, 0));
+  core::require_same_device(op, {{"input.values", &a.input.values},
+                                 {"input.crow_indices", &a.input.crow_indices},
+                                 {"input.col_indices", &a.input.col_indices},
+                                 {"out_values", &a.out_values}});
+}
+size_t workspace_size(const BsrSoftmaxArgs& a) { return ops::backend_workspace(a, a.input.values.device); }
+void run(const BsrSoftmaxArgs& a, void* ws, Stream s) { ops::dispatch(a, a.input.values.device, ws, s); }
+
+Tensor sampled_addmm(const BsrRef& input, const TensorRef& mat1, const TensorRef& mat2, double beta, double alpha,
+                     Stream stream) {
+  const std::vector<int64_t> shape = sampled_shape(SampledAddmmArgs::kName, input, mat1, mat2);
+  Tensor out = Tensor::empty(Shape(shape.data(), shape.size()), input.values.dtype, mat1.device, stream);
+  ops::run_with_workspace(SampledAddmmArgs{input, mat1, mat2, beta, alpha, out}, mat1.device, stream);
+  return out;
+}
+
+Tensor bsr_softmax(const BsrRef& input, Stream stream) {
+  check_bsr(BsrSoftmaxArgs::kName, input);
+  Tensor out = Tensor::empty(input.values.sizes(), input.values.dtype, input.values.device, stream);
+  ops::run_with_workspace(BsrSoftmaxArgs{input, out}, input.values.device, stream);
+  return out;
+}
 
 Tensor bsr_dense_addmm(const TensorRef& input, const BsrRef& bsr, const TensorRef& dense, double beta, double alpha,
                        Stream stream) {

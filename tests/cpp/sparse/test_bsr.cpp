@@ -2,6 +2,8 @@
 // random patterns (empty rows, empty matrices), batch dims that broadcast,
 // non-square blocks, int32 and int64 indices, input broadcast like a bias,
 // beta = 0 ignoring a NaN input, alpha = 0; and the argument errors.
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -13,6 +15,15 @@
 
 namespace lowbit::test {
 namespace {
+
+// Element 0 of t (a float dtype) set to a quiet NaN.
+void put_nan(Tensor& t) {
+  switch (t.dtype()) {
+    case DType::f32: t.ptr<uint32_t>()[0] = 0x7fc00000u; break;
+    case DType::f16: t.ptr<uint16_t>()[0] = 0x7e00u; break;
+    default: t.ptr<uint16_t>()[0] = 0x7fc0u; break;  // bf16
+  }
+}
 
 // A random BSR [*batch, M, K] of BM x BK blocks (each kept with probability
 // `density`) with its dense copy in float64.
@@ -107,7 +118,7 @@ void check_case(const std::vector<int64_t>& bsr_batch, const std::vector<int64_t
   std::vector<float> iv;
   if (!input_shape.empty()) {
     input = random_floats(input_shape, dtype);
-    if (beta == 0.0) input.ptr<uint8_t>()[0] = 0xff, input.ptr<uint8_t>()[1] = 0xff;  // a NaN beta 0 must not read
+    if (beta == 0.0) put_nan(input);  // beta 0 must not read it
     iv = to_floats(input.ref());
   }
   const Tensor out = bsr_dense_addmm(input.defined() ? input.ref() : TensorRef{}, a.ref(M, K), d.ref(), beta, alpha);
@@ -155,6 +166,94 @@ TEST(Bsr, DenseAddmmIsTheDenseProduct) {
     check_case({}, {}, {}, 32, 32, 24, 16, 16, 0.6, dtype, DType::i64, {32, 24}, 0.0, 1.0);       // beta 0: NaN unread
     check_case({}, {}, {}, 32, 32, 24, 16, 16, 0.6, dtype, DType::i32, {32, 24}, 3.0, 0.0);       // alpha 0
     check_case({}, {}, {}, 20, 12, 5, 4, 3, 0.7, dtype, DType::i32, {}, 0.0, 1.0);                // small blocks
+  }
+}
+
+// The stored blocks of batch s of a random BSR as (block row, block column, index j).
+std::vector<std::array<int64_t, 3>> blocks_of(const RandomBsr& a, int64_t s, int64_t rows, int64_t nnz) {
+  std::vector<std::array<int64_t, 3>> out;
+  const auto crow = [&](int64_t i) {
+    return a.crow.dtype() == DType::i32 ? int64_t{a.crow.ptr<int32_t>()[s * (rows + 1) + i]}
+                                        : a.crow.ptr<int64_t>()[s * (rows + 1) + i];
+  };
+  const auto col = [&](int64_t j) {
+    return a.col.dtype() == DType::i32 ? int64_t{a.col.ptr<int32_t>()[s * nnz + j]} : a.col.ptr<int64_t>()[s * nnz + j];
+  };
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = crow(i); j < crow(i + 1); ++j) out.push_back({i, col(j), j});
+  }
+  return out;
+}
+
+TEST(Bsr, SampledAddmmIsTheDenseProductAtTheStoredBlocks) {
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    for (const double beta : {0.0, 0.5}) {
+      const int64_t M = 48, N = 64, Kd = 40, BM = 16, BN = 32;
+      RandomBsr in = random_bsr({}, M, N, BM, BN, 0.5, dtype, DType::i32);
+      if (beta == 0.0 && in.values.ref().numel() > 0) put_nan(in.values);  // beta 0 must not read it
+      const Tensor m1 = random_floats({2, M, Kd}, dtype), m2 = random_floats({Kd, N}, dtype);
+      const Tensor out = sampled_addmm(in.ref(M, N), m1.ref(), m2.ref(), beta, -1.5);
+      const int64_t nnz = in.values.ref().size(-3);
+      ASSERT_EQ(out.ref().size(0), 2);
+      const std::vector<float> o = to_floats(out.ref()), a1 = to_floats(m1.ref()), a2 = to_floats(m2.ref());
+      const std::vector<float> iv = to_floats(in.values.ref());
+      const double tol = dtype == DType::f32 ? 1e-6 : dtype == DType::f16 ? 1e-3 : 8e-3;
+      for (int64_t b = 0; b < 2; ++b) {
+        for (const auto& [i, c, j] : blocks_of(in, 0, M / BM, nnz)) {
+          for (int64_t r = 0; r < BM; ++r) {
+            for (int64_t q = 0; q < BN; ++q) {
+              double s = 0.0;
+              for (int64_t k = 0; k < Kd; ++k) {
+                s += double{a1[static_cast<size_t>((b * M + i * BM + r) * Kd + k)]} *
+                     a2[static_cast<size_t>(k * N + c * BN + q)];
+              }
+              const size_t at = static_cast<size_t>((j * BM + r) * BN + q);
+              const double want = -1.5 * s + (beta != 0.0 ? beta * iv[at] : 0.0);
+              ASSERT_NEAR(o[static_cast<size_t>(b * nnz * BM * BN) + at], want, tol * (std::fabs(want) + 1.0))
+                  << "sampled_addmm " << dtype_name(dtype) << " beta " << beta << " batch " << b << " block " << j;
+            }
+          }
+        }
+      }
+    }
+  }
+  const RandomBsr in = random_bsr({}, 32, 32, 16, 16, 0.5, DType::f32, DType::i32);
+  expect_error(
+      [&] {
+        sampled_addmm(in.ref(32, 32), random_floats({32, 8}, DType::f32).ref(),
+                      random_floats({4, 32}, DType::f32).ref());
+      },
+      ErrorCode::invalid_argument, {"sampled_addmm", "mat1 [32, 8] @ mat2 [4, 32]"});
+}
+
+TEST(Bsr, SoftmaxNormalizesEachRowsStoredElements) {
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    const int64_t M = 64, K = 96, BM = 16, BK = 32;
+    const RandomBsr in = random_bsr({3}, M, K, BM, BK, 0.4, dtype, DType::i64);
+    const Tensor out = bsr_softmax(in.ref(M, K));
+    const int64_t nnz = in.values.ref().size(-3);
+    const std::vector<float> o = to_floats(out.ref()), v = to_floats(in.values.ref());
+    const double tol = dtype == DType::f32 ? 1e-6 : dtype == DType::f16 ? 1e-3 : 8e-3;
+    for (int64_t s = 0; s < 3; ++s) {
+      const auto blocks = blocks_of(in, s, M / BM, nnz);
+      for (int64_t i = 0; i < M / BM; ++i) {
+        for (int64_t r = 0; r < BM; ++r) {
+          std::vector<size_t> at;
+          for (const auto& [bi, c, j] : blocks) {
+            if (bi != i) continue;
+            for (int64_t q = 0; q < BK; ++q) at.push_back(static_cast<size_t>(((s * nnz + j) * BM + r) * BK + q));
+          }
+          double peak = -INFINITY, sum = 0.0;
+          for (size_t k : at) peak = std::max(peak, double{v[k]});
+          for (size_t k : at) sum += std::exp(double{v[k]} - peak);
+          for (size_t k : at) {
+            const double want = std::exp(double{v[k]} - peak) / sum;
+            ASSERT_NEAR(o[k], want, tol * (want + 1e-3))
+                << "bsr_softmax " << dtype_name(dtype) << " row " << i * BM + r;
+          }
+        }
+      }
+    }
   }
 }
 
