@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _arrays, _lowbit
 
-__all__ = ["BSR", "bsr_dense_addmm", "bsr_dense_mm", "bsr_softmax", "sampled_addmm"]
+__all__ = ["BSR", "bsr_dense_addmm", "bsr_dense_mm", "bsr_softmax", "sampled_addmm", "scaled_dot_product_attention"]
 
 
 class BSR:
@@ -143,3 +143,43 @@ def bsr_softmax(input: Any, max_row_nnz: Optional[int] = None, *, stream: Any = 
                               M, K, call.ctx)
     call.done()
     return _with_values(input, call.result(raw))
+
+
+def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: Optional[float] = None, *, stream: Any = None) -> Any:
+    """Attention restricted to a block-sparse mask (the seed's ``_scaled_dot_product_attention``):
+    ``softmax(scale * query @ key^T at attn_mask's blocks) @ value``, ``query`` ``[*, L, E]``, ``key``
+    ``[*, S, E]``, ``value`` ``[*, S, Ev]``, ``attn_mask`` a BSR ``[*, L, S]`` (its values are not read: a
+    boolean torch BSR is fine). ``scale`` defaults to ``1 / sqrt(E)`` and is applied inside the products (one
+    rounding where the seed scales the rounded scores). ``dropout_p`` drops softmax values with that probability
+    (torch's dropout on torch tensors, NumPy's generator otherwise) and rescales the rest. ``is_causal`` is not
+    supported, as in the seed.
+    """
+    op = "scaled_dot_product_attention"
+    if is_causal:
+        raise ValueError(f"{op}: is_causal == True is not supported (give the causal pattern as attn_mask)")
+    if attn_mask is None:
+        raise ValueError(f"{op}: attn_mask == None is not supported (a BSR mask is required)")
+    E = int(query.shape[-1])
+    if scale == 0.0 or (scale is None and E == 0):
+        raise ValueError(f"{op}: scale == {scale} with E == {E} divides by zero")
+    factor = 1.0 / float(np.sqrt(E)) if scale is None else float(scale)
+    crow, col, values, L, S_ = _parts(op, attn_mask)
+    torch_arrays = type(query).__module__.startswith("torch")
+    if _arrays.dtype_name(values.dtype) != _arrays.dtype_name(query.dtype):  # a boolean mask: any values will do
+        values = values.to(query.dtype) if torch_arrays else np.asarray(values).astype(query.dtype)
+    mask = _with_values(attn_mask, values) if _is_torch_bsr(attn_mask) else BSR(crow, col, values,
+                                                                                 attn_mask.shape)
+    key_t = key.transpose(-2, -1) if torch_arrays else np.swapaxes(key, -2, -1)
+    scores = sampled_addmm(mask, query, key_t, beta=0.0, alpha=factor, stream=stream)
+    probs = bsr_softmax(scores, stream=stream)
+    if dropout_p > 0.0:
+        crow_p, col_p, v, _, _ = _parts(op, probs)
+        if torch_arrays:
+            import torch
+            v = torch.nn.functional.dropout(v, p=dropout_p, training=True)
+        else:
+            keep = np.random.default_rng().random(v.shape) >= dropout_p
+            v = (v * keep / (1.0 - dropout_p)).astype(v.dtype)
+        probs = _with_values(probs, v)
+    return bsr_dense_mm(probs, value, stream=stream)

@@ -114,3 +114,27 @@ def test_bsr_softmax_normalizes_each_rows_stored_elements():
     got = S.bsr_softmax(bsr, max_row_nnz=64)
     want = torch.softmax(d.double().masked_fill(~mask, float("-inf")), dim=-1).nan_to_num(0.0) * mask
     assert got.layout == torch.sparse_bsr and torch.allclose(got.to_dense().double(), want, atol=1e-7)
+
+
+def test_attention_with_a_bsr_mask_is_torchs_with_the_dense_mask():
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(7)
+    L, Sk, E = 64, 96, 32
+    q, k = torch.randn(2, L, E, generator=g), torch.randn(2, Sk, E, generator=g)
+    v = torch.randn(2, Sk, 16, generator=g)
+    keep = torch.rand(4, 3, generator=g) < 0.6
+    keep[:, 0] = True  # every query row attends somewhere
+    dense_mask = keep.repeat_interleave(16, 0).repeat_interleave(32, 1)
+    bsr = dense_mask.to_sparse_bsr((16, 32))  # a boolean mask: its values are not read
+    additive = torch.zeros(L, Sk).masked_fill(~dense_mask, float("-inf"))
+    for scale in (None, 0.3):
+        got = S.scaled_dot_product_attention(q, k, v, bsr, scale=scale)
+        want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(),
+                                                                attn_mask=additive.double(), scale=scale)
+        assert got.shape == (2, L, 16) and torch.allclose(got.double(), want, atol=1e-5)
+    dropped = S.scaled_dot_product_attention(q, k, v, bsr, dropout_p=0.5)
+    assert dropped.shape == (2, L, 16) and torch.isfinite(dropped).all()
+    with pytest.raises(ValueError, match="is_causal == True is not supported"):
+        S.scaled_dot_product_attention(q, k, v, bsr, is_causal=True)
+    with pytest.raises(ValueError, match="attn_mask == None is not supported"):
+        S.scaled_dot_product_attention(q, k, v, None)
