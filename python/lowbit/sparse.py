@@ -89,8 +89,97 @@ def bsr_dense_addmm(input: Any, bsr: Any, dense: Any, *, beta: float = 1, alpha:
 
 def bsr_dense_mm(bsr: Any, dense: Any, *, out: Optional[Any] = None, skip_checks: bool = False, max_grid: Any = None,
                  meta: Any = None, stream: Any = None) -> Any:
-    """``bsr @ dense`` (``bsr_dense_addmm`` with ``beta = 0``, ``alpha = 1``)."""
+    """``bsr @ dense`` (``bsr_dense_addmm`` with ``beta = 0``, ``alpha = 1``). Differentiable with respect to
+    ``dense`` and the BSR's values when they are torch tensors that require grad (a ``BSR`` of such values; torch's
+    autograd takes no gradient into a sparse BSR tensor itself): the values' gradient is ``sampled_addmm`` of the
+    output's gradient and ``dense^T`` at the BSR's blocks, ``dense``'s the transposed BSR times the output's
+    gradient.
+    """
+    crow, col, values, M, K = _parts("bsr_dense_mm", bsr)
+    if _is_torch_bsr(bsr) and _needs_grad(bsr):
+        raise NotImplementedError("bsr_dense_mm: torch's autograd takes no gradient into a sparse BSR tensor; give "
+                                  "lowbit.sparse.BSR(bsr.crow_indices(), bsr.col_indices(), values, bsr.shape) with "
+                                  "values that require grad instead")
+    if out is None and _needs_grad(values, dense):
+        return _bsr_dense_mm_function()(values, dense, crow, col, M, K, stream)
     return bsr_dense_addmm(None, bsr, dense, beta=0, alpha=1, out=out, stream=stream)
+
+
+def _needs_grad(*xs: Any) -> bool:
+    if not any(type(x).__module__.startswith("torch") for x in xs):
+        return False
+    import torch
+    return torch.is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in xs)
+
+
+def _sum_to(x: Any, shape: Sequence[int]) -> Any:
+    """x summed over the leading dims that broadcasting added or repeated to make it from ``shape``."""
+    shape = tuple(shape)
+    while x.dim() > len(shape):
+        x = x.sum(0)
+    for i, n in enumerate(shape):
+        if n == 1 and x.shape[i] != 1:
+            x = x.sum(i, keepdim=True)
+    return x
+
+
+def _transposed(crow: Any, col: Any, values: Any, M: int, K: int) -> BSR:
+    """The BSR of the transpose [*, K, M] (torch arrays, batch by batch): block (i, c) moves to (c, i)."""
+    import torch
+    BM, BK = int(values.shape[-2]), int(values.shape[-1])
+    rows, cols = M // BM, K // BK
+    batch = tuple(values.shape[:-3])
+    crow2, col2, vals2 = crow.reshape(-1, rows + 1), col.reshape(-1, col.shape[-1]), values.reshape((-1,) + tuple(values.shape[-3:]))
+    out_crow, out_col, out_vals = [], [], []
+    for b in range(crow2.shape[0]):
+        counts = (crow2[b, 1:] - crow2[b, :-1]).long()
+        row_of = torch.repeat_interleave(torch.arange(rows, device=crow.device), counts)
+        c = col2[b].long()
+        order = torch.sort(c * rows + row_of, stable=True).indices
+        out_col.append(row_of[order].to(crow.dtype))
+        out_vals.append(vals2[b][order].transpose(-2, -1))
+        per_col = torch.bincount(c, minlength=cols)
+        out_crow.append(torch.cat([per_col.new_zeros(1), per_col.cumsum(0)]).to(crow.dtype))
+    stack = lambda xs: torch.stack(xs).reshape(batch + tuple(xs[0].shape))  # noqa: E731
+    return BSR(stack(out_crow), stack(out_col), stack(out_vals).contiguous(), batch + (K, M))
+
+
+_FUNCTION = None
+
+
+def _bsr_dense_mm_function() -> Any:
+    """bsr_dense_mm as a torch.autograd.Function (built on first use: torch is optional)."""
+    global _FUNCTION
+    if _FUNCTION is not None:
+        return _FUNCTION
+    import torch
+
+    class BsrDenseMm(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, values, dense, crow, col, M, K, stream):  # noqa: N805 - torch's signature
+            ctx.save_for_backward(values, dense, crow, col)
+            ctx.M, ctx.K, ctx.stream = M, K, stream
+            shape = tuple(values.shape[:-3]) + (M, K)
+            return bsr_dense_addmm(None, BSR(crow, col, values.detach(), shape), dense.detach(), beta=0,
+                                   stream=stream)
+
+        @staticmethod
+        def backward(ctx, grad):  # noqa: N805
+            values, dense, crow, col = ctx.saved_tensors
+            M, K = ctx.M, ctx.K
+            grad = grad.contiguous()
+            g_values = g_dense = None
+            if ctx.needs_input_grad[0]:
+                pattern = BSR(crow, col, values.detach(), tuple(values.shape[:-3]) + (M, K))
+                g = sampled_addmm(pattern, grad, dense.detach().transpose(-2, -1), beta=0.0, stream=ctx.stream)
+                g_values = _sum_to(g.values, values.shape)
+            if ctx.needs_input_grad[1]:
+                t = _transposed(crow, col, values.detach(), M, K)
+                g_dense = _sum_to(bsr_dense_addmm(None, t, grad, beta=0, stream=ctx.stream), dense.shape)
+            return g_values, g_dense, None, None, None, None, None
+
+    _FUNCTION = BsrDenseMm.apply
+    return _FUNCTION
 
 
 def _is_torch_bsr(x: Any) -> bool:

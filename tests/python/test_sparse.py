@@ -78,7 +78,7 @@ def test_errors_name_the_argument():
         S.bsr_dense_mm(S.BSR(crow, np.array([0, 1], np.int32), vals, (32, 32)), x[:16])
     with pytest.raises(ValueError, match="input is needed when beta is not 0"):
         S.bsr_dense_addmm(None, S.BSR(crow, np.array([0, 1], np.int32), vals, (32, 32)), x)
-    with pytest.raises(TypeError, match="bsr_dense_addmm: bsr must be a torch sparse BSR tensor or a lowbit.sparse.BSR"):
+    with pytest.raises(TypeError, match="bsr_dense_mm: bsr must be a torch sparse BSR tensor or a lowbit.sparse.BSR"):
         S.bsr_dense_mm(x, x)
     with pytest.raises(ValueError, match="BSR: values must be"):
         S.BSR(crow, np.array([0, 1], np.int32), vals[0], (32, 32))
@@ -138,3 +138,27 @@ def test_attention_with_a_bsr_mask_is_torchs_with_the_dense_mask():
         S.scaled_dot_product_attention(q, k, v, bsr, is_causal=True)
     with pytest.raises(ValueError, match="attn_mask == None is not supported"):
         S.scaled_dot_product_attention(q, k, v, None)
+
+
+def test_bsr_dense_mm_gradients_are_the_dense_products():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    d = torch.from_numpy(_block_sparse(rng, 64, 96, 16, 32, 0.5, batch=(2,)))
+    crow, col, vals = (torch.from_numpy(np.asarray(a)) for a in
+                       (lambda b: (b.crow_indices, b.col_indices, b.values))(_bsr_of(d.numpy(), 16, 32)))
+    vals = vals.clone().requires_grad_(True)
+    x = torch.from_numpy(rng.standard_normal((96, 8)).astype(np.float32)).requires_grad_(True)  # broadcast batch
+    y = S.bsr_dense_mm(S.BSR(crow, col, vals, (2, 64, 96)), x)
+    w = torch.from_numpy(rng.standard_normal((2, 64, 8)).astype(np.float32))
+    (y * w).sum().backward()
+    dd = d.double().requires_grad_(True)
+    xx = x.detach().double().requires_grad_(True)
+    ((dd @ xx) * w.double()).sum().backward()
+    assert torch.allclose(x.grad.double(), xx.grad, atol=1e-4)
+    # the values' gradient: the dense gradient at each stored block
+    want = torch.stack([torch.stack([dd.grad[b, 16 * i:16 * i + 16, 32 * int(col[b, j]):32 * int(col[b, j]) + 32]
+                                     for i in range(4) for j in range(int(crow[b, i]), int(crow[b, i + 1]))])
+                        for b in range(2)])
+    assert torch.allclose(vals.grad.double(), want, atol=1e-4)
+    with pytest.raises(NotImplementedError, match="no gradient into a sparse BSR tensor"):
+        S.bsr_dense_mm(d[0].to_sparse_bsr((16, 32)).requires_grad_(True), x)
