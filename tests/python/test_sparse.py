@@ -162,3 +162,18 @@ def test_bsr_dense_mm_gradients_are_the_dense_products():
     assert torch.allclose(vals.grad.double(), want, atol=1e-4)
     with pytest.raises(NotImplementedError, match="no gradient into a sparse BSR tensor"):
         S.bsr_dense_mm(d[0].to_sparse_bsr((16, 32)).requires_grad_(True), x)
+
+
+def test_int8_bsr_times_int8_dense_is_exact_int32():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(9)
+    mask = np.kron(rng.random((3, 2)) < 0.6, np.ones((16, 32), bool))
+    d = torch.from_numpy((rng.integers(-128, 128, (48, 64)) * mask).astype(np.int8))
+    x = torch.from_numpy(rng.integers(-128, 128, (64, 10)).astype(np.int8))
+    got = S.bsr_dense_mm(d.to_sparse_bsr((16, 32)), x)
+    assert got.dtype == torch.int32 and torch.equal(got.long(), d.long() @ x.long())
+    bias = torch.from_numpy(rng.integers(-1000, 1000, 10).astype(np.int32))
+    got = S.bsr_dense_addmm(bias, d.to_sparse_bsr((16, 32)), x, beta=2, alpha=-1)
+    assert torch.equal(got.long(), 2 * bias.long() - d.long() @ x.long())
+    with pytest.raises(ValueError, match="alpha must be an integer for int8 operands"):
+        S.bsr_dense_addmm(bias, d.to_sparse_bsr((16, 32)), x, alpha=0.5)

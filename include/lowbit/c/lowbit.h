@@ -227,7 +227,8 @@ LOWBIT_C_API lowbit_status lowbit_int8_linear(const DLTensor* a, const DLTensor*
  * crow_indices int32/int64 [*B, M / BM + 1], col_indices of its dtype [*B, nnz] (ascending in each block row,
  * no repeats), values float32/float16/bfloat16 [*B, nnz, BM, BK]. dense values' dtype [*D, K, N]; out
  * [broadcast(*B, *D), M, N]; input broadcast to out, not read when beta == 0 (NULL allowed then). Sums in
- * float64, rounded to float32, then to out's dtype. CPU only for now. */
+ * float64, rounded to float32, then to out's dtype. int8 values and dense: out and input int32, beta and alpha
+ * integers, exact int64 sums wrapped to int32. CPU only for now. */
 LOWBIT_C_API lowbit_status lowbit_bsr_dense_addmm(const DLTensor* input, const DLTensor* crow_indices,
                                                   const DLTensor* col_indices, const DLTensor* values, int64_t M,
                                                   int64_t K, const DLTensor* dense, double beta, double alpha,

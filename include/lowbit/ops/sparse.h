@@ -8,6 +8,9 @@
 //     are summed in float64 and alpha and beta applied in float64; the
 //     result is rounded to float32, then to out's dtype.
 //   bsr_dense_mm: bsr @ dense (beta = 0, alpha = 1).
+//   With int8 values and an int8 dense (torch's _int_bsr_dense_addmm), out
+//   and input are int32, beta and alpha integers, and every step exact
+//   (int64 sums, the result wrapped to int32 as two's complement).
 //   sampled_addmm: the values of a BSR with input's pattern, each stored
 //     element beta * input + alpha * (mat1 @ mat2) there (SDDMM: only the
 //     stored blocks' products are computed); input's values not read when
@@ -31,19 +34,19 @@ namespace lowbit {
 struct BsrRef {
   TensorRef crow_indices;  // i32/i64 [*B, M / BM + 1], contiguous
   TensorRef col_indices;   // crow_indices' dtype [*B, nnz], contiguous
-  TensorRef values;        // f32/f16/bf16 [*B, nnz, BM, BK], contiguous
+  TensorRef values;        // f32/f16/bf16 (i8: bsr_dense_addmm) [*B, nnz, BM, BK], contiguous
   int64_t M = 0;           // a multiple of BM
   int64_t K = 0;           // a multiple of BK
 };
 
 struct BsrDenseAddmmArgs {
   static constexpr const char* kName = "bsr_dense_addmm";
-  TensorRef input;  // values' dtype, broadcastable to out's shape; may be absent when beta == 0
+  TensorRef input;  // out's dtype, broadcastable to out's shape; may be absent when beta == 0
   BsrRef bsr;
   TensorRef dense;  // values' dtype [*D, K, N], contiguous
   double beta = 1.0;
   double alpha = 1.0;
-  TensorRef out;  // values' dtype [broadcast(*B, *D), M, N], contiguous
+  TensorRef out;  // values' dtype (i32 for i8 values) [broadcast(*B, *D), M, N], contiguous
 };
 
 struct SampledAddmmArgs {

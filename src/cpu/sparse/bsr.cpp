@@ -1,6 +1,6 @@
 // The BSR ops on the CPU (lowbit/ops/sparse.h): the references every
 // backend is tested against. bsr_dense_addmm: each output block row sums its
-// stored blocks' products with dense in float64, in block order;
+// stored blocks' products with dense in float64 (int64 for int8), in block order;
 // sampled_addmm: each stored element's dot product of mat1's row and mat2's
 // column in float64; bsr_softmax: each row's stored elements in float64
 // (max, then the sum of exponentials). alpha and beta apply in float64, the
@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "core/broadcast.h"
@@ -88,12 +89,23 @@ void bsr_dense_addmm_reference(const BsrDenseAddmmArgs& a, void*, Stream) {
   const bool beta_reads = a.beta != 0.0 && a.input.present();
   std::vector<int64_t> input_strides, out_dims = lead(a.out, 0);
   if (beta_reads) input_strides = broadcast_strides(lead(a.input, 0), out_dims);
-  with_float_type(b.values.dtype, op, [&](auto t) {
+  // T: the operands' element type; the sums in Acc (float64, or int64 for int8), out and input of type Out.
+  const auto body = [&](auto t, auto acc_t, auto out_t) {
     using T = decltype(t);
+    using Acc = decltype(acc_t);
+    using Out = decltype(out_t);
+    const auto load = [](auto v) -> Acc {
+      if constexpr (std::is_same_v<Acc, int64_t>) {
+        return int64_t{v};
+      } else {
+        return static_cast<double>(to_f32(v));
+      }
+    };
+    const Acc alpha = static_cast<Acc>(a.alpha), beta = static_cast<Acc>(a.beta);
     const T* values = b.values.ptr<const T>();
     const T* dense = a.dense.ptr<const T>();
-    const T* input = beta_reads ? a.input.ptr<const T>() : nullptr;
-    T* out = a.out.ptr<T>();
+    const Out* input = beta_reads ? a.input.ptr<const Out>() : nullptr;
+    Out* out = a.out.ptr<Out>();
     const int64_t tasks = out_batches * rows;
     parallel_for(tasks, tasks * BM * N * (nnz / std::max<int64_t>(rows, 1) + 1) * BK, [&](int64_t task) {
       const int64_t ob = task / rows, i = task % rows;
@@ -102,33 +114,39 @@ void bsr_dense_addmm_reference(const BsrDenseAddmmArgs& a, void*, Stream) {
       const int64_t* cr = x.crow.data() + sb * (rows + 1);
       const int64_t* ci = x.col.data() + sb * nnz;
       const T* d = dense + db * K * N;
-      std::vector<double> acc(static_cast<size_t>(BM * N), 0.0);
+      std::vector<Acc> acc(static_cast<size_t>(BM * N), Acc{0});
       for (int64_t j = cr[i]; j < cr[i + 1]; ++j) {
         const T* blk = values + (sb * nnz + j) * BM * BK;
         const T* drows = d + ci[j] * BK * N;
         for (int64_t r = 0; r < BM; ++r) {
-          double* ar = acc.data() + r * N;
+          Acc* ar = acc.data() + r * N;
           for (int64_t k = 0; k < BK; ++k) {
-            const double v = to_f32(blk[r * BK + k]);
+            const Acc v = load(blk[r * BK + k]);
             const T* dk = drows + k * N;
-            for (int64_t n = 0; n < N; ++n) ar[n] += v * static_cast<double>(to_f32(dk[n]));
+            for (int64_t n = 0; n < N; ++n) ar[n] += v * load(dk[n]);
           }
         }
       }
       for (int64_t r = 0; r < BM; ++r) {
         const int64_t m = i * BM + r;
-        T* o = out + (ob * b.M + m) * N;
+        Out* o = out + (ob * b.M + m) * N;
         for (int64_t n = 0; n < N; ++n) {
-          double v = a.alpha * acc[static_cast<size_t>(r * N + n)];
-          if (beta_reads) {
-            const int64_t flat = (ob * b.M + m) * N + n;
-            v += a.beta * static_cast<double>(to_f32(input[broadcast_offset(flat, out_dims, input_strides)]));
+          Acc v = alpha * acc[static_cast<size_t>(r * N + n)];
+          if (beta_reads) v += beta * load(input[broadcast_offset((ob * b.M + m) * N + n, out_dims, input_strides)]);
+          if constexpr (std::is_same_v<Acc, int64_t>) {
+            o[n] = static_cast<int32_t>(static_cast<uint32_t>(v));  // two's complement wrap
+          } else {
+            o[n] = from_f32<Out>(static_cast<float>(v));
           }
-          o[n] = from_f32<T>(static_cast<float>(v));
         }
       }
     });
-  });
+  };
+  if (b.values.dtype == DType::i8) {
+    body(int8_t{}, int64_t{}, int32_t{});
+  } else {
+    with_float_type(b.values.dtype, op, [&](auto t) { body(t, double{}, t); });
+  }
 }
 
 void sampled_addmm_reference(const SampledAddmmArgs& a, void*, Stream) {

@@ -2,6 +2,7 @@
 // device checks every backend relies on, and the allocating calls. The
 // index arrays' contents (ascending, in range, consistent with nnz) are
 // each backend's to check where the data lives.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -22,10 +23,15 @@ std::vector<int64_t> lead_dims(const TensorRef& t, int tail) {
 
 std::string dims_str(const std::vector<int64_t>& d) { return core::shape_str(Shape(d.data(), d.size())); }
 
-// The BSR operand: index dtypes, layout, block shape, M and K. Returns its batch dims.
-std::vector<int64_t> check_bsr(const char* op, const BsrRef& b) {
+// The BSR operand: index dtypes, layout, block shape, M and K (values of a float dtype, or int8 where
+// `int8` allows). Returns its batch dims.
+std::vector<int64_t> check_bsr(const char* op, const BsrRef& b, bool int8 = false) {
   core::require_present(op, "bsr.values", b.values);
-  core::require_dtype(op, "bsr.values", b.values, core::kFloatDTypes);
+  if (int8) {
+    core::require_dtype(op, "bsr.values", b.values, {DType::f32, DType::f16, DType::bf16, DType::i8});
+  } else {
+    core::require_dtype(op, "bsr.values", b.values, core::kFloatDTypes);
+  }
   core::require_contiguous(op, "bsr.values", b.values);
   LOWBIT_REQUIRE(b.values.ndim >= 3, ErrorCode::invalid_argument, op,
                  ": bsr.values must be [*batch, nnz, BM, BK] (got ", core::shape_str(b.values), ")");
@@ -55,9 +61,12 @@ std::vector<int64_t> check_bsr(const char* op, const BsrRef& b) {
   return batch;
 }
 
+// The product's dtype: the values', or int32 for int8 values.
+DType product_dtype(const BsrRef& bsr) { return bsr.values.dtype == DType::i8 ? DType::i32 : bsr.values.dtype; }
+
 // out's shape for bsr and dense: broadcast batch dims, then M and N.
 std::vector<int64_t> product_shape(const char* op, const BsrRef& bsr, const TensorRef& dense) {
-  const std::vector<int64_t> batch = check_bsr(op, bsr);
+  const std::vector<int64_t> batch = check_bsr(op, bsr, /*int8=*/true);
   core::require_present(op, "dense", dense);
   core::require_dtype(op, "dense", dense, {bsr.values.dtype});
   core::require_contiguous(op, "dense", dense);
@@ -105,11 +114,18 @@ std::vector<int64_t> sampled_shape(const char* op, const BsrRef& input, const Te
 void check(const BsrDenseAddmmArgs& a) {
   const char* op = BsrDenseAddmmArgs::kName;
   const std::vector<int64_t> shape = product_shape(op, a.bsr, a.dense);
-  ops::require_shaped(op, "out", a.out, {a.bsr.values.dtype}, shape);
+  const DType dtype = product_dtype(a.bsr);
+  ops::require_shaped(op, "out", a.out, {dtype}, shape);
+  if (dtype == DType::i32) {  // exact integer arithmetic: integral factors
+    for (const auto& [name, v] : {std::pair<const char*, double>{"beta", a.beta}, {"alpha", a.alpha}}) {
+      LOWBIT_REQUIRE(v == std::nearbyint(v) && std::fabs(v) < 2147483648.0, ErrorCode::invalid_argument, op, ": ", name,
+                     " must be an integer for int8 operands (got ", v, ")");
+    }
+  }
   LOWBIT_REQUIRE(a.input.present() || a.beta == 0.0, ErrorCode::invalid_argument, op,
                  ": input is needed when beta is not 0 (got beta ", a.beta, ")");
   if (a.input.present()) {
-    core::require_dtype(op, "input", a.input, {a.bsr.values.dtype});
+    core::require_dtype(op, "input", a.input, {dtype});
     core::require_contiguous(op, "input", a.input);
     std::vector<int64_t> joined;
     LOWBIT_REQUIRE(core::broadcast_dims(lead_dims(a.input, 0), shape, &joined) && joined == shape,
@@ -170,7 +186,7 @@ Tensor bsr_softmax(const BsrRef& input, Stream stream) {
 Tensor bsr_dense_addmm(const TensorRef& input, const BsrRef& bsr, const TensorRef& dense, double beta, double alpha,
                        Stream stream) {
   const std::vector<int64_t> shape = product_shape(BsrDenseAddmmArgs::kName, bsr, dense);
-  Tensor out = Tensor::empty(Shape(shape.data(), shape.size()), bsr.values.dtype, dense.device, stream);
+  Tensor out = Tensor::empty(Shape(shape.data(), shape.size()), product_dtype(bsr), dense.device, stream);
   ops::run_with_workspace(BsrDenseAddmmArgs{input, bsr, dense, beta, alpha, out}, dense.device, stream);
   return out;
 }

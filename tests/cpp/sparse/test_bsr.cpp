@@ -257,6 +257,52 @@ TEST(Bsr, SoftmaxNormalizesEachRowsStoredElements) {
   }
 }
 
+TEST(Bsr, Int8ProductsAreExactInInt32) {
+  const int64_t M = 48, K = 64, N = 24, BM = 16, BK = 32;
+  RandomBsr a = random_bsr({2}, M, K, BM, BK, 0.6, DType::f32, DType::i32);
+  // The values as int8 in [-128, 127]; the dense copy follows.
+  const Tensor fv = a.values;
+  a.values = Tensor::empty(fv.ref().sizes(), DType::i8);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  for (int64_t i = 0; i < fv.ref().numel(); ++i) a.values.ptr<int8_t>()[i] = static_cast<int8_t>(byte(rng()));
+  const int64_t nnz = a.values.ref().size(-3);
+  std::vector<int64_t> dense_a(static_cast<size_t>(2 * M * K), 0);
+  for (int64_t s = 0; s < 2; ++s) {
+    for (const auto& [i, c, j] : blocks_of(a, s, M / BM, nnz)) {
+      for (int64_t r = 0; r < BM; ++r) {
+        for (int64_t q = 0; q < BK; ++q) {
+          dense_a[static_cast<size_t>((s * M + i * BM + r) * K + c * BK + q)] =
+              a.values.ptr<int8_t>()[((s * nnz + j) * BM + r) * BK + q];
+        }
+      }
+    }
+  }
+  Tensor d = Tensor::empty({K, N}, DType::i8), in = Tensor::empty({N}, DType::i32);
+  for (int64_t i = 0; i < K * N; ++i) d.ptr<int8_t>()[i] = static_cast<int8_t>(byte(rng()));
+  for (int64_t i = 0; i < N; ++i) in.ptr<int32_t>()[i] = static_cast<int32_t>(byte(rng())) * 1000;
+  const Tensor out = bsr_dense_addmm(in.ref(), a.ref(M, K), d.ref(), -3.0, 2.0);
+  ASSERT_EQ(out.dtype(), DType::i32);
+  for (int64_t s = 0; s < 2; ++s) {
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t n = 0; n < N; ++n) {
+        int64_t sum = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          sum += dense_a[static_cast<size_t>((s * M + m) * K + k)] * int64_t{d.ptr<int8_t>()[k * N + n]};
+        }
+        ASSERT_EQ(out.ptr<int32_t>()[(s * M + m) * N + n], 2 * sum - 3 * int64_t{in.ptr<int32_t>()[n]})
+            << "int8 bsr_dense_addmm batch " << s << " [" << m << ", " << n << "]";
+      }
+    }
+  }
+  expect_error([&] { bsr_dense_addmm(in.ref(), a.ref(M, K), d.ref(), 0.5, 1.0); }, ErrorCode::invalid_argument,
+               {"bsr_dense_addmm", "beta must be an integer for int8 operands", "0.5"});
+  expect_error(
+      [&] {
+        bsr_dense_mm(a.ref(M, K), random_floats({K, N}, DType::f32).ref());
+      },
+      ErrorCode::unsupported_dtype, {"bsr_dense_addmm", "dense"});
+}
+
 TEST(Bsr, EmptyShapesGiveEmptyOrInputResults) {
   const RandomBsr a = random_bsr({}, 32, 16, 16, 16, 0.5, DType::f32, DType::i32);
   const Tensor d = random_floats({16, 0}, DType::f32);
