@@ -7,5 +7,6 @@ namespace lowbit::core::cpu {
 void register_quant_ops() {}
 void register_gemm_ops() {}
 void register_optim_ops() {}
+void register_sparse_ops() {}
 
 }  // namespace lowbit::core::cpu

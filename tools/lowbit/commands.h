@@ -12,5 +12,6 @@ void add_bench_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_dequantize_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
+void add_tune_command(CLI::App& app);
 
 }  // namespace lowbit::cli

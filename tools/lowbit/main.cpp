@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   lowbit::cli::add_quantize_command(app);
   lowbit::cli::add_dequantize_command(app);
   lowbit::cli::add_inspect_command(app);
+  lowbit::cli::add_tune_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

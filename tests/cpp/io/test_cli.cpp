@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <map>
 
@@ -60,6 +61,36 @@ TEST_F(Cli, HelpForEverySubcommand) {
     EXPECT_EQ(r.status, 0) << sub << ": " << r.output;
     EXPECT_NE(r.output.find("Exit codes"), std::string::npos) << sub;
   }
+}
+
+// `lowbit tune --list`: a database file's entries (one op's), the database in use with LOWBIT_TUNE_DB over the
+// shipped entries, a malformed file named with its line, and no --list refused.
+TEST_F(Cli, TuneListsADatabase) {
+  {
+    std::ofstream f(dir_ / "tune.txt");
+    f << "bsr_dense_addmm | NVIDIA H100 80GB HBM3 | float16 0.5 | 4096 4096 4096 32 32 | 8 1 4 8\n"
+      << "scatter_mm | NVIDIA H100 80GB HBM3 | float16 0.5 | 256 256 256 16 16 | 1 2 16 32 3 4\n";
+  }
+  CliRun r = lowbit_cli("tune --list --db " + p("tune.txt") + " --op scatter_mm", dir_);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("scatter_mm | NVIDIA H100 80GB HBM3 | float16 0.5 | 256 256 256 16 16 | 1 2 16 32 3 4"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("bsr_dense_addmm"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("# 1 entry"), std::string::npos) << r.output;
+  r = lowbit_cli("tune --list", dir_, "LOWBIT_TUNE_DB=" + p("tune.txt") + " ");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("# 2 entries"), std::string::npos) << r.output;
+  {
+    std::ofstream f(dir_ / "bad.txt");
+    f << "# fine\nbsr_dense_addmm | dev | v | 1 2 | 3 x\n";
+  }
+  r = lowbit_cli("tune --list --db " + p("bad.txt"), dir_);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("bad.txt:2: parameters must be integers"), std::string::npos) << r.output;
+  r = lowbit_cli("tune", dir_);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("give --list"), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, QuantizeInspectDequantize) {
