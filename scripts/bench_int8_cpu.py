@@ -41,6 +41,13 @@ def median_ms(fn, reps: int) -> float:
 LINEAR_SHAPES = [(1, 4096, 4096), (16, 4096, 4096), (128, 4096, 4096), (128, 11008, 4096)]
 
 
+def table_header(*columns: str) -> None:
+    """A blank line, then a Markdown table's header and rule."""
+    bg.log("")
+    bg.log("| " + " | ".join(columns) + " |")
+    bg.log("|" + "---|" * len(columns))
+
+
 def best_of(fns, reps: int, rounds: int):
     best = {name: float("inf") for name in fns}
     for _ in range(rounds):
@@ -53,10 +60,8 @@ def best_of(fns, reps: int, rounds: int):
 def bench_linear(torch, lowbit, bnb, args) -> None:
     bg.log("")
     bg.log("LLM.int8 linear, threshold 6, float32 activations with 4 outlier columns (|x| ~ 20):")
-    bg.log("")
-    bg.log("| M x N x K | lowbit ms | bitsandbytes Linear8bitLt ms (/ lowbit) | torch fp32 linear ms (/ lowbit) | "
-           "lowbit error | bitsandbytes error |")
-    bg.log("|---|---|---|---|---|---|")
+    table_header("M x N x K", "lowbit ms", "bitsandbytes Linear8bitLt ms (/ lowbit)",
+                 "torch fp32 linear ms (/ lowbit)", "lowbit error", "bitsandbytes error")
     g = torch.Generator().manual_seed(1)
     for M, N, K in LINEAR_SHAPES:
         w = torch.randn(N, K, generator=g) * 0.05
@@ -113,10 +118,8 @@ def main() -> int:
         bnb, bnb_mm = None, None
     bg.log(f"CPU: {cpu_model()}; {args.threads} threads; torch {torch.__version__}; "
            f"bitsandbytes {'not installed' if bnb is None else bnb.__version__}")
-    bg.log("")
-    bg.log("| M x N x K | lowbit ms | bitsandbytes ms (/ lowbit) | torch._int_mm ms (/ lowbit) | "
-           "torch fp32 ms (/ lowbit) | lowbit GOP/s |")
-    bg.log("|---|---|---|---|---|---|")
+    table_header("M x N x K", "lowbit ms", "bitsandbytes ms (/ lowbit)", "torch._int_mm ms (/ lowbit)",
+                 "torch fp32 ms (/ lowbit)", "lowbit GOP/s")
     g = torch.Generator().manual_seed(0)
     for M, N, K in SHAPES:
         a = torch.randint(-128, 128, (M, K), dtype=torch.int8, generator=g)

@@ -187,9 +187,9 @@ def _is_torch_bsr(x: Any) -> bool:
 
 
 def _with_values(like: Any, values: Any) -> Any:
-    """A BSR of the kind of ``like`` with ``like``'s pattern (its indices broadcast to the values' batch dims)
-    and ``values``."""
-    crow, col, _, M, K = _parts("sampled_addmm", like)
+    """A BSR of the kind of ``like`` (a checked BSR operand) with its pattern, the indices broadcast to the values'
+    batch dims, and ``values``."""
+    crow, col, _, M, K = _parts("lowbit.sparse", like)
     batch = tuple(values.shape[:-3])
     if type(values).__module__.startswith("torch"):
         crow = crow.expand(batch + tuple(crow.shape[-1:])).contiguous()
@@ -253,12 +253,11 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
     if scale == 0.0 or (scale is None and E == 0):
         raise ValueError(f"{op}: scale == {scale} with E == {E} divides by zero")
     factor = 1.0 / float(np.sqrt(E)) if scale is None else float(scale)
-    crow, col, values, L, S_ = _parts(op, attn_mask)
+    values = _parts(op, attn_mask)[2]
     torch_arrays = type(query).__module__.startswith("torch")
     if _arrays.dtype_name(values.dtype) != _arrays.dtype_name(query.dtype):  # a boolean mask: any values will do
         values = values.to(query.dtype) if torch_arrays else np.asarray(values).astype(query.dtype)
-    mask = _with_values(attn_mask, values) if _is_torch_bsr(attn_mask) else BSR(crow, col, values,
-                                                                                 attn_mask.shape)
+    mask = _with_values(attn_mask, values)
     key_t = key.transpose(-2, -1) if torch_arrays else np.swapaxes(key, -2, -1)
     scores = sampled_addmm(mask, query, key_t, beta=0.0, alpha=factor, stream=stream)
     probs = bsr_softmax(scores, stream=stream)
