@@ -61,6 +61,7 @@ void register_cuda_backend() {
   add<WeightDequantArgs>(cuda::weight_dequant);
   add<Int8VectorwiseQuantArgs>(cuda::int8_vectorwise_quant);
   add<Int8VectorwiseDequantArgs>(cuda::int8_vectorwise_dequant);
+  add<Int8ColwiseQuantArgs>(cuda::int8_colwise_quant);
   add<EstimateQuantilesArgs>(cuda::estimate_quantiles, cuda::estimate_quantiles_workspace);
   add<HistogramScatterAdd2dArgs>(cuda::histogram_scatter_add_2d);
   add<MatmulArgs>(cuda::matmul, cuda::matmul_workspace, cuda::matmul_configs, cuda::matmul_prepare);
@@ -73,6 +74,7 @@ void register_cuda_backend() {
   add<Int8ScaledMmArgs>(cuda::int8_scaled_mm, nullptr, cuda::int8_scaled_mm_configs);
   add<Int8MmDequantArgs>(cuda::int8_mm_dequant);
   add<Int8LinearOutliersArgs>(cuda::int8_linear_outliers, cuda::int8_linear_outliers_workspace);
+  add<Int8LinearGradInputArgs>(cuda::int8_linear_grad_input);
   add<Int8LinearArgs>(cuda::int8_linear, cuda::int8_linear_workspace, cuda::int8_linear_configs);
   add<OptimizerUpdate32bitArgs>(cuda::optimizer_update_32bit, cuda::optimizer_update_32bit_workspace);
   add<OptimizerUpdate8bitArgs>(cuda::optimizer_update_8bit, cuda::optimizer_update_8bit_workspace);

@@ -217,6 +217,30 @@ def test_int8_linear_grad_input_is_grad_times_the_dequantized_weight():
         F.int8_linear_grad_input(g[..., :-1].copy(), CB, SCB)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_column_quantization_and_grad_input_on_cuda_are_the_cpus(dtype):
+    torch = pytest.importorskip("torch")
+    if "cuda" not in _devices():
+        pytest.skip("no CUDA device")
+    g = torch.Generator().manual_seed(7)
+    a = (torch.randn(70, 136, generator=g) * 2).to(getattr(torch, dtype))
+    a[3, 5], a[60, 100] = 30.0, -9.0
+    for threshold in (0.0, 6.0):
+        cpu = F.int8_double_quant(a, threshold=threshold)
+        gpu = F.int8_double_quant(a.cuda(), threshold=threshold)
+        for want, got in zip(cpu, gpu):
+            assert (want is None and got is None) or (got.device.type == "cuda" and torch.equal(want, got.cpu()))
+        for want, got in zip(F.get_colrow_absmax(a, threshold=threshold),
+                             F.get_colrow_absmax(a.cuda(), threshold=threshold)):
+            assert (want is None and got is None) or torch.equal(want, got.cpu())
+    w = torch.randn(48, 136, generator=g)
+    CB, SCB, _ = F.int8_vectorwise_quant(w)
+    grad = torch.randn(2, 5, 48, generator=g).to(getattr(torch, dtype))
+    want = F.int8_linear_grad_input(grad, CB, SCB)
+    got = F.int8_linear_grad_input(grad.cuda(), CB.cuda(), SCB.cuda())
+    assert got.device.type == "cuda" and torch.equal(want, got.cpu())
+
+
 def test_int8_linear_nan_in_activations_counts_as_zero():
     rng = np.random.default_rng(9)
     K, N = 64, 24

@@ -95,7 +95,7 @@ def _dense(coo, np_out=True):
 
 
 def test_double_quant_returns_the_outliers_as_coo():
-    for dev in ["cpu"]:  # int8_double_quant's column half (int8_colwise_quant) runs on the CPU only
+    for dev in _devices():
         torch = pytest.importorskip("torch")
         g = torch.Generator().manual_seed(3)
         a = (torch.randn(6, 40, generator=g) * 2).clamp(-5, 5).half()

@@ -472,8 +472,9 @@ void int8_linear_outliers_cpu(const Int8LinearOutliersArgs& a, void*, Stream) {
 
 void int8_linear_grad_input_cpu(const Int8LinearGradInputArgs& a, void*, Stream) {
   const char* op = Int8LinearGradInputArgs::kName;
-  const int64_t N = a.b.shape[0], K = a.b.shape[1], rows = a.grad_out.numel() / N;
-  if (rows == 0 || K == 0) return;
+  // Rows from grad_a: N may be 0 (grad_a is then zeros).
+  const int64_t N = a.b.shape[0], K = a.b.shape[1], rows = K == 0 ? 0 : a.grad_a.numel() / K;
+  if (rows == 0) return;
   const int8_t* b = a.b.ptr<const int8_t>();
   const float* bs = a.b_stats.ptr<const float>();
   constexpr int64_t kRows = 4;  // rows of grad_out a decoded row of b serves

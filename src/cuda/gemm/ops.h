@@ -57,6 +57,8 @@ void int8_linear_outliers(const Int8LinearOutliersArgs& a, void* workspace, Stre
 size_t int8_linear_outliers_workspace(const Int8LinearOutliersArgs& a);
 // int8_linear_outliers with the marked columns already listed: outliers = {count, columns ascending} on the device.
 void int8_linear_outlier_terms(const Int8LinearOutliersArgs& a, const int32_t* outliers, Stream stream);
+// LLM.int8's input gradient (int8_grad_input.cu): the CPU's sums in the CPU's order.
+void int8_linear_grad_input(const Int8LinearGradInputArgs& a, void* workspace, Stream stream);
 void int8_linear(const Int8LinearArgs& a, void* workspace, Stream stream);
 // The quantized activations, their statistics, the outlier mask and list.
 size_t int8_linear_workspace(const Int8LinearArgs& a);

@@ -27,6 +27,7 @@ void weight_quant(const WeightQuantArgs& a, void* workspace, Stream stream);
 void weight_dequant(const WeightDequantArgs& a, void* workspace, Stream stream);
 void int8_vectorwise_quant(const Int8VectorwiseQuantArgs& a, void* workspace, Stream stream);
 void int8_vectorwise_dequant(const Int8VectorwiseDequantArgs& a, void* workspace, Stream stream);
+void int8_colwise_quant(const Int8ColwiseQuantArgs& a, void* workspace, Stream stream);
 void estimate_quantiles(const EstimateQuantilesArgs& a, void* workspace, Stream stream);
 size_t estimate_quantiles_workspace(const EstimateQuantilesArgs& a);
 void histogram_scatter_add_2d(const HistogramScatterAdd2dArgs& a, void* workspace, Stream stream);
