@@ -15,7 +15,8 @@ import numpy as np
 
 from . import _arrays, _lowbit
 
-__all__ = ["BSR", "bsr_dense_addmm", "bsr_dense_mm", "bsr_softmax", "sampled_addmm", "scaled_dot_product_attention"]
+__all__ = ["BSR", "bsr_dense_addmm", "bsr_dense_mm", "bsr_scatter_mm", "bsr_scatter_mm_indices_data", "bsr_softmax",
+           "sampled_addmm", "scaled_dot_product_attention", "scatter_mm", "scatter_mm_meta"]
 
 
 class BSR:
@@ -271,3 +272,208 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
             v = (v * keep / (1.0 - dropout_p)).astype(v.dtype)
         probs = _with_values(probs, v)
     return bsr_dense_mm(probs, value, stream=stream)
+
+
+# ------------------------------------------------------------------ scatter_mm
+
+_FORMATS = ("scatter_mm", "bsr_strided_mm", "bsr_strided_mm_compressed")
+
+
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def _zeros(like: Any, shape: Sequence[int]) -> Any:
+    """Zeros of ``like``'s framework, dtype and device."""
+    if _is_torch(like):
+        import torch
+        return torch.zeros(tuple(shape), dtype=like.dtype, device=like.device)
+    return np.zeros(tuple(shape), dtype=like.dtype)
+
+
+def _host(x: Any) -> np.ndarray:
+    """An index array's values on the host (a copy from the device for CUDA arrays)."""
+    return x.detach().cpu().numpy() if _is_torch(x) else np.asarray(x)
+
+
+def _int32_like(values: Any, like: Any) -> Any:
+    """Host index values as an int32 array of ``like``'s framework, on its device."""
+    v = np.ascontiguousarray(np.asarray(values, dtype=np.int64).astype(np.int32))
+    if _is_torch(like):
+        import torch
+        return torch.from_numpy(v).to(device=like.device)
+    return v
+
+
+def _contiguous(x: Any) -> bool:
+    return x.is_contiguous() if _is_torch(x) else bool(np.asarray(x).flags.c_contiguous)
+
+
+def scatter_mm(blocks: Any, others: Any, indices_data: Sequence[Any], *, accumulators: Optional[Any] = None,
+               stream: Any = None) -> Any:
+    """Scattered matrix products added into ``accumulators`` (returned; zeros of the right shape when not given),
+    as ``torch.sparse._triton_ops.scatter_mm`` documents them. ``blocks`` ``[P, Ms, Ks]``; ``indices_data[0]``
+    names the format (docs/sparse.md spells each out as a loop):
+
+    - ``("scatter_mm", c_offsets, pq)``: ``accumulators[r] += blocks[p] @ others[q]`` for ``(p, q) = pq[g]``,
+      ``g`` in ``c_offsets[r] .. c_offsets[r + 1] - 1``; ``others`` ``[Q, Ks, Ns]``.
+    - ``("bsr_strided_mm", c_indices, r_offsets, p_offsets, q_offsets, meta)`` and
+      ``("bsr_strided_mm_compressed", c_indices, r_offsets, q_offsets, meta)``: output blocks at element offsets
+      ``r_offsets`` of ``accumulators`` ``[*, M, N]`` add products of ``blocks`` with panels of ``others``
+      ``[*, K, N]`` at element offsets ``q_offsets``, ``Ns = N / meta["SPLIT_N"]`` columns wide.
+
+    Each output block sums its products in float64 onto its old value, rounded once. Without ``accumulators`` the
+    strided formats' ``M`` is ``Ms + (max(r_offsets) + 1) // N``, as torch computes it (read on the host).
+    """
+    op = "scatter_mm"
+    if not isinstance(indices_data, (tuple, list)) or not indices_data or indices_data[0] not in _FORMATS:
+        head = indices_data[0] if isinstance(indices_data, (tuple, list)) and indices_data else indices_data
+        raise ValueError(f"{op}: indices_data[0] must name the format, one of {', '.join(_FORMATS)} (got {head!r})")
+    fmt = indices_data[0]
+    expected = {"scatter_mm": 3, "bsr_strided_mm": 6, "bsr_strided_mm_compressed": 5}[fmt]
+    if len(indices_data) != expected:
+        raise ValueError(f"{op}: the {fmt} format's indices_data holds {expected} items (got {len(indices_data)})")
+    if len(blocks.shape) != 3:
+        raise ValueError(f"{op}: blocks must be [P, Ms, Ks] (got {list(blocks.shape)})")
+    Ms = int(blocks.shape[1])
+    if accumulators is not None and not _contiguous(accumulators):
+        raise ValueError(f"{op}: accumulators must be contiguous (they are written in place)")
+    pq = r_offsets = p_offsets = q_offsets = None
+    split_n = 1
+    others_shape = tuple(int(d) for d in others.shape)
+    if fmt == "scatter_mm":
+        c_indices, pq = indices_data[1:]
+        if accumulators is None:
+            accumulators = _zeros(blocks, (int(c_indices.shape[0]) - 1, Ms, others_shape[-1]))
+        acc, oth = accumulators, others
+    else:
+        if fmt == "bsr_strided_mm":
+            c_indices, r_offsets, p_offsets, q_offsets, meta = indices_data[1:]
+        else:
+            c_indices, r_offsets, q_offsets, meta = indices_data[1:]
+        split_n = int(meta["SPLIT_N"])
+        if len(others_shape) < 2:
+            raise ValueError(f"{op}: others must be [*, K, N] (got {list(others_shape)})")
+        N = others_shape[-1]
+        if accumulators is None:
+            top = int(_host(r_offsets).max()) if int(r_offsets.shape[0]) else -1
+            accumulators = _zeros(blocks, others_shape[:-2] + (Ms + (top + 1) // max(N, 1), N))
+        # [*, K, N] as [B, K, N]: the leading dims are one batch dim (views, no copies).
+        acc = accumulators.reshape((-1,) + tuple(accumulators.shape[-2:]))
+        oth = others.reshape((-1,) + others_shape[-2:])
+    call = _arrays.Call(op, blocks, "blocks", stream)
+    _lowbit.scatter_mm(fmt, call.arg(blocks, "blocks"), call.arg(oth, "others"), call.arg(c_indices, "c_indices"),
+                       call.opt(pq, "pq"), call.opt(r_offsets, "r_offsets"), call.opt(p_offsets, "p_offsets"),
+                       call.opt(q_offsets, "q_offsets"), split_n, call.out(acc, "accumulators"), call.ctx)
+    call.done()
+    return accumulators
+
+
+def scatter_mm_meta(M: int, K: int, N: int, Ms: int, Ks: int, GROUP_SIZE: Optional[int] = None,
+                    TILE_M: Optional[int] = None, TILE_N: Optional[int] = None, SPLIT_N: Optional[int] = None,
+                    num_warps: Optional[int] = None, num_stages: Optional[int] = None, **extra: Any) -> dict:
+    """torch's launch parameters of a BSR scatter_mm (its defaults; lowbit's kernels read only ``SPLIT_N``, the
+    column parts of an output block row)."""
+    if SPLIT_N is None:
+        SPLIT_N = {16: 1, 32: 2, 64: 4, 128: 8, 256: 16, 512: 8, 1024: 16, 4096: 32, 8192: 64}.get(N, 16)
+        if Ms >= 512 and N >= 2048:
+            SPLIT_N = 1
+    Ns = N // SPLIT_N
+    if TILE_M is None:
+        TILE_M = min(64 if Ns < 512 else 32, Ms)
+    if TILE_N is None:
+        TILE_N = min(64 if Ns < 512 else 32, Ns)
+    num_stages = num_stages or 1
+    if num_warps is None:
+        num_warps = {16: 1, 32: 1, 64: 2}.get(Ms, 4) if min(M, N) >= 1024 else \
+            ({16: 1, 32: 4}.get(Ms, 4) if min(M, N) == 256 else {16: 1, 32: 2}.get(Ms, 4))
+    GROUP_SIZE = GROUP_SIZE or 4
+    for name, small, big in (("TILE_M", TILE_M, Ms), ("TILE_N", TILE_N, Ns), ("Ms", Ms, M), ("Ns", Ns, N),
+                             ("Ks", Ks, K)):
+        if small > big:
+            raise ValueError(f"scatter_mm_meta: {name} = {small} must not exceed {big}")
+    return dict(TILE_M=TILE_M, TILE_N=TILE_N, GROUP_SIZE=GROUP_SIZE, num_stages=num_stages, num_warps=num_warps,
+                SPLIT_N=SPLIT_N, **extra)
+
+
+def bsr_scatter_mm_indices_data(bsr: Any, other: Any, indices_format: str = "bsr_strided_mm_compressed",
+                                **meta_input: Any) -> tuple:
+    """The ``indices_data`` of ``bsr @ other`` for ``scatter_mm`` in ``indices_format`` (torch's
+    ``bsr_scatter_mm_indices_data``): built on the host from the BSR's index arrays, returned as arrays of its
+    framework and device (int32), with the ``scatter_mm_meta`` dict for the strided formats. ``bsr`` is 2-D."""
+    op = "bsr_scatter_mm_indices_data"
+    crow, col, values, M, K = _parts(op, bsr)
+    if len(values.shape) != 3:
+        raise ValueError(f"{op}: bsr must be 2-D (got a batch of {list(values.shape[:-3])})")
+    if indices_format not in _FORMATS:
+        raise ValueError(f"{op}: indices_format must be one of {', '.join(_FORMATS)} (got {indices_format!r})")
+    Ms, Ks = int(values.shape[-2]), int(values.shape[-1])
+    if int(other.shape[-2]) != K:
+        raise ValueError(f"{op}: other's K ({int(other.shape[-2])}) must equal the BSR's ({K})")
+    N = int(other.shape[-1])
+    nbatches = int(np.prod([int(d) for d in other.shape[:-2]], dtype=np.int64))
+    meta = scatter_mm_meta(M, K, N, Ms, Ks, **meta_input)
+    SPLIT_N = meta["SPLIT_N"]
+    crow_h, col_h = _host(crow).astype(np.int64), _host(col).astype(np.int64)
+    index = lambda v: _int32_like(v, crow)  # noqa: E731
+    if indices_format == "scatter_mm":
+        if Ms != Ks or N % Ms:
+            raise ValueError(f"{op}: the scatter_mm format needs square blocks and N a multiple of them "
+                             f"(got {Ms} x {Ks}, N {N})")
+        Ns = Ms
+        c, pq = [0], []
+        for b in range(nbatches):
+            for m in range(M // Ms):
+                r0, r1 = int(crow_h[m]), int(crow_h[m + 1])
+                for n in range(N // Ns):
+                    c.append(c[-1] + r1 - r0)
+                    pq.extend([p, (int(col_h[p]) + b * (K // Ks)) * (N // Ns) + n] for p in range(r0, r1))
+        return indices_format, index(c), index(np.asarray(pq, dtype=np.int64).reshape(-1, 2))
+    Ns = N // SPLIT_N
+    rows = [m for m in range(M // Ms) if crow_h[m + 1] > crow_h[m]]
+    q = [np.tile(col_h[crow_h[m]:crow_h[m + 1]] * (Ks * N), SPLIT_N)
+         + np.repeat(np.arange(SPLIT_N) * Ns, crow_h[m + 1] - crow_h[m]) for m in rows]
+    q_offsets = np.concatenate(q) if q else np.zeros(0, np.int64)
+    r_offsets = (np.asarray(rows, np.int64)[:, None] * (Ms * N) + np.arange(SPLIT_N) * Ns).reshape(-1)
+    if indices_format == "bsr_strided_mm_compressed":
+        return indices_format, index(crow_h), index(r_offsets), index(q_offsets), dict(meta, is_compressed=True)
+    p = [np.tile(np.arange(crow_h[m], crow_h[m + 1]), SPLIT_N) for m in rows]
+    p_offsets = np.concatenate(p) if p else np.zeros(0, np.int64)
+    counts = np.repeat(np.diff(crow_h)[rows], SPLIT_N)
+    c_indices = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return (indices_format, index(c_indices), index(r_offsets), index(p_offsets), index(q_offsets),
+            dict(meta, is_compressed=False))
+
+
+def bsr_scatter_mm(bsr: Any, other: Any, indices_data: Optional[tuple] = None, out: Optional[Any] = None, *,
+                   stream: Any = None) -> Any:
+    """``bsr @ other`` through ``scatter_mm`` (torch's ``bsr_scatter_mm``): ``bsr`` 2-D ``[M, K]``, ``other``
+    ``[*, K, N]``, the result ``[*, M, N]`` (into ``out`` when given, returned). ``indices_data`` from
+    ``bsr_scatter_mm_indices_data`` (built here in the compressed format when not given)."""
+    op = "bsr_scatter_mm"
+    crow, col, values, M, K = _parts(op, bsr)
+    if len(values.shape) != 3:
+        raise ValueError(f"{op}: bsr must be 2-D (got a batch of {list(values.shape[:-3])})")
+    if indices_data is None:
+        indices_data = bsr_scatter_mm_indices_data(bsr, other, indices_format="bsr_strided_mm_compressed")
+    shape = tuple(int(d) for d in other.shape[:-2]) + (M, int(other.shape[-1]))
+    if out is None:
+        out = _zeros(values, shape)
+    else:
+        out[...] = 0
+    if indices_data[0] != "scatter_mm":
+        return scatter_mm(values, other, indices_data, accumulators=out, stream=stream)
+    # The scatter_mm format multiplies square blocks by Ks x Ms blocks of other, into Ms x Ms blocks of out.
+    Ms, Ks = int(values.shape[-2]), int(values.shape[-1])
+    N = int(other.shape[-1])
+    B = int(np.prod(shape[:-2], dtype=np.int64))
+    # indices_data's q = (b * K/Ks + kb) * N/Ms + n: other[b, kb*Ks:(kb+1)*Ks, n*Ms:(n+1)*Ms].
+    o = other.reshape(B, K // Ks, Ks, N // Ms, Ms)
+    o = o.permute(0, 1, 3, 2, 4).contiguous() if _is_torch(o) else np.ascontiguousarray(np.transpose(o, (0, 1, 3, 2, 4)))
+    o = o.reshape(-1, Ks, Ms)
+    acc = scatter_mm(values, o, indices_data, stream=stream)
+    # Block r = (b * M/Ms + m) * N/Ms + n of acc is out[b, m*Ms:(m+1)*Ms, n*Ms:(n+1)*Ms].
+    a = acc.reshape(B, M // Ms, N // Ms, Ms, Ms)
+    a = a.permute(0, 1, 3, 2, 4) if _is_torch(a) else np.transpose(a, (0, 1, 3, 2, 4))
+    out[...] = a.reshape(shape)
+    return out

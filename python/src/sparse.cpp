@@ -3,6 +3,7 @@
 #include "lowbit/ops/sparse.h"
 
 #include <optional>
+#include <string>
 
 #include "arrays.h"
 
@@ -65,6 +66,35 @@ nb::object bsr_softmax_py(const InArray& crow_indices, const InArray& col_indice
   return to_py(without_gil([&] { return bsr_softmax(in, ctx.stream); }));
 }
 
+ScatterMmFormat scatter_mm_format(const std::string& name) {
+  for (ScatterMmFormat f : {ScatterMmFormat::scatter_mm, ScatterMmFormat::bsr_strided_mm,
+                            ScatterMmFormat::bsr_strided_mm_compressed}) {
+    if (name == scatter_mm_format_name(f)) return f;
+  }
+  throw Error(ErrorCode::invalid_argument, "scatter_mm: indices format must be scatter_mm, bsr_strided_mm or "
+                                           "bsr_strided_mm_compressed (got '" + name + "')");
+}
+
+void scatter_mm_py(const std::string& format, const InArray& blocks, const InArray& others, const InArray& c_indices,
+                   const std::optional<InArray>& pq, const std::optional<InArray>& r_offsets,
+                   const std::optional<InArray>& p_offsets, const std::optional<InArray>& q_offsets, int64_t split_n,
+                   const OutArray& accumulators, nb::handle stream_arg) {
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const char* op = ScatterMmArgs::kName;
+  const ScatterMmArgs x{scatter_mm_format(format),
+                        to_ref(op, "blocks", blocks),
+                        to_ref(op, "others", others),
+                        to_ref(op, "c_indices", c_indices),
+                        to_ref(op, "pq", pq),
+                        to_ref(op, "r_offsets", r_offsets),
+                        to_ref(op, "p_offsets", p_offsets),
+                        to_ref(op, "q_offsets", q_offsets),
+                        split_n,
+                        to_ref(op, "accumulators", accumulators)};
+  run_op(x, x.blocks.device, ctx.stream);
+}
+
 }  // namespace
 
 void bind_sparse(nb::module_& m) {
@@ -77,6 +107,9 @@ void bind_sparse(nb::module_& m) {
         "The values of beta * input + alpha * (mat1 @ mat2) at input's blocks; None when out_values was given.");
   m.def("bsr_softmax", &bsr_softmax_py, arg("crow_indices"), arg("col_indices"), arg("values"), arg("M"), arg("K"),
         arg("stream") = 0, "The values of the row-wise softmax over a BSR's stored elements.");
+  m.def("scatter_mm", &scatter_mm_py, arg("format"), arg("blocks"), arg("others"), arg("c_indices"), arg("pq").none(),
+        arg("r_offsets").none(), arg("p_offsets").none(), arg("q_offsets").none(), arg("split_n"), arg("accumulators"),
+        arg("stream") = 0, "Scattered block products added into accumulators (in place).");
 }
 
 }  // namespace lowbit::python

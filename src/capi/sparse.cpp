@@ -1,5 +1,5 @@
 // The C ABI of the BSR products (lowbit/c/lowbit.h, "block-sparse"):
-// DLTensors in, BsrDenseAddmmArgs out, then the op's own check and run.
+// DLTensors in, the op's Args out, then the op's own check and run.
 #include "lowbit/ops/sparse.h"
 
 #include "capi/capi.h"
@@ -55,5 +55,24 @@ lowbit_status lowbit_bsr_softmax(const DLTensor* crow_indices, const DLTensor* c
   return guarded(op, [&] {
     const BsrSoftmaxArgs x{bsr_ref(op, crow_indices, col_indices, values, M, K), to_ref(op, "out_values", out_values)};
     run_op(x, x.input.values.device, stream);
+  });
+}
+
+lowbit_status lowbit_scatter_mm(int format, const DLTensor* blocks, const DLTensor* others, const DLTensor* c_indices,
+                                const DLTensor* pq, const DLTensor* r_offsets, const DLTensor* p_offsets,
+                                const DLTensor* q_offsets, int64_t split_n, DLTensor* accumulators, void* stream) {
+  constexpr const char* op = ScatterMmArgs::kName;
+  return guarded(op, [&] {
+    const ScatterMmArgs x{static_cast<ScatterMmFormat>(format),
+                          to_ref(op, "blocks", blocks),
+                          to_ref(op, "others", others),
+                          to_ref(op, "c_indices", c_indices),
+                          to_ref(op, "pq", pq),
+                          to_ref(op, "r_offsets", r_offsets),
+                          to_ref(op, "p_offsets", p_offsets),
+                          to_ref(op, "q_offsets", q_offsets),
+                          split_n,
+                          to_ref(op, "accumulators", accumulators)};
+    run_op(x, x.blocks.device, stream);
   });
 }

@@ -46,4 +46,5 @@
   X(PercentileClippingArgs)                \
   X(BsrDenseAddmmArgs)                     \
   X(SampledAddmmArgs)                      \
-  X(BsrSoftmaxArgs)
+  X(BsrSoftmaxArgs)                        \
+  X(ScatterMmArgs)

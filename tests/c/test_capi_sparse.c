@@ -1,4 +1,5 @@
-/* lowbit_bsr_dense_addmm from C: a 4 x 4 BSR of 2 x 2 blocks times a 4 x 3
+/* lowbit_bsr_dense_addmm, lowbit_sampled_addmm, lowbit_bsr_softmax and lowbit_scatter_mm from C;
+ * lowbit_bsr_dense_addmm: a 4 x 4 BSR of 2 x 2 blocks times a 4 x 3
  * dense, plain and with a broadcast input, and the errors of unsorted
  * column indices and of a missing input (nothing written then).
  * Prints "N passed, M failed"; exits non-zero on any failure. */
@@ -77,9 +78,30 @@ static void test_sddmm_and_softmax(void) {
               LOWBIT_INVALID_ARGUMENT, "sampled_addmm", "out_values");
 }
 
+/* scatter_mm's own format: accumulator 0 takes blocks[0] @ others[0] (the identity: blocks[0] itself) and
+ * accumulator 1 nothing; an index out of range fails and writes nothing. */
+static void test_scatter_mm(void) {
+  static float blocks[4] = {1, 2, 3, 4}, others[4] = {1, 0, 0, 1}, acc[8] = {10, 10, 10, 10, 5, 6, 7, 8};
+  static int32_t c[3] = {0, 1, 1}, pq[2] = {0, 0}, bad[2] = {0, 3};
+  int64_t b_shape[3] = {1, 2, 2}, a_shape[3] = {2, 2, 2}, c_shape[1] = {3}, pq_shape[2] = {1, 2};
+  DLTensor tb = make_tensor(blocks, kDLFloat, 32, 3, b_shape), to = make_tensor(others, kDLFloat, 32, 3, b_shape);
+  DLTensor ta = make_tensor(acc, kDLFloat, 32, 3, a_shape), tc = make_tensor(c, kDLInt, 32, 1, c_shape);
+  DLTensor tpq = make_tensor(pq, kDLInt, 32, 2, pq_shape), tbad = make_tensor(bad, kDLInt, 32, 2, pq_shape);
+  CHECK_OK(lowbit_scatter_mm(0, &tb, &to, &tc, &tpq, NULL, NULL, NULL, 1, &ta, NULL));
+  CHECK(acc[0] == 11 && acc[1] == 12 && acc[2] == 13 && acc[3] == 14 && acc[4] == 5 && acc[7] == 8,
+        "scatter_mm: 10 + blocks[0] into accumulator 0, accumulator 1 kept (got %g %g %g %g, %g)", acc[0], acc[1],
+        acc[2], acc[3], acc[4]);
+  CHECK_FAILS(lowbit_scatter_mm(0, &tb, &to, &tc, &tbad, NULL, NULL, NULL, 1, &ta, NULL), LOWBIT_INVALID_ARGUMENT,
+              "scatter_mm", "pq[:, 1][0] = 3");
+  CHECK_FAILS(lowbit_scatter_mm(5, &tb, &to, &tc, &tpq, NULL, NULL, NULL, 1, &ta, NULL), LOWBIT_INVALID_ARGUMENT,
+              "scatter_mm", "format");
+  CHECK(acc[0] == 11, "a failed call wrote nothing (got %g)", acc[0]);
+}
+
 int main(void) {
   test_bsr();
   test_sddmm_and_softmax();
+  test_scatter_mm();
   printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

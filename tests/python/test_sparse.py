@@ -177,3 +177,53 @@ def test_int8_bsr_times_int8_dense_is_exact_int32():
     assert torch.equal(got.long(), 2 * bias.long() - d.long() @ x.long())
     with pytest.raises(ValueError, match="alpha must be an integer for int8 operands"):
         S.bsr_dense_addmm(bias, d.to_sparse_bsr((16, 32)), x, alpha=0.5)
+
+
+@pytest.mark.parametrize("fmt", ["bsr_strided_mm_compressed", "bsr_strided_mm", "scatter_mm"])
+def test_bsr_scatter_mm_is_the_dense_product_in_every_format(fmt):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    d = torch.from_numpy(_block_sparse(rng, 64, 96, 16, 16, 0.4))
+    d[16:32] = 0  # an empty block row
+    bsr = d.to_sparse_bsr((16, 16))
+    x = torch.from_numpy(rng.standard_normal((2, 96, 64)).astype(np.float32))
+    data = S.bsr_scatter_mm_indices_data(bsr, x, indices_format=fmt, SPLIT_N=4)
+    assert data[0] == fmt and all(t.dtype == torch.int32 for t in data[1:] if isinstance(t, torch.Tensor))
+    got = S.bsr_scatter_mm(bsr, x, indices_data=data)
+    want = d.double() @ x.double()
+    assert got.shape == (2, 64, 64) and got.dtype == torch.float32
+    assert torch.allclose(got.double(), want, rtol=1e-5, atol=1e-5)
+    out = torch.full((2, 64, 64), float("nan"))
+    assert S.bsr_scatter_mm(bsr, x, indices_data=data, out=out) is out and torch.allclose(out.double(), want, atol=1e-5)
+    # NumPy arrays through lowbit.sparse.BSR: the same product.
+    nb = S.BSR(bsr.crow_indices().numpy(), bsr.col_indices().numpy(), bsr.values().numpy(), (64, 96))
+    got_np = S.bsr_scatter_mm(nb, x.numpy(), indices_data=S.bsr_scatter_mm_indices_data(nb, x.numpy(),
+                                                                                        indices_format=fmt))
+    assert isinstance(got_np, np.ndarray)
+    np.testing.assert_allclose(got_np, want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_scatter_mm_adds_into_accumulators_and_checks_its_indices():
+    rng = np.random.default_rng(12)
+    blocks = rng.standard_normal((3, 2, 3)).astype(np.float32)
+    others = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    acc = rng.standard_normal((3, 2, 4)).astype(np.float32)
+    c, pq = np.array([0, 2, 2, 3], np.int32), np.array([[0, 1], [2, 0], [1, 1]], np.int32)
+    products = np.zeros((3, 2, 4))
+    products[0] = blocks[0].astype(np.float64) @ others[1] + blocks[2].astype(np.float64) @ others[0]
+    products[2] = blocks[1].astype(np.float64) @ others[1]
+    want = acc.astype(np.float64) + products
+    got = S.scatter_mm(blocks, others, ("scatter_mm", c, pq), accumulators=acc)
+    assert got is acc
+    np.testing.assert_allclose(acc, want, rtol=1e-6, atol=1e-6)
+    fresh = S.scatter_mm(blocks, others, ("scatter_mm", c, pq))  # zeros to start from: the products alone
+    assert fresh.shape == (3, 2, 4) and fresh.dtype == np.float32
+    np.testing.assert_allclose(fresh, products, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match=r"scatter_mm: pq\[:, 1\]\[0\] = 7 must be a block of others in \[0, 2\)"):
+        S.scatter_mm(blocks, others, ("scatter_mm", c, np.array([[0, 7], [2, 0], [1, 1]], np.int32)))
+    with pytest.raises(ValueError, match="scatter_mm: indices_data\\[0\\] must name the format"):
+        S.scatter_mm(blocks, others, ("bsr_dense", c, pq))
+    with pytest.raises(ValueError, match="the scatter_mm format's indices_data holds 3 items"):
+        S.scatter_mm(blocks, others, ("scatter_mm", c))
+    with pytest.raises(ValueError, match="accumulators must be contiguous"):
+        S.scatter_mm(blocks, others, ("scatter_mm", c, pq), accumulators=np.zeros((3, 4, 2), np.float32).transpose(0, 2, 1))

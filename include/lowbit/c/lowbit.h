@@ -245,6 +245,15 @@ LOWBIT_C_API lowbit_status lowbit_sampled_addmm(const DLTensor* crow_indices, co
 LOWBIT_C_API lowbit_status lowbit_bsr_softmax(const DLTensor* crow_indices, const DLTensor* col_indices,
                                               const DLTensor* values, int64_t M, int64_t K, DLTensor* out_values,
                                               void* stream);
+/* Scattered block products added into accumulators (docs/sparse.md, "scatter_mm"), in torch's index formats:
+ * format 0 scatter_mm (c_indices [R + 1], pq [G, 2]; others [Q, Ks, Ns], accumulators [R, Ms, Ns]), 1
+ * bsr_strided_mm (c_indices, r_offsets, p_offsets, q_offsets; others [B, K, N], accumulators [B, M, N], Ns = N /
+ * split_n), 2 bsr_strided_mm_compressed (c_indices a BSR's crow_indices, r_offsets, q_offsets). blocks [P, Ms, Ks];
+ * index arrays all int32 or all int64; the arrays a format does not take are NULL. CPU only for now. */
+LOWBIT_C_API lowbit_status lowbit_scatter_mm(int format, const DLTensor* blocks, const DLTensor* others,
+                                             const DLTensor* c_indices, const DLTensor* pq, const DLTensor* r_offsets,
+                                             const DLTensor* p_offsets, const DLTensor* q_offsets, int64_t split_n,
+                                             DLTensor* accumulators, void* stream);
 
 /* 256 quantiles of input (n >= 256) at linspace(offset, 1 - offset, 256);
  * out float32 [256]. */

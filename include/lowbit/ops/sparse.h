@@ -65,9 +65,43 @@ struct BsrSoftmaxArgs {
   TensorRef out_values;  // input.values' dtype and shape, contiguous
 };
 
+// scatter_mm: scattered block products added into `accumulators`, in one of
+// torch's three index formats (docs/sparse.md spells each out as a loop).
+// Every index array is c_indices' dtype, i32 or i64, 1-D (pq [G, 2]).
+//   scatter_mm: for r < R, g in [c_indices[r], c_indices[r + 1]):
+//     accumulators[r] += blocks[pq[g, 0]] @ others[pq[g, 1]]
+//     (others [Q, Ks, Ns], accumulators [R, Ms, Ns], c_indices [R + 1]).
+//   bsr_strided_mm: for batch b, i < len(r_offsets), (r0, r1) = divmod(r_offsets[i], N),
+//     g in [c_indices[i], c_indices[i + 1]), (q0, q1) = divmod(q_offsets[g], N):
+//     accumulators[b, r0:r0+Ms, r1:r1+Ns] += blocks[p_offsets[g]] @ others[b, q0:q0+Ks, q1:q1+Ns]
+//     (others [B, K, N], accumulators [B, M, N], Ns = N / split_n).
+//   bsr_strided_mm_compressed: as bsr_strided_mm with c_indices the BSR's
+//     crow_indices [M / Ms + 1] and the blocks of output row block m = r0 / Ms
+//     (column part n = r1 / Ns) those of c_indices[m] .. c_indices[m + 1] - 1,
+//     the i-th taking q_offsets[n * c1 + (split_n - n) * c0 + i].
+// Each listed output block sums its products in float64 onto its old value,
+// rounded once (to float32, then to the dtype); a block listed twice adds twice.
+enum class ScatterMmFormat : int { scatter_mm = 0, bsr_strided_mm = 1, bsr_strided_mm_compressed = 2 };
+const char* scatter_mm_format_name(ScatterMmFormat f);
+
+struct ScatterMmArgs {
+  static constexpr const char* kName = "scatter_mm";
+  ScatterMmFormat format = ScatterMmFormat::scatter_mm;
+  TensorRef blocks;        // f32/f16/bf16 [P, Ms, Ks], contiguous
+  TensorRef others;        // blocks' dtype: [Q, Ks, Ns] (scatter_mm) or [B, K, N], contiguous
+  TensorRef c_indices;     // i32/i64 [R + 1], [len(r_offsets) + 1] or [M / Ms + 1]
+  TensorRef pq;            // scatter_mm: [G, 2]
+  TensorRef r_offsets;     // the bsr_strided formats: [R']
+  TensorRef p_offsets;     // bsr_strided_mm: [G]
+  TensorRef q_offsets;     // the bsr_strided formats: [G]
+  int64_t split_n = 1;     // the bsr_strided formats: N / Ns (N a multiple)
+  TensorRef accumulators;  // blocks' dtype: [R, Ms, Ns] (scatter_mm) or [B, M, N], contiguous; read and written
+};
+
 LOWBIT_DECLARE_OP(BsrDenseAddmmArgs)
 LOWBIT_DECLARE_OP(SampledAddmmArgs)
 LOWBIT_DECLARE_OP(BsrSoftmaxArgs)
+LOWBIT_DECLARE_OP(ScatterMmArgs)
 
 // Allocating front ends: out on the operands' device.
 Tensor bsr_dense_addmm(const TensorRef& input, const BsrRef& bsr, const TensorRef& dense, double beta = 1.0,

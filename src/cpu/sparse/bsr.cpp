@@ -20,6 +20,7 @@
 #include "cpu/quant/elementwise.h"
 #include "cpu/quant/parallel.h"
 #include "cpu/register.h"
+#include "cpu/sparse/scatter_mm.h"
 #include "lowbit/ops/sparse.h"
 
 namespace lowbit::core::cpu {
@@ -234,6 +235,7 @@ void register_sparse_ops() {
   OpRegistry<BsrDenseAddmmArgs>::add({"cpu-reference", DeviceType::cpu, 0, bsr_dense_addmm_reference});
   OpRegistry<SampledAddmmArgs>::add({"cpu-reference", DeviceType::cpu, 0, sampled_addmm_reference});
   OpRegistry<BsrSoftmaxArgs>::add({"cpu-reference", DeviceType::cpu, 0, bsr_softmax_reference});
+  OpRegistry<ScatterMmArgs>::add({"cpu-reference", DeviceType::cpu, 0, scatter_mm_reference});
 }
 
 }  // namespace lowbit::core::cpu

@@ -1,0 +1,196 @@
+// scatter_mm on the CPU (lowbit/ops/sparse.h): the reference. Every index is
+// checked before any block is read or written; then each listed output block,
+// in the order listed, takes its old value plus its products summed in
+// float64, rounded once (to float32, then to the dtype). Disjoint output
+// blocks run in parallel; blocks that share elements (r_offsets may repeat
+// or overlap) make the whole call run in order.
+#include "cpu/sparse/scatter_mm.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "core/check.h"
+#include "core/float_convert.h"
+#include "core/registry.h"
+#include "cpu/quant/elementwise.h"
+#include "cpu/quant/parallel.h"
+#include "lowbit/ops/sparse.h"
+
+namespace lowbit::core::cpu {
+namespace {
+
+std::vector<int64_t> read_index(const TensorRef& t) {
+  if (!t.present()) return {};
+  std::vector<int64_t> v(static_cast<size_t>(t.numel()));
+  if (t.dtype == DType::i32) {
+    const int32_t* p = t.ptr<const int32_t>();
+    std::copy(p, p + t.numel(), v.begin());
+  } else {
+    const int64_t* p = t.ptr<const int64_t>();
+    std::copy(p, p + t.numel(), v.begin());
+  }
+  return v;
+}
+
+// One product to add: block p times the Ks x Ns panel of others at element offset q (row stride ld).
+struct Term {
+  int64_t p, q;
+};
+// One output block: its element offset in accumulators and its terms.
+struct Target {
+  int64_t at;
+  std::vector<Term> terms;
+};
+
+// c[0] .. c[n] must be row pointers into [0, total]: non-decreasing, in range.
+void check_pointers(const char* op, const std::vector<int64_t>& c, int64_t total) {
+  for (size_t i = 0; i < c.size(); ++i) {
+    LOWBIT_REQUIRE(c[i] >= 0 && c[i] <= total, ErrorCode::invalid_argument, op, ": c_indices[", i, "] must be in [0, ",
+                   total, "] (got ", c[i], ")");
+    LOWBIT_REQUIRE(i == 0 || c[i - 1] <= c[i], ErrorCode::invalid_argument, op, ": c_indices must not decrease (got ",
+                   c[i - 1], " then ", c[i], " at ", i, ")");
+  }
+}
+
+void check_range(const char* op, const char* name, int64_t i, int64_t v, int64_t lo, int64_t hi, const char* what) {
+  LOWBIT_REQUIRE(v >= lo && v < hi, ErrorCode::invalid_argument, op, ": ", name, "[", i, "] = ", v, " must ", what,
+                 " in [", lo, ", ", hi, ")");
+}
+
+// The checked targets of the call (element offsets in accumulators and others, batch 0).
+std::vector<Target> targets_of(const ScatterMmArgs& a) {
+  const char* op = ScatterMmArgs::kName;
+  const int64_t P = a.blocks.size(0), Ms = a.blocks.size(1), Ks = a.blocks.size(2);
+  const std::vector<int64_t> c = read_index(a.c_indices);
+  std::vector<Target> out;
+  if (a.format == ScatterMmFormat::scatter_mm) {
+    const std::vector<int64_t> pq = read_index(a.pq);
+    const int64_t G = a.pq.size(0), Q = a.others.size(0), Ns = a.others.size(2);
+    check_pointers(op, c, G);
+    for (int64_t r = 0; r + 1 < static_cast<int64_t>(c.size()); ++r) {
+      Target t{r * Ms * Ns, {}};
+      for (int64_t g = c[r]; g < c[r + 1]; ++g) {
+        const int64_t p = pq[static_cast<size_t>(2 * g)], q = pq[static_cast<size_t>(2 * g + 1)];
+        check_range(op, "pq[:, 0]", g, p, 0, P, "be a block of blocks");
+        check_range(op, "pq[:, 1]", g, q, 0, Q, "be a block of others");
+        t.terms.push_back({p, q * Ks * Ns});
+      }
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+  const std::vector<int64_t> r_off = read_index(a.r_offsets), p_off = read_index(a.p_offsets),
+                             q_off = read_index(a.q_offsets);
+  const int64_t K = a.others.size(1), N = a.others.size(2), M = a.accumulators.size(1), Ns = N / a.split_n;
+  const int64_t G = static_cast<int64_t>(q_off.size());
+  const bool compressed = a.format == ScatterMmFormat::bsr_strided_mm_compressed;
+  // The bsr_strided_mm_compressed c_indices point into blocks (a BSR's crow_indices); the other into q_offsets.
+  check_pointers(op, c, compressed ? P : G);
+  for (int64_t i = 0; i < static_cast<int64_t>(r_off.size()); ++i) {
+    const int64_t r = r_off[static_cast<size_t>(i)];
+    check_range(op, "r_offsets", i, r, 0, M * N, "be an element of an accumulators slice");
+    const int64_t r0 = r / N, r1 = r % N;
+    LOWBIT_REQUIRE(r0 + Ms <= M && r1 + Ns <= N, ErrorCode::invalid_argument, op, ": r_offsets[", i, "] = ", r,
+                   " starts an output block (row ", r0, ", column ", r1, ") that does not fit in ", M, " x ", N);
+    Target t{r, {}};
+    const auto add = [&](int64_t p, int64_t g) {
+      const int64_t q = q_off[static_cast<size_t>(g)];
+      check_range(op, "q_offsets", g, q, 0, K * N, "be an element of an others slice");
+      const int64_t q0 = q / N, q1 = q % N;
+      LOWBIT_REQUIRE(q0 + Ks <= K && q1 + Ns <= N, ErrorCode::invalid_argument, op, ": q_offsets[", g, "] = ", q,
+                     " starts a panel (row ", q0, ", column ", q1, ") that does not fit in ", K, " x ", N);
+      t.terms.push_back({p, q});
+    };
+    if (!compressed) {
+      LOWBIT_REQUIRE(i + 1 < static_cast<int64_t>(c.size()), ErrorCode::invalid_argument, op,
+                     ": c_indices is shorter than r_offsets");
+      for (int64_t g = c[static_cast<size_t>(i)]; g < c[static_cast<size_t>(i + 1)]; ++g) {
+        const int64_t p = p_off[static_cast<size_t>(g)];
+        check_range(op, "p_offsets", g, p, 0, P, "be a block of blocks");
+        add(p, g);
+      }
+    } else {
+      const int64_t m = r0 / Ms, n = r1 / Ns;
+      LOWBIT_REQUIRE(m + 1 < static_cast<int64_t>(c.size()), ErrorCode::invalid_argument, op, ": r_offsets[", i,
+                     "] is in block row ", m, ", past c_indices' ", c.size() - 1, " rows");
+      const int64_t c0 = c[static_cast<size_t>(m)], c1 = c[static_cast<size_t>(m + 1)];
+      for (int64_t j = 0; j < c1 - c0; ++j) {
+        const int64_t g = n * c1 + (a.split_n - n) * c0 + j;
+        check_range(op, "q_offsets' index (n * c1 + (split_n - n) * c0 + i)", j, g, 0, G, "be an entry of q_offsets");
+        add(c0 + j, g);
+      }
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+}  // namespace
+
+void scatter_mm_reference(const ScatterMmArgs& a, void*, Stream) {
+  const char* op = ScatterMmArgs::kName;
+  const std::vector<Target> targets = targets_of(a);
+  const bool strided = a.format != ScatterMmFormat::scatter_mm;
+  const int64_t Ms = a.blocks.size(1), Ks = a.blocks.size(2);
+  const int64_t Ns = strided ? a.others.size(2) / a.split_n : a.others.size(2);
+  // Row strides: the strided formats' panels and output blocks sit in N-wide rows.
+  const int64_t ld_out = strided ? a.accumulators.size(2) : Ns, ld_other = strided ? a.others.size(2) : Ns;
+  const int64_t batches = strided ? a.others.size(0) : 1;
+  const int64_t out_batch = strided ? a.accumulators.size(1) * a.accumulators.size(2) : 0;
+  const int64_t other_batch = strided ? a.others.size(1) * a.others.size(2) : 0;
+  // Output blocks that share an element (r_offsets may repeat or overlap) run in order.
+  bool repeats = false;
+  if (strided) {
+    std::vector<uint8_t> covered(static_cast<size_t>(out_batch), 0);
+    for (const Target& t : targets) {
+      for (int64_t i = 0; i < Ms && !repeats; ++i) {
+        for (int64_t j = 0; j < Ns; ++j) {
+          uint8_t& c = covered[static_cast<size_t>(t.at + i * ld_out + j)];
+          repeats = repeats || c != 0;
+          c = 1;
+        }
+      }
+    }
+  }
+  with_float_type(a.blocks.dtype, op, [&](auto type) {
+    using T = decltype(type);
+    const T* blocks = a.blocks.ptr<const T>();
+    const T* others = a.others.ptr<const T>();
+    T* acc = a.accumulators.ptr<T>();
+    const int64_t tasks = batches * static_cast<int64_t>(targets.size());
+    const auto one = [&](int64_t task) {
+      const int64_t b = task / static_cast<int64_t>(targets.size());
+      const Target& t = targets[static_cast<size_t>(task % static_cast<int64_t>(targets.size()))];
+      T* o = acc + b * out_batch + t.at;
+      std::vector<double> sum(static_cast<size_t>(Ms * Ns));
+      for (int64_t i = 0; i < Ms; ++i) {
+        for (int64_t j = 0; j < Ns; ++j) sum[static_cast<size_t>(i * Ns + j)] = to_f32(o[i * ld_out + j]);
+      }
+      for (const Term& term : t.terms) {
+        const T* x = blocks + term.p * Ms * Ks;
+        const T* y = others + b * other_batch + term.q;
+        for (int64_t i = 0; i < Ms; ++i) {
+          for (int64_t k = 0; k < Ks; ++k) {
+            const double xv = to_f32(x[i * Ks + k]);
+            for (int64_t j = 0; j < Ns; ++j) {
+              sum[static_cast<size_t>(i * Ns + j)] += xv * static_cast<double>(to_f32(y[k * ld_other + j]));
+            }
+          }
+        }
+      }
+      for (int64_t i = 0; i < Ms; ++i) {
+        for (int64_t j = 0; j < Ns; ++j) {
+          o[i * ld_out + j] = from_f32<T>(static_cast<float>(sum[static_cast<size_t>(i * Ns + j)]));
+        }
+      }
+    };
+    if (repeats) {
+      for (int64_t task = 0; task < tasks; ++task) one(task);
+    } else {
+      parallel_for(tasks, tasks * Ms * Ns * Ks, one);
+    }
+  });
+}
+
+}  // namespace lowbit::core::cpu

@@ -1,0 +1,11 @@
+// scatter_mm's CPU reference (src/cpu/sparse/scatter_mm.cpp), registered
+// with the other sparse ops.
+#pragma once
+
+#include "lowbit/ops/sparse.h"
+
+namespace lowbit::core::cpu {
+
+void scatter_mm_reference(const ScatterMmArgs& a, void* workspace, Stream stream);
+
+}  // namespace lowbit::core::cpu
