@@ -13,27 +13,19 @@
 namespace lowbit {
 namespace {
 
-// A present, contiguous 1-D index array of c_indices' dtype.
-void check_index(const char* op, const char* name, const TensorRef& t, DType dtype) {
+// A present, contiguous array of `dtype` with `ndim` dims.
+void require_array(const char* op, const char* name, const TensorRef& t, DType dtype, int ndim) {
   core::require_present(op, name, t);
   core::require_dtype(op, name, t, {dtype});
   core::require_contiguous(op, name, t);
-  LOWBIT_REQUIRE(t.ndim == 1, ErrorCode::invalid_argument, op, ": ", name, " must be 1-D (got ", core::shape_str(t),
-                 ")");
+  LOWBIT_REQUIRE(t.ndim == ndim, ErrorCode::invalid_argument, op, ": ", name, " must be ", ndim, "-D (got ",
+                 core::shape_str(t), ")");
 }
 
 // An argument the format does not take: absent, so a caller mixing formats hears of it.
 void require_absent(const char* op, const char* name, const TensorRef& t, ScatterMmFormat f) {
   LOWBIT_REQUIRE(!t.present(), ErrorCode::invalid_argument, op, ": the ", scatter_mm_format_name(f),
                  " format takes no ", name);
-}
-
-void require_3d(const char* op, const char* name, const TensorRef& t, DType dtype) {
-  core::require_present(op, name, t);
-  core::require_dtype(op, name, t, {dtype});
-  core::require_contiguous(op, name, t);
-  LOWBIT_REQUIRE(t.ndim == 3, ErrorCode::invalid_argument, op, ": ", name, " must be 3-D (got ", core::shape_str(t),
-                 ")");
 }
 
 }  // namespace
@@ -54,22 +46,20 @@ void check(const ScatterMmArgs& a) {
                  ": format must be scatter_mm, bsr_strided_mm or bsr_strided_mm_compressed (got ", f, ")");
   core::require_present(op, "blocks", a.blocks);
   core::require_dtype(op, "blocks", a.blocks, core::kFloatDTypes);
-  require_3d(op, "blocks", a.blocks, a.blocks.dtype);
+  require_array(op, "blocks", a.blocks, a.blocks.dtype, 3);
   const DType dtype = a.blocks.dtype;
   const int64_t Ms = a.blocks.size(1), Ks = a.blocks.size(2);
-  require_3d(op, "others", a.others, dtype);
-  require_3d(op, "accumulators", a.accumulators, dtype);
+  require_array(op, "others", a.others, dtype, 3);
+  require_array(op, "accumulators", a.accumulators, dtype, 3);
   core::require_present(op, "c_indices", a.c_indices);
   core::require_dtype(op, "c_indices", a.c_indices, {DType::i32, DType::i64});
   const DType index = a.c_indices.dtype;
-  check_index(op, "c_indices", a.c_indices, index);
+  require_array(op, "c_indices", a.c_indices, index, 1);
   LOWBIT_REQUIRE(a.c_indices.size(0) >= 1, ErrorCode::invalid_argument, op,
                  ": c_indices must hold at least one entry (got none)");
   if (a.format == ScatterMmFormat::scatter_mm) {
-    core::require_present(op, "pq", a.pq);
-    core::require_dtype(op, "pq", a.pq, {index});
-    core::require_contiguous(op, "pq", a.pq);
-    LOWBIT_REQUIRE(a.pq.ndim == 2 && a.pq.size(1) == 2, ErrorCode::invalid_argument, op, ": pq must be [G, 2] (got ",
+    require_array(op, "pq", a.pq, index, 2);
+    LOWBIT_REQUIRE(a.pq.size(1) == 2, ErrorCode::invalid_argument, op, ": pq must be [G, 2] (got ",
                    core::shape_str(a.pq), ")");
     for (const auto& [name, t] :
          {std::pair{"r_offsets", &a.r_offsets}, {"p_offsets", &a.p_offsets}, {"q_offsets", &a.q_offsets}}) {
@@ -81,10 +71,10 @@ void check(const ScatterMmArgs& a) {
     ops::require_shaped(op, "accumulators", a.accumulators, {dtype}, {R, Ms, Ns});
   } else {
     require_absent(op, "pq", a.pq, a.format);
-    check_index(op, "r_offsets", a.r_offsets, index);
-    check_index(op, "q_offsets", a.q_offsets, index);
+    require_array(op, "r_offsets", a.r_offsets, index, 1);
+    require_array(op, "q_offsets", a.q_offsets, index, 1);
     if (a.format == ScatterMmFormat::bsr_strided_mm) {
-      check_index(op, "p_offsets", a.p_offsets, index);
+      require_array(op, "p_offsets", a.p_offsets, index, 1);
       LOWBIT_REQUIRE(a.c_indices.size(0) == a.r_offsets.size(0) + 1, ErrorCode::invalid_argument, op,
                      ": c_indices must hold len(r_offsets) + 1 = ", a.r_offsets.size(0) + 1, " entries (got ",
                      a.c_indices.size(0), ")");

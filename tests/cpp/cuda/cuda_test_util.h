@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "harness/harness.h"
 #include "lowbit/device.h"
 #include "lowbit/tensor.h"
 
@@ -66,6 +69,31 @@ inline DeviceView device_view(const Tensor& src, int64_t offset) {
   d.ref = TensorRef::contiguous(static_cast<char*>(d.buffer.data()) + offset, src.dtype(), Shape(shape), gpu);
   copy(d.ref, src.ref());
   return d;
+}
+
+// A tensor on GPU 0 filled with 0xff bytes (NaN / -1), so an element a kernel leaves unwritten shows.
+inline Tensor poisoned(const std::vector<int64_t>& shape, DType dtype) {
+  Tensor t = Tensor::empty(Shape(shape), dtype, Device::cuda(0));
+#if defined(LOWBIT_WITH_CUDA)
+  EXPECT_EQ(cudaMemset(t.data(), 0xff, t.nbytes()), cudaSuccess);
+#endif
+  return t;
+}
+
+// got (the GPU's) against want (the CPU's) as floats, bit for bit, but for
+// NaN: a NaN must meet a NaN, whatever its payload (fp32 arithmetic on the
+// GPU may return the canonical NaN where the CPU keeps an operand's).
+inline void expect_same_floats(const Tensor& want, const TensorRef& got, const std::string& what) {
+  const std::vector<float> w = to_floats(want.ref()), g = to_floats(Tensor::copy_of(got, Device::cpu()).ref());
+  ASSERT_EQ(w.size(), g.size()) << what;
+  int bad = 0;
+  for (size_t i = 0; i < w.size() && bad < 5; ++i) {
+    const bool same = std::isnan(w[i]) ? std::isnan(g[i]) : std::memcmp(&w[i], &g[i], 4) == 0;
+    if (!same) {
+      ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", the CPU's " << w[i];
+      ++bad;
+    }
+  }
 }
 
 }  // namespace lowbit::test

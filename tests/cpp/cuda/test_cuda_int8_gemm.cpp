@@ -22,31 +22,6 @@ using namespace lowbit::test;
 
 const Device kGpu = Device::cuda(0);
 
-// An output on the GPU filled with 0xff bytes (NaN / -1), so an unwritten element shows.
-Tensor poisoned(std::vector<int64_t> shape, DType dtype) {
-  Tensor t = Tensor::empty(Shape(shape), dtype, kGpu);
-#if defined(LOWBIT_WITH_CUDA)
-  EXPECT_EQ(cudaMemset(t.data(), 0xff, t.nbytes()), cudaSuccess);
-#endif
-  return t;
-}
-
-// got (the GPU's) against want (the CPU's) bit for bit, but for NaN: a NaN
-// must meet a NaN, whatever its payload (fp32 arithmetic on the GPU may
-// return the canonical NaN where the CPU keeps an operand's).
-void expect_same_floats(const Tensor& want, const Tensor& got, const std::string& what) {
-  const std::vector<float> w = to_floats(want.ref()), g = to_floats(Tensor::copy_of(got.ref(), Device::cpu()).ref());
-  ASSERT_EQ(w.size(), g.size()) << what;
-  int bad = 0;
-  for (size_t i = 0; i < w.size() && bad < 5; ++i) {
-    const bool same = std::isnan(w[i]) ? std::isnan(g[i]) : std::memcmp(&w[i], &g[i], 4) == 0;
-    if (!same) {
-      ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", the CPU's " << w[i];
-      ++bad;
-    }
-  }
-}
-
 struct Shape3 {
   int64_t M, N, K;
 };

@@ -20,15 +20,6 @@ using namespace lowbit::test;
 
 const Device kGpu = Device::cuda(0);
 
-// A GPU tensor filled with 0xff bytes, so an element the kernel leaves unwritten shows.
-Tensor poisoned(const std::vector<int64_t>& shape, DType dtype) {
-  Tensor t = Tensor::empty(Shape(shape), dtype, kGpu);
-#if defined(LOWBIT_WITH_CUDA)
-  EXPECT_EQ(cudaMemset(t.data(), 0xff, t.nbytes()), cudaSuccess);
-#endif
-  return t;
-}
-
 // x with a NaN, a +Inf and a -Inf at spread positions (when it has room).
 void add_specials(Tensor& x) {
   const int64_t n = x.numel();
@@ -40,20 +31,6 @@ void add_specials(Tensor& x) {
       case DType::f16: x.ptr<core::Half>()[at] = core::from_f32<core::Half>(specials[i]); break;
       case DType::bf16: x.ptr<core::BFloat16>()[at] = core::from_f32<core::BFloat16>(specials[i]); break;
       default: x.ptr<float>()[at] = specials[i]; break;
-    }
-  }
-}
-
-// The floats of got (GPU) against want (CPU): the same bits, or both NaN.
-void expect_same_floats(const Tensor& want, const TensorRef& got, const std::string& what) {
-  const std::vector<float> w = to_floats(want.ref()), g = to_floats(Tensor::copy_of(got, Device::cpu()).ref());
-  ASSERT_EQ(w.size(), g.size()) << what;
-  int bad = 0;
-  for (size_t i = 0; i < w.size() && bad < 5; ++i) {
-    const bool same = std::isnan(w[i]) ? std::isnan(g[i]) : std::memcmp(&w[i], &g[i], 4) == 0;
-    if (!same) {
-      ADD_FAILURE() << what << ": element " << i << " is " << g[i] << ", the CPU's " << w[i];
-      ++bad;
     }
   }
 }
