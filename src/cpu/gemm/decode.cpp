@@ -56,6 +56,16 @@ constexpr SmallLanes small_lanes(int bits) {
   return l;
 }
 constexpr SmallLanes kSmallLanes[3] = {small_lanes(1), small_lanes(2), small_lanes(4)};
+// bitsandbytes' order: the high nibble of a byte is the earlier code.
+constexpr SmallLanes nibbles_high_first() {
+  SmallLanes l{};
+  for (int j = 0; j < 16; ++j) {
+    l.byte[j] = static_cast<uint8_t>(j / 2);
+    l.shift[j] = j % 2 == 0 ? 4u : 0u;
+  }
+  return l;
+}
+constexpr SmallLanes kHighFirst = nibbles_high_first();
 
 __attribute__((target("avx512f"))) void decode_small_avx512(const uint8_t* p, int bits, int64_t len, const float* table,
                                                             float* out) {
@@ -88,9 +98,40 @@ __attribute__((target("avx512f"))) void decode_small_avx512(const uint8_t* p, in
   }
   if (i < len) decode_small_scalar(p + i / per, bits, len - i, table, out + i);
 }
+
+// The same 16-lane lookup for bitsandbytes' nibble order, then the block's
+// scale: table[code] * scale, one rounding, as dequantize_4bit computes it.
+__attribute__((target("avx512f"))) void decode_bnb4_avx512(const uint8_t* p, int64_t len, const float* table,
+                                                           float scale, float* out) {
+  const __m128i selv = _mm_load_si128(reinterpret_cast<const __m128i*>(kHighFirst.byte));
+  const __m512i shiftv = _mm512_load_si512(kHighFirst.shift);
+  const __m512i mask = _mm512_set1_epi32(0xf);
+  const __m512 tab = _mm512_loadu_ps(table), s = _mm512_set1_ps(scale);
+  int64_t i = 0;
+  for (; i + 16 <= len; i += 16) {
+    uint64_t x;
+    std::memcpy(&x, p + i / 2, 8);
+    const __m512i codes = _mm512_cvtepu8_epi32(_mm_shuffle_epi8(_mm_cvtsi64_si128(static_cast<long long>(x)), selv));
+    const __m512i idx = _mm512_and_si512(_mm512_srlv_epi32(codes, shiftv), mask);
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_permutexvar_ps(idx, tab), s));
+  }
+  for (; i < len; ++i) out[i] = table[(i & 1) ? p[i / 2] & 0xfu : p[i / 2] >> 4] * scale;
+}
 #endif
 
+void decode_bnb4_scalar(const uint8_t* p, int64_t len, const float* table, float scale, float* out) {
+  for (int64_t i = 0; i < len; ++i) out[i] = table[(i & 1) ? p[i / 2] & 0xfu : p[i / 2] >> 4] * scale;
+}
+
 using DecodeSmall = void (*)(const uint8_t*, int, int64_t, const float*, float*);
+using DecodeBnb4 = void (*)(const uint8_t*, int64_t, const float*, float, float*);
+
+DecodeBnb4 pick_decode_bnb4() {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f")) return decode_bnb4_avx512;
+#endif
+  return decode_bnb4_scalar;
+}
 
 DecodeSmall pick_decode_small() {
 #if defined(__x86_64__)
@@ -104,6 +145,15 @@ DecodeSmall pick_decode_small() {
 void decode_small(const uint8_t* row, int bits, int64_t k0, int64_t len, const float* table16, float* out) {
   static const DecodeSmall fn = pick_decode_small();
   fn(row + k0 * bits / 8, bits, len, table16, out);
+}
+
+void decode_bnb4(const uint8_t* packed, int64_t e0, int64_t len, const float* table16, float scale, float* out) {
+  static const DecodeBnb4 fn = pick_decode_bnb4();
+  if (len > 0 && e0 % 2 == 1) {  // the odd first element: the low nibble of its byte
+    *out++ = table16[packed[e0 / 2] & 0xfu] * scale;
+    ++e0, --len;
+  }
+  fn(packed + e0 / 2, len, table16, scale, out);
 }
 
 LOWBIT_SIMD_CLONES void decode_bytes(const uint8_t* row, WeightKind kind, int64_t k0, int64_t len, const float* vtab,

@@ -7,8 +7,10 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/check.h"
 #include "core/quant_math.h"
@@ -187,7 +189,8 @@ struct RowsDecoder {
 
 // Dequantizes tiles of a bitsandbytes 4-bit weight (flattened [N, K], two
 // codes a byte, high nibble first, absmax per block of the flat index):
-// table[code] * absmax, as dequantize_4bit computes it.
+// table[code] * absmax, as dequantize_4bit computes it, a block's run of a
+// row at a time (decode_bnb4: 16 codes a vector lookup).
 struct Bnb4Decoder {
   const Matmul4bitArgs& a;
   int64_t K;
@@ -207,16 +210,36 @@ struct Bnb4Decoder {
       const int64_t e0 = (n0 + r) * K + k0, e1 = e0 + kc;
       for (int64_t e = e0; e < e1;) {
         const int64_t end = std::min(e1, (e / a.blocksize + 1) * a.blocksize);
-        const float s = absmax(e / a.blocksize);
-        for (; e < end; ++e) {
-          const uint8_t byte = packed[e >> 1];
-          t[e - e0] = table[(e & 1) ? byte & 0xfu : byte >> 4] * s;
-        }
+        gemm::decode_bnb4(packed, e, end - e, table, absmax(e / a.blocksize), t + (e - e0));
+        e = end;
       }
       std::memset(t + kc, 0, static_cast<size_t>(kp - kc) * sizeof(float));
     }
   }
 };
+
+// The few-rows path: A's rows split for gemm::bnb4_gemv_row (in the rows of
+// a32: lda >= K floats each), then rows of W 16 at a time a task.
+template <class Store>
+void bnb4_gemv(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, float* a32, int64_t lda, const Store& store) {
+  std::vector<float> ax(static_cast<size_t>(M * K));
+  for (int64_t m = 0; m < M; ++m) gemm::bnb4_split_a(a32 + m * lda, K, ax.data() + m * K);
+  const int64_t blocks = K / d.a.blocksize, rows_per_task = 16;
+  parallel_for((N + rows_per_task - 1) / rows_per_task, M * N * K, [&](int64_t task) {
+    const int64_t n0 = task * rows_per_task;
+    const int nr = static_cast<int>(std::min(rows_per_task, N - n0));
+    std::vector<float> scales(static_cast<size_t>(blocks));
+    float out[4][16], sums[4];
+    for (int j = 0; j < nr; ++j) {
+      const int64_t n = n0 + j;
+      for (int64_t b = 0; b < blocks; ++b) scales[static_cast<size_t>(b)] = d.absmax(n * blocks + b);
+      gemm::bnb4_gemv_row(d.packed + n * K / 2, K, d.a.blocksize, scales.data(), d.table, ax.data(), K,
+                          static_cast<int>(M), sums);
+      for (int64_t m = 0; m < M; ++m) out[m][j] = sums[m];
+    }
+    for (int64_t m = 0; m < M; ++m) store(m, n0, nr, out[m]);
+  });
+}
 
 }  // namespace
 
@@ -268,8 +291,16 @@ void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream) {
     });
   }
   const Bnb4Decoder decode{a, K, a.packed.ptr<const uint8_t>(), a.type == Quant4Type::nf4 ? kNf4Table : kFp4Table};
-  with_store(a.out, N, a.bias.present() ? s.bias : nullptr, a.kName,
-             [&](const auto& store) { gemm::run_tiles(M, N, K, s.a32, lda, cfg, decode, store); });
+  // Up to 4 rows, whole blocks of 32-multiples a row, no config forced: each weight row streamed once.
+  const bool gemv = M <= 4 && a.config.empty() && K % a.blocksize == 0 && a.blocksize % 32 == 0 &&
+                    gemm::bnb4_gemv_available();
+  with_store(a.out, N, a.bias.present() ? s.bias : nullptr, a.kName, [&](const auto& store) {
+    if (gemv) {
+      bnb4_gemv(decode, M, N, K, s.a32, lda, store);
+    } else {
+      gemm::run_tiles(M, N, K, s.a32, lda, cfg, decode, store);
+    }
+  });
 }
 
 }  // namespace lowbit::core::cpu

@@ -14,6 +14,18 @@ namespace lowbit::core::cpu::gemm {
 // (1, 2 or 4) in a rows-layout stream; k0 % 8 == 0 (group and tile starts
 // are). table16 holds 16 floats, of which the first 2^bits are read.
 void decode_small(const uint8_t* row, int bits, int64_t k0, int64_t len, const float* table16, float* out);
+// out[i] = table16[code of element e0 + i] * scale for i < len: bitsandbytes'
+// 4-bit stream (two codes a byte, the high nibble first), one block's run.
+void decode_bnb4(const uint8_t* packed, int64_t e0, int64_t len, const float* table16, float scale, float* out);
+// The few-rows product with a bitsandbytes 4-bit weight (gemv_bnb4.cpp), on
+// CPUs with AVX-512 (bnb4_gemv_available): out[m] = Σ_k a_m[k] · w[k] for
+// rows <= 4 rows of A against one row of W (row: its K / 2 bytes, K and the
+// blocksize multiples of 32, scales: its blocks' absmax), each A row first
+// split by bnb4_split_a into ax (ldx floats apart).
+bool bnb4_gemv_available();
+void bnb4_split_a(const float* a, int64_t K, float* ax);
+void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float* scales, const float* table16,
+                   const float* ax, int64_t ldx, int rows, float* out);
 // 8-bit codes: int8 / uint8 values converted, fp8 (E4M3) decoded, any other
 // kind through vtab[256].
 void decode_bytes(const uint8_t* row, WeightKind kind, int64_t k0, int64_t len, const float* vtab, float* out);

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""4-bit weights on the CPU, as users call them: lowbit's ``matmul_4bit`` straight on a bitsandbytes
+state against bitsandbytes in the same process — ``bnb.matmul_4bit`` on the same state and
+``bnb.nn.Linear4bit`` in eval (its CPU path, which repacks the weight on the first call) — and torch's
+dense bf16 ``x @ W.T`` of the same shape. nf4, blocksize 64, bf16 activations and outputs. Each result
+is checked against the dequantized weight's float32 product (relative L2 error). Wall time of a call,
+the least of --rounds medians of --reps, the implementations taken in turns.
+
+Usage (after a build): python3 scripts/bench_4bit_cpu.py [--threads N] [--reps 10] [--rounds 3]
+[--m 1,16] lowbit is found as scripts/bench_gemm.py finds it; bitsandbytes is optional.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_gemm as bg  # noqa: E402  (lowbit's finder)
+from bench_int8_cpu import best_of, table_header  # noqa: E402
+from bench_optim_cpu import cpu_model  # noqa: E402
+
+SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336)]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--m", default="1,16")
+    args = ap.parse_args()
+    import torch
+    torch.set_num_threads(args.threads)
+    lowbit, where = bg.find_lowbit()
+    if lowbit is None:
+        bg.log(f"bench_4bit_cpu: {where}")
+        return 1
+    LF = lowbit.functional
+    try:
+        import bitsandbytes as bnb
+        import bitsandbytes.functional as BF
+    except ImportError:
+        bnb = BF = None
+    bg.log(f"bench_4bit_cpu: {cpu_model()}, {args.threads} threads, torch {torch.__version__}, "
+           f"bitsandbytes {bnb.__version__ if bnb else 'not installed'}")
+    table_header("M", "N x K", "lowbit ms", "bnb matmul_4bit ms", "bnb Linear4bit ms", "torch bf16 ms",
+                 "x bnb matmul_4bit", "x bnb Linear4bit", "x torch", "lowbit err")
+    gen = torch.Generator().manual_seed(0)
+    failed = 0
+    for N, K in SHAPES:
+        W = torch.randn(N, K, generator=gen).to(torch.bfloat16)
+        q, st = (BF.quantize_4bit(W, quant_type="nf4", blocksize=64) if BF
+                 else LF.quantize_4bit(W, quant_type="nf4", blocksize=64))
+        Wd = (BF.dequantize_4bit(q, st) if BF else LF.dequantize_4bit(q, st)).float()
+        lin = None
+        if bnb:
+            lin = bnb.nn.Linear4bit(K, N, bias=False, compute_dtype=torch.bfloat16, quant_type="nf4")
+            lin.weight = bnb.nn.Params4bit(W, requires_grad=False, quant_type="nf4", blocksize=64)
+            lin = lin.to("cpu").eval()  # Params4bit quantizes when moved to a device
+        for M in (int(m) for m in args.m.split(",")):
+            x = torch.randn(M, K, generator=gen).to(torch.bfloat16)
+            ref = x.float() @ Wd.t()
+            got = LF.matmul_4bit(x, q.t(), st)
+            err = float((got.float() - ref).norm() / ref.norm())
+            failed += not err < 2e-2
+            fns = {"lowbit": lambda: LF.matmul_4bit(x, q.t(), st), "torch": lambda: x @ W.t()}
+            if bnb:
+                fns["bnb"] = lambda: bnb.matmul_4bit(x, q.t(), quant_state=st)
+                fns["linear"] = lambda: lin(x)
+            with torch.no_grad():
+                ms = best_of(fns, args.reps, args.rounds)
+            cell = lambda name: f"{ms[name]:.3f}" if name in ms else "—"  # noqa: E731
+            ratio = lambda name: f"{ms[name] / ms['lowbit']:.2f}x" if name in ms else "—"  # noqa: E731
+            bg.log(f"| {M} | {N} x {K} | {cell('lowbit')} | {cell('bnb')} | {cell('linear')} | {cell('torch')} | "
+                   f"{ratio('bnb')} | {ratio('linear')} | {ratio('torch')} | {err:.1e} |")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
