@@ -21,29 +21,41 @@ namespace {
 #if defined(__x86_64__)
 // Each 16 bytes of a row hold 32 codes: lane j's byte gives element 2j (high
 // nibble) and 2j + 1 (low nibble), which meet the even and odd halves of A's
-// 32-element chunk (bnb4_split_a's layout).
-template <int kRows>
+// 32-element chunk (bnb4_split_a's layout). The even and odd products, and
+// kSteps chunks in turn, go to separate sums: enough independent FMA chains
+// that their latency is hidden (one chain a row is latency-bound).
+template <int kRows, int kSteps>
 __attribute__((target("avx512f"))) void row_avx512(const uint8_t* row, int64_t K, int64_t blocksize,
                                                    const float* scales, const float* table16, const float* ax,
                                                    int64_t ldx, float* out) {
+  constexpr int kSums = 2 * kSteps;
   const __m512 tab = _mm512_loadu_ps(table16);
   const __m512i low = _mm512_set1_epi32(0xf);
   __m512 acc[kRows];
   for (int m = 0; m < kRows; ++m) acc[m] = _mm512_setzero_ps();
   for (int64_t b = 0, k0 = 0; k0 < K; ++b, k0 += blocksize) {
-    __m512 part[kRows];
-    for (int m = 0; m < kRows; ++m) part[m] = _mm512_setzero_ps();
-    for (int64_t k = k0; k < k0 + blocksize; k += 32) {
-      const __m512i codes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + k / 2)));
-      const __m512 even = _mm512_permutexvar_ps(_mm512_srli_epi32(codes, 4), tab);
-      const __m512 odd = _mm512_permutexvar_ps(_mm512_and_si512(codes, low), tab);
-      for (int m = 0; m < kRows; ++m) {
-        part[m] = _mm512_fmadd_ps(even, _mm512_loadu_ps(ax + m * ldx + k), part[m]);
-        part[m] = _mm512_fmadd_ps(odd, _mm512_loadu_ps(ax + m * ldx + k + 16), part[m]);
+    __m512 part[kRows][kSums];
+    for (int m = 0; m < kRows; ++m) {
+      for (int i = 0; i < kSums; ++i) part[m][i] = _mm512_setzero_ps();
+    }
+    for (int64_t k = k0; k < k0 + blocksize; k += 32 * kSteps) {
+      for (int t = 0; t < kSteps; ++t) {
+        const int64_t kk = k + 32 * t;
+        const __m512i codes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + kk / 2)));
+        const __m512 even = _mm512_permutexvar_ps(_mm512_srli_epi32(codes, 4), tab);
+        const __m512 odd = _mm512_permutexvar_ps(_mm512_and_si512(codes, low), tab);
+        for (int m = 0; m < kRows; ++m) {
+          part[m][2 * t] = _mm512_fmadd_ps(even, _mm512_loadu_ps(ax + m * ldx + kk), part[m][2 * t]);
+          part[m][2 * t + 1] = _mm512_fmadd_ps(odd, _mm512_loadu_ps(ax + m * ldx + kk + 16), part[m][2 * t + 1]);
+        }
       }
     }
     const __m512 s = _mm512_set1_ps(scales[b]);
-    for (int m = 0; m < kRows; ++m) acc[m] = _mm512_fmadd_ps(part[m], s, acc[m]);
+    for (int m = 0; m < kRows; ++m) {
+      __m512 sum = part[m][0];
+      for (int i = 1; i < kSums; ++i) sum = _mm512_add_ps(sum, part[m][i]);
+      acc[m] = _mm512_fmadd_ps(sum, s, acc[m]);
+    }
   }
   for (int m = 0; m < kRows; ++m) {
     alignas(64) float lanes[16];
@@ -54,14 +66,17 @@ __attribute__((target("avx512f"))) void row_avx512(const uint8_t* row, int64_t K
   }
 }
 
+// One row of A takes two chunks a step where the blocks allow (four chains), more rows one.
 __attribute__((target("avx512f"))) void row_avx512_any(const uint8_t* row, int64_t K, int64_t blocksize,
                                                        const float* scales, const float* table16, const float* ax,
                                                        int64_t ldx, int rows, float* out) {
   switch (rows) {
-    case 1: return row_avx512<1>(row, K, blocksize, scales, table16, ax, ldx, out);
-    case 2: return row_avx512<2>(row, K, blocksize, scales, table16, ax, ldx, out);
-    case 3: return row_avx512<3>(row, K, blocksize, scales, table16, ax, ldx, out);
-    default: return row_avx512<4>(row, K, blocksize, scales, table16, ax, ldx, out);
+    case 1:
+      if (blocksize % 64 == 0) return row_avx512<1, 2>(row, K, blocksize, scales, table16, ax, ldx, out);
+      return row_avx512<1, 1>(row, K, blocksize, scales, table16, ax, ldx, out);
+    case 2: return row_avx512<2, 1>(row, K, blocksize, scales, table16, ax, ldx, out);
+    case 3: return row_avx512<3, 1>(row, K, blocksize, scales, table16, ax, ldx, out);
+    default: return row_avx512<4, 1>(row, K, blocksize, scales, table16, ax, ldx, out);
   }
 }
 #endif
