@@ -54,6 +54,11 @@ def ml_dtypes():
     return mod
 
 
+def is_torch(x: Any) -> bool:
+    """Whether x is an object of PyTorch (a tensor, a dtype), without importing torch."""
+    return type(x).__module__.startswith("torch")
+
+
 # ----------------------------------------------------------------- dtypes
 
 
@@ -61,7 +66,7 @@ def dtype_name(dtype: Any) -> str:
     """The lowbit name ("float32", "bfloat16", ...) of a framework dtype or a string."""
     if isinstance(dtype, str):
         return dtype[len("torch."):] if dtype.startswith("torch.") else dtype
-    if type(dtype).__module__.startswith("torch"):
+    if is_torch(dtype):
         return str(dtype)[len("torch."):]
     try:
         return np.dtype(dtype).name

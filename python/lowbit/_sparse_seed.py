@@ -18,10 +18,6 @@ from . import _arrays
 from . import functional as F
 
 
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.startswith("torch")
-
-
 def _require(cond: bool, exc: type, msg: str) -> None:
     if not cond:
         raise exc(msg)
@@ -90,7 +86,7 @@ def coo_zeros(rows: int, cols: int, nnz: int, device: Any, dtype: Any = None) ->
 
 def _pointers(idx: Any, n: int) -> Any:
     """[n + 1] int32: the start of each index's run in ``idx`` sorted, then its length."""
-    if _is_torch(idx):
+    if _arrays.is_torch(idx):
         import torch
         counts = torch.bincount(idx.long(), minlength=n)
         return torch.cat([counts.new_zeros(1), counts.cumsum(0)]).int()
@@ -99,7 +95,7 @@ def _pointers(idx: Any, n: int) -> Any:
 
 
 def _stable_order(idx: Any) -> Any:
-    if _is_torch(idx):
+    if _arrays.is_torch(idx):
         import torch
         return torch.sort(idx, stable=True).indices
     return np.argsort(idx, kind="stable")
@@ -137,7 +133,7 @@ def double_quant(A: Any, col_stats: Any = None, row_stats: Any = None, out_col: 
         return out_row_, out_col_, rs, cs, None
     rows, cols = int(np.prod(A.shape[:-1])), int(A.shape[-1])
     flat = A.reshape(rows, cols)
-    if _is_torch(flat):
+    if _arrays.is_torch(flat):
         import torch
         at = torch.nonzero(flat.abs() >= threshold)
         r, c, v = at[:, 0].int(), at[:, 1].int(), flat[at[:, 0], at[:, 1]].half()
@@ -157,7 +153,7 @@ def _check_product(op: str, cooA: Any, B: Any) -> None:
 
 def _row_products(cooA: Any, B: Any, scale: Any = None) -> Any:
     """float32 [rows, N]: sum over the entries of values * B[colidx, :] (* scale[None, :])."""
-    if _is_torch(B):
+    if _arrays.is_torch(B):
         import torch
         terms = cooA.values.float()[:, None] * B[cooA.colidx.long()].float()
         if scale is not None:
@@ -173,7 +169,7 @@ def _row_products(cooA: Any, B: Any, scale: Any = None) -> Any:
 
 
 def _cast(x: Any, like: Any) -> Any:
-    return x.to(like.dtype) if _is_torch(x) else x.astype(like.dtype)
+    return x.to(like.dtype) if _arrays.is_torch(x) else x.astype(like.dtype)
 
 
 def spmm_coo(cooA: COOSparseTensor, B: Any, out: Optional[Any] = None) -> Any:
@@ -207,5 +203,5 @@ def spmm_coo_very_sparse(cooA: COOSparseTensor, B: Any, dequant_stats: Any = Non
         return _cast(result, cooA.values)
     _require(tuple(out.shape) == (cooA.rows, B.shape[1]), ValueError,
              f"{op}: out must have shape {[cooA.rows, B.shape[1]]} (got {list(out.shape)})")
-    out[...] = _cast(result + (out.float() if _is_torch(out) else out.astype(np.float32)), out)
+    out[...] = _cast(result + (out.float() if _arrays.is_torch(out) else out.astype(np.float32)), out)
     return out

@@ -43,13 +43,8 @@ class BSR:
         M, K = self.shape[-2:]
         BM, BK = self.blocksize
         batch = self.shape[:-2]
-        if type(self.values).__module__.startswith("torch"):
-            import torch
-            out = torch.zeros(batch + (M, K), dtype=self.values.dtype, device=self.values.device)
-            crow, col, vals = self.crow_indices.cpu(), self.col_indices.cpu(), self.values
-        else:
-            out = np.zeros(batch + (M, K), dtype=self.values.dtype)
-            crow, col, vals = np.asarray(self.crow_indices), np.asarray(self.col_indices), self.values
+        out = _zeros(self.values, batch + (M, K))
+        crow, col, vals = _host(self.crow_indices), _host(self.col_indices), self.values
         for b in np.ndindex(*batch):
             for i in range(M // BM):
                 for j in range(int(crow[b + (i,)]), int(crow[b + (i + 1,)])):
@@ -62,7 +57,7 @@ def _parts(op: str, bsr: Any) -> Tuple[Any, Any, Any, int, int]:
     """(crow_indices, col_indices, values, M, K) of a BSR operand."""
     if isinstance(bsr, BSR):
         return bsr.crow_indices, bsr.col_indices, bsr.values, bsr.shape[-2], bsr.shape[-1]
-    if type(bsr).__module__.startswith("torch"):
+    if _arrays.is_torch(bsr):
         import torch
         if getattr(bsr, "layout", None) == torch.sparse_bsr:
             return bsr.crow_indices(), bsr.col_indices(), bsr.values(), int(bsr.shape[-2]), int(bsr.shape[-1])
@@ -107,7 +102,7 @@ def bsr_dense_mm(bsr: Any, dense: Any, *, out: Optional[Any] = None, skip_checks
 
 
 def _needs_grad(*xs: Any) -> bool:
-    if not any(type(x).__module__.startswith("torch") for x in xs):
+    if not any(_arrays.is_torch(x) for x in xs):
         return False
     import torch
     return torch.is_grad_enabled() and any(getattr(x, "requires_grad", False) for x in xs)
@@ -184,7 +179,7 @@ def _bsr_dense_mm_function() -> Any:
 
 
 def _is_torch_bsr(x: Any) -> bool:
-    return type(x).__module__.startswith("torch") and str(getattr(x, "layout", "")) == "torch.sparse_bsr"
+    return _arrays.is_torch(x) and str(getattr(x, "layout", "")) == "torch.sparse_bsr"
 
 
 def _with_values(like: Any, values: Any) -> Any:
@@ -192,7 +187,7 @@ def _with_values(like: Any, values: Any) -> Any:
     batch dims, and ``values``."""
     crow, col, _, M, K = _parts("lowbit.sparse", like)
     batch = tuple(values.shape[:-3])
-    if type(values).__module__.startswith("torch"):
+    if _arrays.is_torch(values):
         crow = crow.expand(batch + tuple(crow.shape[-1:])).contiguous()
         col = col.expand(batch + tuple(col.shape[-1:])).contiguous()
     else:
@@ -255,7 +250,7 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
         raise ValueError(f"{op}: scale == {scale} with E == {E} divides by zero")
     factor = 1.0 / float(np.sqrt(E)) if scale is None else float(scale)
     values = _parts(op, attn_mask)[2]
-    torch_arrays = type(query).__module__.startswith("torch")
+    torch_arrays = _arrays.is_torch(query)
     if _arrays.dtype_name(values.dtype) != _arrays.dtype_name(query.dtype):  # a boolean mask: any values will do
         values = values.to(query.dtype) if torch_arrays else np.asarray(values).astype(query.dtype)
     mask = _with_values(attn_mask, values)
@@ -279,13 +274,9 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
 _FORMATS = ("scatter_mm", "bsr_strided_mm", "bsr_strided_mm_compressed")
 
 
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.startswith("torch")
-
-
 def _zeros(like: Any, shape: Sequence[int]) -> Any:
     """Zeros of ``like``'s framework, dtype and device."""
-    if _is_torch(like):
+    if _arrays.is_torch(like):
         import torch
         return torch.zeros(tuple(shape), dtype=like.dtype, device=like.device)
     return np.zeros(tuple(shape), dtype=like.dtype)
@@ -293,20 +284,20 @@ def _zeros(like: Any, shape: Sequence[int]) -> Any:
 
 def _host(x: Any) -> np.ndarray:
     """An index array's values on the host (a copy from the device for CUDA arrays)."""
-    return x.detach().cpu().numpy() if _is_torch(x) else np.asarray(x)
+    return x.detach().cpu().numpy() if _arrays.is_torch(x) else np.asarray(x)
 
 
 def _int32_like(values: Any, like: Any) -> Any:
     """Host index values as an int32 array of ``like``'s framework, on its device."""
     v = np.ascontiguousarray(np.asarray(values, dtype=np.int64).astype(np.int32))
-    if _is_torch(like):
+    if _arrays.is_torch(like):
         import torch
         return torch.from_numpy(v).to(device=like.device)
     return v
 
 
 def _contiguous(x: Any) -> bool:
-    return x.is_contiguous() if _is_torch(x) else bool(np.asarray(x).flags.c_contiguous)
+    return x.is_contiguous() if _arrays.is_torch(x) else bool(np.asarray(x).flags.c_contiguous)
 
 
 def scatter_mm(blocks: Any, others: Any, indices_data: Sequence[Any], *, accumulators: Optional[Any] = None,
@@ -469,11 +460,11 @@ def bsr_scatter_mm(bsr: Any, other: Any, indices_data: Optional[tuple] = None, o
     B = int(np.prod(shape[:-2], dtype=np.int64))
     # indices_data's q = (b * K/Ks + kb) * N/Ms + n: other[b, kb*Ks:(kb+1)*Ks, n*Ms:(n+1)*Ms].
     o = other.reshape(B, K // Ks, Ks, N // Ms, Ms)
-    o = o.permute(0, 1, 3, 2, 4).contiguous() if _is_torch(o) else np.ascontiguousarray(np.transpose(o, (0, 1, 3, 2, 4)))
+    o = o.permute(0, 1, 3, 2, 4).contiguous() if _arrays.is_torch(o) else np.ascontiguousarray(np.transpose(o, (0, 1, 3, 2, 4)))
     o = o.reshape(-1, Ks, Ms)
     acc = scatter_mm(values, o, indices_data, stream=stream)
     # Block r = (b * M/Ms + m) * N/Ms + n of acc is out[b, m*Ms:(m+1)*Ms, n*Ms:(n+1)*Ms].
     a = acc.reshape(B, M // Ms, N // Ms, Ms, Ms)
-    a = a.permute(0, 1, 3, 2, 4) if _is_torch(a) else np.transpose(a, (0, 1, 3, 2, 4))
+    a = a.permute(0, 1, 3, 2, 4) if _arrays.is_torch(a) else np.transpose(a, (0, 1, 3, 2, 4))
     out[...] = a.reshape(shape)
     return out
