@@ -36,6 +36,11 @@ void decode_small_scalar(const uint8_t* p, int bits, int64_t len, const float* t
   for (int64_t i = bytes * per; i < len; ++i) out[i] = table[stream_read(p, i, bits)];
 }
 
+// bitsandbytes' 4-bit stream from an even element: the high nibble of a byte first.
+void decode_bnb4_scalar(const uint8_t* p, int64_t len, const float* table, float scale, float* out) {
+  for (int64_t i = 0; i < len; ++i) out[i] = table[(i & 1) ? p[i / 2] & 0xfu : p[i / 2] >> 4] * scale;
+}
+
 #if defined(__x86_64__)
 // 16 codes at a time: the 16/per bytes holding them are spread so each
 // 32-bit lane gets its code's byte (pshufb), shifted by the code's place in
@@ -115,13 +120,9 @@ __attribute__((target("avx512f"))) void decode_bnb4_avx512(const uint8_t* p, int
     const __m512i idx = _mm512_and_si512(_mm512_srlv_epi32(codes, shiftv), mask);
     _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_permutexvar_ps(idx, tab), s));
   }
-  for (; i < len; ++i) out[i] = table[(i & 1) ? p[i / 2] & 0xfu : p[i / 2] >> 4] * scale;
+  if (i < len) decode_bnb4_scalar(p + i / 2, len - i, table, scale, out + i);
 }
 #endif
-
-void decode_bnb4_scalar(const uint8_t* p, int64_t len, const float* table, float scale, float* out) {
-  for (int64_t i = 0; i < len; ++i) out[i] = table[(i & 1) ? p[i / 2] & 0xfu : p[i / 2] >> 4] * scale;
-}
 
 using DecodeSmall = void (*)(const uint8_t*, int, int64_t, const float*, float*);
 using DecodeBnb4 = void (*)(const uint8_t*, int64_t, const float*, float, float*);
