@@ -14,6 +14,7 @@
 #include "harness/harness.h"
 #include "lowbit/code_maps.h"
 #include "lowbit/ops/gemm.h"
+#include "lowbit/ops/int8_gemm.h"
 #include "lowbit/ops/quant.h"
 
 namespace {
@@ -186,6 +187,18 @@ TEST(CudaGraph, QuantizationOpsCaptureAndReplay) {
     c.enqueue = [&](Stream s) {
       run(Int8VectorwiseQuantArgs{c.inputs[0], q, stats, mask, 1.5f}, nullptr, s);
       run(Int8VectorwiseDequantArgs{q, stats, back}, nullptr, s);
+    };
+    expect_graph_matches_eager(c);
+  }
+  {
+    // LLM.int8's column quantization (a memset and two kernels) and input gradient.
+    GraphCase c{"int8 column-wise and input gradient", {gpu({70, 136}, DType::f16), gpu({5, 48}, DType::bf16)}, {}, {}};
+    const Tensor cb = test::random_int8({48, 136}).to(kGpu), scb = test::random_stats(48).to(kGpu);
+    Tensor q = gpu({70, 136}, DType::i8), stats = gpu({136}, DType::f32), grad = gpu({5, 136}, DType::bf16);
+    c.outputs = {q, stats, grad};
+    c.enqueue = [&](Stream s) {
+      run(Int8ColwiseQuantArgs{c.inputs[0], q, stats, 2.5f}, nullptr, s);
+      run(Int8LinearGradInputArgs{c.inputs[1], cb, scb, grad}, nullptr, s);
     };
     expect_graph_matches_eager(c);
   }
