@@ -5,7 +5,7 @@
 // decayed), and the code a new state is stored as. docs/optim.md states them.
 //
 // A block's step: dequantize its states (code * absmax), step every element
-// (step_two / step_one: p and the states), take the block's new absmax
+// (step_rule: p and the states), take the block's new absmax
 // (max |state| over its elements), then store each state as state_code of
 // state * absmax_reciprocal(absmax).
 #pragma once
@@ -18,70 +18,85 @@
 
 namespace lowbit::core::optim {
 
+// A rule as a type, for the kernels compiled per rule.
+template <Optimizer R>
+struct RuleTag {
+  static constexpr Optimizer kRule = R;
+};
+
 LOWBIT_HD bool is_finite(float v) { return (float_bits(v) & 0x7f800000u) != 0x7f800000u; }
 
-// adam, ademamix. A gradient that is not finite zeroes the element's states
-// and leaves p; gnorm_scale applies unrounded; no skip_zeros.
-template <class T>
-LOWBIT_HD void step_two(const Step& s, float gnorm_scale, T g_in, T& p, float& s1, float& s2, float& s3) {
-  const float g0 = to_f32(g_in);
-  if (!is_finite(g0)) {
-    s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-    return;
-  }
-  const float g = g0 * gnorm_scale;
-  s2 = s2 * s.beta2 + (1.0f - s.beta2) * g * g;
-  s1 = s1 * s.beta1 + (1.0f - s.beta1) * g;
-  float pv = to_f32(p);
-  if (s.rule == Optimizer::ademamix) {
-    s3 = s3 * s.beta3 + (1.0f - s.beta3) * g;
-    pv = rounded<T>(pv - s.lr * ((s1 / s.correction1 + s.alpha * s3) / (sqrtf(s2) / s.correction2 + s.eps)));
-  } else {
-    pv = rounded<T>(pv + s.step_size * (s1 / (sqrtf(s2) + s.correction2 * s.eps)));
-  }
-  if (s.weight_decay > 0.0f) pv = rounded<T>(pv * (1.0f - s.lr * s.weight_decay));
-  p = from_f32<T>(pv);
-}
-
-// momentum, rmsprop, lion, adagrad. skip_zeros reads the gradient as stored;
+// One element's step under rule R, branch-free (the kernels unroll it over a
+// thread's elements). Two-state rules (adam, and ademamix with s3, its second
+// first moment): a gradient that is not finite zeroes the element's states
+// and leaves p; gnorm_scale applies unrounded; no skip_zeros. One-state rules (momentum, rmsprop, lion,
+// adagrad): skip_zeros reads the gradient as stored and leaves p and s1;
 // weight decay joins the scaled gradient unrounded (lion: shrinks p);
 // rmsprop and adagrad divide the stored gradient, not the scaled and decayed
 // one they accumulate; lion's step lr * sign is rounded to p's dtype first.
-template <class T>
-LOWBIT_HD void step_one(const Step& s, float gnorm_scale, T g_in, T& p, float& s1) {
+template <Optimizer R, class T>
+LOWBIT_HD void step_rule(const Step& s, float gnorm_scale, T g_in, T& p, float& s1, float& s2, float& s3) {
   const float g0 = to_f32(g_in);
-  if (s.skip_zeros && g0 == 0.0f) return;
-  float g = g0 * gnorm_scale;
   float pv = to_f32(p);
-  if (s.weight_decay > 0.0f) {
-    if (s.rule == Optimizer::lion) {
-      pv = rounded<T>(pv * (1.0f - s.lr * s.weight_decay));
+  if constexpr (R == Optimizer::adam || R == Optimizer::ademamix) {
+    const bool keep = is_finite(g0);
+    const float g = g0 * gnorm_scale;
+    const float n2 = s2 * s.beta2 + (1.0f - s.beta2) * g * g;
+    const float n1 = s1 * s.beta1 + (1.0f - s.beta1) * g;
+    float n3 = 0.0f;
+    if constexpr (R == Optimizer::ademamix) {
+      n3 = s3 * s.beta3 + (1.0f - s.beta3) * g;
+      pv = rounded<T>(pv - s.lr * ((n1 / s.correction1 + s.alpha * n3) / (sqrtf(n2) / s.correction2 + s.eps)));
     } else {
-      g = g + pv * s.weight_decay;
+      pv = rounded<T>(pv + s.step_size * (n1 / (sqrtf(n2) + s.correction2 * s.eps)));
     }
-  }
-  switch (s.rule) {
-    case Optimizer::momentum:
-      s1 = s.first ? g : s1 * s.beta1 + g;
-      pv = rounded<T>(pv - s.lr * s1);
-      break;
-    case Optimizer::lion: {
+    if (s.weight_decay > 0.0f) pv = rounded<T>(pv * (1.0f - s.lr * s.weight_decay));
+    s1 = keep ? n1 : 0.0f;
+    s2 = keep ? n2 : 0.0f;
+    s3 = keep ? n3 : 0.0f;
+    if (keep) p = from_f32<T>(pv);
+  } else {
+    const bool keep = !(s.skip_zeros && g0 == 0.0f);
+    float g = g0 * gnorm_scale;
+    if (s.weight_decay > 0.0f) {
+      if constexpr (R == Optimizer::lion) {
+        pv = rounded<T>(pv * (1.0f - s.lr * s.weight_decay));
+      } else {
+        g = g + pv * s.weight_decay;
+      }
+    }
+    float n1 = s1;
+    if constexpr (R == Optimizer::momentum) {
+      n1 = s.first ? g : s1 * s.beta1 + g;
+      pv = rounded<T>(pv - s.lr * n1);
+    } else if constexpr (R == Optimizer::lion) {
       const float step = rounded<T>(s.lr * sign(s1 * s.beta1 + (1.0f - s.beta1) * g));
-      s1 = s1 * s.beta2 + (1.0f - s.beta2) * g;
+      n1 = s1 * s.beta2 + (1.0f - s.beta2) * g;
       pv = rounded<T>(pv - step);
-      break;
+    } else if constexpr (R == Optimizer::rmsprop) {
+      n1 = s1 * s.beta1 + (1.0f - s.beta1) * (g * g);
+      pv = rounded<T>(pv - s.lr * (g0 / (sqrtf(n1) + s.eps)));
+    } else if constexpr (R == Optimizer::adagrad) {
+      n1 = s1 + g * g;
+      pv = rounded<T>(pv - s.lr * (g0 / (sqrtf(n1) + s.eps)));
     }
-    case Optimizer::rmsprop:
-      s1 = s1 * s.beta1 + (1.0f - s.beta1) * (g * g);
-      pv = rounded<T>(pv - s.lr * (g0 / (sqrtf(s1) + s.eps)));
-      break;
-    case Optimizer::adagrad:
-      s1 = s1 + g * g;
-      pv = rounded<T>(pv - s.lr * (g0 / (sqrtf(s1) + s.eps)));
-      break;
+    s1 = keep ? n1 : s1;
+    if (keep) p = from_f32<T>(pv);
+  }
+}
+
+// f(RuleTag<o>{}) for the rules of the blockwise states (step_rule's), o read at run time.
+template <class F>
+LOWBIT_HD void with_blockwise_rule(Optimizer o, F&& f) {
+  switch (o) {
+    case Optimizer::adam: f(RuleTag<Optimizer::adam>{}); break;
+    case Optimizer::ademamix: f(RuleTag<Optimizer::ademamix>{}); break;
+    case Optimizer::momentum: f(RuleTag<Optimizer::momentum>{}); break;
+    case Optimizer::rmsprop: f(RuleTag<Optimizer::rmsprop>{}); break;
+    case Optimizer::lion: f(RuleTag<Optimizer::lion>{}); break;
+    case Optimizer::adagrad: f(RuleTag<Optimizer::adagrad>{}); break;
     default: break;
   }
-  p = from_f32<T>(pv);
 }
 
 // The stored code of a new state v, given y = v * absmax_reciprocal(absmax)

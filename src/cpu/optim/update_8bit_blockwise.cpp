@@ -82,24 +82,23 @@ void update(const OptimizerUpdate8bitBlockwiseArgs& a) {
   const optim::Step st = optim::make_step(a);
   const T* g = a.g.ptr<const T>();
   T* p = a.p.ptr<T>();
+  optim::with_blockwise_rule(a.optimizer, [&](auto rule) {
+    constexpr Optimizer R = decltype(rule)::kRule;
 #pragma omp parallel for if (n >= kParallelFrom)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t begin = b * kBlock, count = std::min(kBlock, n - begin);
-    float s1[kBlock], s2[kBlock], s3[kBlock];
-    q1.dequantize(b, count, s1);
-    q2.dequantize(b, count, s2);
-    q3.dequantize(b, count, s3);
-    for (int64_t i = 0; i < count; ++i) {
-      if (two) {
-        optim::step_two(st, a.gnorm_scale, g[begin + i], p[begin + i], s1[i], s2[i], s3[i]);
-      } else {
-        optim::step_one(st, a.gnorm_scale, g[begin + i], p[begin + i], s1[i]);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t begin = b * kBlock, count = std::min(kBlock, n - begin);
+      float s1[kBlock], s2[kBlock], s3[kBlock];
+      q1.dequantize(b, count, s1);
+      q2.dequantize(b, count, s2);
+      q3.dequantize(b, count, s3);
+      for (int64_t i = 0; i < count; ++i) {
+        optim::step_rule<R>(st, a.gnorm_scale, g[begin + i], p[begin + i], s1[i], s2[i], s3[i]);
       }
+      q1.quantize(b, count, s1);
+      q2.quantize(b, count, s2);
+      q3.quantize(b, count, s3);
     }
-    q1.quantize(b, count, s1);
-    q2.quantize(b, count, s2);
-    q3.quantize(b, count, s3);
-  }
+  });
 }
 
 }  // namespace

@@ -6,14 +6,16 @@
 //   - The tensors of a launch travel in a table (tensor_table.h; one entry
 //     for the single-tensor op); a CTA finds its tensor there and strides
 //     over that tensor's blocks with the tensor's other CTAs.
-//   - A block of 256 elements is one warp's: lane l holds its elements
-//     [8l, 8l + 8) (g and p as 16-byte words, codes as one 8-byte word where
-//     aligned), so the block's new absmax is a shuffle reduction inside the
-//     warp, with no shared memory or barrier. A CTA's 8 warps stride over the
-//     tensor's blocks, one wave of CTAs in all.
-//   - Each state's map and its CodeSearch table (src/cuda/quant/code_search.cuh,
-//     the quantize kernels' nearest-code search) are built in shared memory
-//     once per CTA.
+//   - A block of 256 elements is one warp's: each lane holds 8 of them, as
+//     16-byte words that sit side by side across the warp (fp32: two runs of
+//     4 per lane; 16-bit types: one run of 8), so every load and store of
+//     the warp is whole sectors. The block's new absmax is a shuffle
+//     reduction inside the warp, with no shared memory or barrier.
+//   - One kernel per rule (step_rule unrolled without run-time switches) and
+//     a path without per-element checks for whole, aligned blocks; the last
+//     block of a tensor and misaligned views take the checked path.
+//   - Each state's map and its code table (state_code.cuh) are built in
+//     shared memory once per CTA.
 //   - Compiled with --fmad=false (src/CMakeLists.txt), rounded as on the CPU.
 #include <cuda_runtime.h>
 
@@ -27,21 +29,36 @@
 #include "cuda/common/dispatch.h"
 #include "cuda/common/launch.h"
 #include "cuda/common/vec.cuh"
-#include "cuda/optim/access.cuh"
 #include "cuda/optim/ops.h"
+#include "cuda/optim/state_code.cuh"
 #include "cuda/optim/tensor_table.h"
-#include "cuda/quant/code_search.cuh"
 
 namespace lowbit::cuda {
 namespace {
 
-using optim::Codes8;
+using core::optim::RuleTag;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kItems = 8;  // elements a lane holds
+// CTAs per SM the registers must allow: 24 warps keep enough loads in flight;
+// ademamix's third state needs more registers than that leaves.
+template <Optimizer R>
+constexpr int kMinCtas = R == Optimizer::ademamix ? 2 : 3;
 constexpr int64_t kBlock = OptimizerUpdate8bitBlockwiseArgs::kBlocksize;
 static_assert(kBlock == 32 * kItems, "a block is one warp's");
+
+constexpr bool two_states(Optimizer r) { return r == Optimizer::adam || r == Optimizer::ademamix; }
+
+// Where a lane's elements sit in its block: runs of kVec (one 16-byte word of
+// T), run j of every lane side by side.
+template <class T>
+struct Layout {
+  static constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  static constexpr int kRuns = kItems / kVec;
+  static_assert(kRuns * kVec == kItems, "a lane's elements are whole words");
+  __device__ __forceinline__ static int offset(int lane, int i) { return (i / kVec) * 32 * kVec + lane * kVec + i % kVec; }
+};
 
 // One tensor of a launch.
 template <class T>
@@ -57,7 +74,7 @@ struct Entry {
   int64_t n, blocks;
   int first_cta;  // this tensor's CTAs: [first_cta, first_cta + ctas)
   int ctas;
-  bool vec_g, vec_p, vec_c1, vec_c2, vec_c3;  // g, p 16-byte aligned; codes 8-byte aligned
+  bool vec;  // g, p 16-byte aligned and the codes aligned to a run: whole blocks take the vector path
 };
 
 template <class T>
@@ -72,135 +89,191 @@ struct Maps {
   const float* qmap2;  // null for the one-state rules
 };
 
-// A state's map in shared memory: its values (dequantization, the sign
-// rule) and its search table.
-struct SharedMap {
-  float code[256];
-  CodeSearch search;
+// A lane's 8 codes of one state, as bytes or as the words they move in.
+union Codes {
+  uint8_t c[kItems];
+  uint32_t w[kItems / 4];
 };
 
-// The stored codes of a lane's new states, with the block's new absmax.
-__device__ __forceinline__ void encode(const float (&s)[kItems], float absmax, const SharedMap& m, bool keep_sign,
-                                       Codes8& q) {
-  const float r = core::absmax_reciprocal(absmax);
-  float y[kItems];
-  uint32_t below[kItems];
+// The stored codes of a lane's new states, given the block's new absmax.
+__device__ __forceinline__ void encode(const float (&s)[kItems], float absmax, const optim::StateCodes& m,
+                                       bool keep_sign, Codes& q) {
+  uint32_t c[kItems];
+  m.encode(s, core::absmax_reciprocal(absmax), keep_sign, c);
 #pragma unroll
-  for (int i = 0; i < kItems; ++i) y[i] = s[i] * r;
-  m.search.encode_n(y, below);
-#pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    q.c[i] = static_cast<uint8_t>(core::optim::state_code(s[i], y[i], below[i], m.code, m.search.mid, keep_sign));
-  }
+  for (int i = 0; i < kItems; ++i) q.c[i] = static_cast<uint8_t>(c[i]);
 }
 
-// The largest |s| of the block's real elements, in every lane (max is exact
-// and order-free on these non-negative, NaN-free partials).
-__device__ __forceinline__ float block_absmax(const float (&s)[kItems], int valid) {
+// The largest |s| of the block's elements a lane holds (`ok` marks the real
+// ones), in every lane (max is exact and order-free on these non-negative,
+// NaN-free partials).
+__device__ __forceinline__ float block_absmax(const float (&s)[kItems], const bool (&ok)[kItems]) {
   float m = 0.0f;
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
-    if (i < valid) m = core::absmax_update(m, s[i]);
+    if (ok[i]) m = core::absmax_update(m, s[i]);
   }
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) m = core::absmax_update(m, __shfl_xor_sync(0xffffffffu, m, off));
   return m;
 }
 
-template <class T, int kCap>
-__global__ void __launch_bounds__(kThreads)
-    update_blocks(const __grid_constant__ optim::Table<Entry<T>, kCap> tab, Maps maps, core::optim::Step st,
-                  float gnorm_scale) {
-  __shared__ SharedMap map1, map2;
-  const Entry<T>& x = tab.e[tab.find(blockIdx.x)];
-  const bool two = maps.qmap2 != nullptr, mix = x.c3 != nullptr;
-  for (int i = threadIdx.x; i < 256; i += kThreads) {
-    map1.code[i] = maps.qmap1[i];
-    if (two) map2.code[i] = maps.qmap2[i];
-  }
-  map1.search.build_mid(maps.qmap1);
-  if (two) map2.search.build_mid(maps.qmap2);
-  __syncthreads();
-  map1.search.build_entries();
-  if (two) map2.search.build_entries();
-  __syncthreads();
-
-  const int lane = threadIdx.x & 31;
-  const int64_t first = static_cast<int64_t>(static_cast<int>(blockIdx.x) - x.first_cta) * kWarps + (threadIdx.x >> 5);
-  for (int64_t b = first; b < x.blocks; b += static_cast<int64_t>(x.ctas) * kWarps) {
-    const int64_t base = b * kBlock + lane * kItems;
-    const int64_t rem = x.n - base;
-    const int valid = rem >= kItems ? kItems : (rem > 0 ? static_cast<int>(rem) : 0);
-    Chunk<T, kItems> g, p;
-    Codes8 q1, q2{}, q3{};
-    optim::load_in(g, x.g + base, valid, x.vec_g);
-    optim::load_inout(p, x.p + base, valid, x.vec_p);
-    optim::load_codes(q1, x.c1 + base, valid, x.vec_c1);
-    if (two) optim::load_codes(q2, x.c2 + base, valid, x.vec_c2);
-    if (mix) optim::load_codes(q3, x.c3 + base, valid, x.vec_c3);
-    // Read by every lane before lane 0 rewrites them (after the shuffles below).
-    const float m1 = x.a1[b], m2 = two ? x.a2[b] : 0.0f, m3 = mix ? x.a3[b] : 0.0f;
-    float s1[kItems], s2[kItems], s3[kItems];
+// A state's codes at `at` (block start) in a lane's layout: whole runs, or
+// the elements `ok` marks.
+template <class T, bool kWhole>
+__device__ __forceinline__ void load_codes(Codes& q, const uint8_t* at, int lane, const bool (&ok)[kItems]) {
+  using L = Layout<T>;
+  if constexpr (kWhole) {
 #pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      s1[i] = map1.code[q1.c[i]] * m1;
-      s2[i] = two ? map2.code[q2.c[i]] * m2 : 0.0f;
-      s3[i] = mix ? map1.code[q3.c[i]] * m3 : 0.0f;
-    }
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      if (i < valid) {
-        if (two) {
-          core::optim::step_two(st, gnorm_scale, g.elem[i], p.elem[i], s1[i], s2[i], s3[i]);
-        } else {
-          core::optim::step_one(st, gnorm_scale, g.elem[i], p.elem[i], s1[i]);
-        }
+    for (int j = 0; j < L::kRuns; ++j) {
+      const uint8_t* src = at + L::offset(lane, j * L::kVec);
+      if constexpr (L::kVec == 4) {
+        q.w[j] = *reinterpret_cast<const uint32_t*>(src);
+      } else {
+        const uint2 w = *reinterpret_cast<const uint2*>(src);
+        q.w[2 * j] = w.x, q.w[2 * j + 1] = w.y;
       }
     }
-    const float n1 = block_absmax(s1, valid);
-    encode(s1, n1, map1, true, q1);
-    optim::store_codes(x.c1 + base, q1, valid, x.vec_c1);
-    if (two) {
-      const float n2 = block_absmax(s2, valid);
-      encode(s2, n2, map2, false, q2);
-      optim::store_codes(x.c2 + base, q2, valid, x.vec_c2);
-      if (lane == 0) x.a2[b] = n2;
-    }
-    if (mix) {
-      const float n3 = block_absmax(s3, valid);
-      encode(s3, n3, map1, true, q3);
-      optim::store_codes(x.c3 + base, q3, valid, x.vec_c3);
-      if (lane == 0) x.a3[b] = n3;
-    }
-    if (lane == 0) x.a1[b] = n1;
-    optim::store_out(x.p + base, p, valid, x.vec_p);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) q.c[i] = ok[i] ? at[L::offset(lane, i)] : uint8_t{0};
   }
+}
+
+template <class T, bool kWhole>
+__device__ __forceinline__ void store_codes(uint8_t* at, const Codes& q, int lane, const bool (&ok)[kItems]) {
+  using L = Layout<T>;
+  if constexpr (kWhole) {
+#pragma unroll
+    for (int j = 0; j < L::kRuns; ++j) {
+      uint8_t* dst = at + L::offset(lane, j * L::kVec);
+      if constexpr (L::kVec == 4) {
+        *reinterpret_cast<uint32_t*>(dst) = q.w[j];
+      } else {
+        *reinterpret_cast<uint2*>(dst) = make_uint2(q.w[2 * j], q.w[2 * j + 1]);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      if (ok[i]) at[L::offset(lane, i)] = q.c[i];
+    }
+  }
+}
+
+// Block b of tensor x: dequantize, step, re-quantize with the new absmax.
+// kWhole: the block is whole and x.vec holds.
+template <Optimizer R, class T, bool kWhole>
+__device__ __forceinline__ void update_block(const Entry<T>& x, int64_t b, int lane, const optim::StateCodes& map1,
+                                             const optim::StateCodes& map2, const core::optim::Step& st, float gnorm_scale) {
+  using L = Layout<T>;
+  constexpr bool kTwo = two_states(R), kMix = R == Optimizer::ademamix;
+  const int64_t start = b * kBlock;
+  bool ok[kItems];
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) ok[i] = kWhole || start + L::offset(lane, i) < x.n;
+  Chunk<T, kItems> g, p;
+  if constexpr (kWhole) {
+#pragma unroll
+    for (int j = 0; j < L::kRuns; ++j) {
+      const int at = L::offset(lane, j * L::kVec);
+      g.word[j] = __ldg(reinterpret_cast<const uint4*>(x.g + start + at));  // read-only for the whole kernel
+      p.word[j] = *reinterpret_cast<const uint4*>(x.p + start + at);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const int64_t at = start + L::offset(lane, i);
+      g.elem[i] = ok[i] ? x.g[at] : core::from_f32<T>(0.0f);
+      p.elem[i] = ok[i] ? x.p[at] : core::from_f32<T>(0.0f);
+    }
+  }
+  Codes q1, q2{}, q3{};
+  load_codes<T, kWhole>(q1, x.c1 + start, lane, ok);
+  if constexpr (kTwo) load_codes<T, kWhole>(q2, x.c2 + start, lane, ok);
+  if constexpr (kMix) load_codes<T, kWhole>(q3, x.c3 + start, lane, ok);
+  // Read by every lane before lane 0 rewrites them (after the shuffles below).
+  const float m1 = x.a1[b], m2 = kTwo ? x.a2[b] : 0.0f, m3 = kMix ? x.a3[b] : 0.0f;
+  float s1[kItems], s2[kItems], s3[kItems];
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    s1[i] = map1.code[q1.c[i]] * m1;
+    s2[i] = kTwo ? map2.code[q2.c[i]] * m2 : 0.0f;
+    s3[i] = kMix ? map1.code[q3.c[i]] * m3 : 0.0f;
+    core::optim::step_rule<R>(st, gnorm_scale, g.elem[i], p.elem[i], s1[i], s2[i], s3[i]);
+  }
+  const float n1 = block_absmax(s1, ok);
+  encode(s1, n1, map1, true, q1);
+  store_codes<T, kWhole>(x.c1 + start, q1, lane, ok);
+  if constexpr (kTwo) {
+    const float n2 = block_absmax(s2, ok);
+    encode(s2, n2, map2, false, q2);
+    store_codes<T, kWhole>(x.c2 + start, q2, lane, ok);
+    if (lane == 0) x.a2[b] = n2;
+  }
+  if constexpr (kMix) {
+    const float n3 = block_absmax(s3, ok);
+    encode(s3, n3, map1, true, q3);
+    store_codes<T, kWhole>(x.c3 + start, q3, lane, ok);
+    if (lane == 0) x.a3[b] = n3;
+  }
+  if (lane == 0) x.a1[b] = n1;
+  if constexpr (kWhole) {
+#pragma unroll
+    for (int j = 0; j < L::kRuns; ++j) {
+      *reinterpret_cast<uint4*>(x.p + start + L::offset(lane, j * L::kVec)) = p.word[j];
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      if (ok[i]) x.p[start + L::offset(lane, i)] = p.elem[i];
+    }
+  }
+}
+
+template <Optimizer R, class T, int kCap>
+__global__ void __launch_bounds__(kThreads, kMinCtas<R>)
+    update_blocks(const __grid_constant__ optim::Table<Entry<T>, kCap> tab, Maps maps, core::optim::Step st,
+                  float gnorm_scale) {
+  __shared__ optim::StateCodes map[two_states(R) ? 2 : 1];
+  map[0].build(maps.qmap1);
+  if constexpr (two_states(R)) map[1].build(maps.qmap2);
+  const optim::StateCodes& map2 = map[two_states(R) ? 1 : 0];
+
+  const Entry<T>& x = tab.e[tab.find(blockIdx.x)];
+  const int lane = threadIdx.x & 31;
+  const int64_t stride = static_cast<int64_t>(x.ctas) * kWarps;
+  const int64_t whole = x.vec ? x.n / kBlock : 0;  // blocks of the vector path
+  int64_t b = static_cast<int64_t>(static_cast<int>(blockIdx.x) - x.first_cta) * kWarps + (threadIdx.x >> 5);
+  for (; b < whole; b += stride) update_block<R, T, true>(x, b, lane, map[0], map2, st, gnorm_scale);
+  for (; b < x.blocks; b += stride) update_block<R, T, false>(x, b, lane, map[0], map2, st, gnorm_scale);
 }
 
 template <class T>
 Entry<T> make_entry(const OptimizerUpdate8bitBlockwiseArgs& a) {
   const int64_t n = a.g.numel();
-  const bool two = core::optim::two_states(a.optimizer), mix = a.optimizer == Optimizer::ademamix;
+  const bool two = two_states(a.optimizer), mix = a.optimizer == Optimizer::ademamix;
   Entry<T> x{};
   x.n = n, x.blocks = ceil_div(n, kBlock);
   x.g = a.g.ptr<const T>(), x.p = a.p.ptr<T>();
   x.c1 = a.state1.ptr<uint8_t>(), x.c2 = two ? a.state2.ptr<uint8_t>() : nullptr, x.c3 = mix ? x.c1 + n : nullptr;
   x.a1 = a.absmax1.ptr<float>(), x.a2 = two ? a.absmax2.ptr<float>() : nullptr;
   x.a3 = mix ? x.a1 + x.blocks : nullptr;
-  x.vec_g = aligned16(x.g), x.vec_p = aligned16(x.p);
-  x.vec_c1 = aligned8(x.c1), x.vec_c2 = aligned8(x.c2), x.vec_c3 = aligned8(x.c3);
+  const auto run_aligned = [](const uint8_t* c) {
+    return c == nullptr || (reinterpret_cast<uintptr_t>(c) % Layout<T>::kVec) == 0;
+  };
+  x.vec = aligned16(x.g) && aligned16(x.p) && run_aligned(x.c1) && run_aligned(x.c2) && run_aligned(x.c3);
   return x;
 }
 
 // The update of `entries` (all of one step, `first`'s rule and maps): tables
 // of up to kCap entries, one launch each.
-template <class T, int kCap>
+template <Optimizer R, class T, int kCap>
 void launch(const std::vector<Entry<T>>& entries, const OptimizerUpdate8bitBlockwiseArgs& first, cudaStream_t stream,
             const char* op) {
-  const bool two = core::optim::two_states(first.optimizer);
-  const Maps maps{first.qmap1.ptr<const float>(), two ? first.qmap2.ptr<const float>() : nullptr};
+  const Maps maps{first.qmap1.ptr<const float>(), two_states(R) ? first.qmap2.ptr<const float>() : nullptr};
   const core::optim::Step st = core::optim::make_step(first);
-  auto* kernel = &update_blocks<T, kCap>;
+  auto* kernel = &update_blocks<R, T, kCap>;
   const int64_t wave = persistent_grid(kernel, kThreads, 0, INT64_MAX, op);
   size_t next = 0;
   while (next < entries.size()) {
@@ -212,7 +285,9 @@ void launch(const std::vector<Entry<T>>& entries, const OptimizerUpdate8bitBlock
       units.push_back(ceil_div(entries[next].blocks, kWarps));
     }
     if (tab.count == 0) break;
-    const std::vector<int32_t> ctas = optim::split_grid(units, optim::kGridWaves * wave);
+    // One tensor: one wave, each CTA building its maps once. A list: more
+    // waves, which the block scheduler evens out.
+    const std::vector<int32_t> ctas = optim::split_grid(units, (tab.count == 1 ? 1 : optim::kGridWaves) * wave);
     int grid = 0;
     for (int t = 0; t < tab.count; ++t) {
       tab.e[t].first_cta = grid, tab.e[t].ctas = ctas[static_cast<size_t>(t)];
@@ -223,6 +298,14 @@ void launch(const std::vector<Entry<T>>& entries, const OptimizerUpdate8bitBlock
   }
 }
 
+template <class T, int kCap>
+void launch_rule(const std::vector<Entry<T>>& entries, const OptimizerUpdate8bitBlockwiseArgs& first,
+                 cudaStream_t stream, const char* op) {
+  core::optim::with_blockwise_rule(first.optimizer, [&](auto r) {
+    launch<decltype(r)::kRule, T, kCap>(entries, first, stream, op);
+  });
+}
+
 }  // namespace
 
 void optimizer_update_8bit_blockwise(const OptimizerUpdate8bitBlockwiseArgs& a, void* /*workspace*/, Stream stream) {
@@ -230,7 +313,7 @@ void optimizer_update_8bit_blockwise(const OptimizerUpdate8bitBlockwiseArgs& a, 
   DeviceGuard guard(a.g.device.index, op);
   with_float_type(a.g.dtype, op, "g", [&](auto t) {
     using T = decltype(t);
-    launch<T, 1>({make_entry<T>(a)}, a, to_cuda(stream), op);
+    launch_rule<T, 1>({make_entry<T>(a)}, a, to_cuda(stream), op);
   });
 }
 
@@ -245,7 +328,7 @@ void optimizer_update_8bit_blockwise_multi(const OptimizerUpdate8bitBlockwiseMul
     std::vector<Entry<T>> entries;
     entries.reserve(a.params.size());
     for (size_t i = 0; i < a.params.size(); ++i) entries.push_back(make_entry<T>(a.entry(i)));
-    launch<T, kCapacity<T>>(entries, first, to_cuda(stream), op);
+    launch_rule<T, kCapacity<T>>(entries, first, to_cuda(stream), op);
   });
 }
 

@@ -16,9 +16,9 @@
 // and a value's code is base plus the number of those k midpoints below it.
 // The map is sorted (the op's contract), so the midpoints below y are a
 // prefix and this is exactly the count. With 64 buckets per octave, the
-// dynamic map has k <= 1 in every bucket: one table read and one midpoint
-// read per value, no divergence. Larger k (other maps) take a short binary
-// search. Checked against encode_by_midpoints<8> over all 2^32 inputs by the
+// signed dynamic map has k <= 1 in every bucket: one table read and one
+// midpoint read per value, no divergence (the unsigned one has k = 2 in
+// eight buckets). Larger k (other maps) take a short binary search. Checked against encode_by_midpoints<8> over all 2^32 inputs by the
 // selftest.
 #pragma once
 
@@ -29,14 +29,44 @@
 
 namespace lowbit::cuda {
 
-struct CodeSearch {
-  static constexpr int kMantBits = 6;                 // buckets per octave: 2^kMantBits
+// The buckets of y: sign, exponent and the top kMantBits mantissa bits of
+// |y| for 2^-24 <= |y| < 2, one bucket per sign below and one above.
+template <int kMantBits>
+struct CodeBuckets {
   static constexpr uint32_t kShift = 23 - kMantBits;  // |y| bits >> kShift = exponent:mantissa bucket
   static constexpr uint32_t kLo = 103u << kMantBits;  // 2^-24: smaller |y| share bucket 0
   static constexpr uint32_t kHi = 128u << kMantBits;  // 2^1: larger |y| (and Inf) share the last bucket
   static constexpr int kPerSign = static_cast<int>(kHi - kLo) + 2;
-  static constexpr int kEntries = 2 * kPerSign;  // 3204 entries, 6.4 KB
+  static constexpr int kEntries = 2 * kPerSign;
 
+  __device__ __forceinline__ static uint32_t bucket(float y) {
+    const uint32_t b = core::float_bits(y);
+    const uint32_t k = (b & 0x7fffffffu) >> kShift;
+    const uint32_t j = k < kLo ? 0u : (k >= kHi ? kHi - kLo + 1u : k - kLo + 1u);
+    return (b >> 31) * static_cast<uint32_t>(kPerSign) + j;
+  }
+
+  // The values bucket e holds: every y with bucket(y) == e lies in [ymin, ymax].
+  __device__ static void range(uint32_t e, float& ymin, float& ymax) {
+    const uint32_t sign = e >= static_cast<uint32_t>(kPerSign) ? 0x80000000u : 0u;
+    const uint32_t j = sign ? e - static_cast<uint32_t>(kPerSign) : e;
+    uint32_t lo_bits, hi_bits;  // |y| range of the bucket, as fp32 bits
+    if (j == 0) {
+      lo_bits = 0;
+      hi_bits = (kLo << kShift) - 1u;
+    } else if (j == static_cast<uint32_t>(kPerSign - 1)) {
+      lo_bits = kHi << kShift;
+      hi_bits = 0x7f800000u;  // +Inf; NaN never reaches the table
+    } else {
+      lo_bits = (kLo + j - 1u) << kShift;
+      hi_bits = lo_bits + (1u << kShift) - 1u;
+    }
+    ymin = core::bits_float(sign ? (hi_bits | sign) : lo_bits);
+    ymax = core::bits_float(sign ? (lo_bits | sign) : hi_bits);
+  }
+};
+
+struct CodeSearch : CodeBuckets<6> {  // 64 buckets per octave: 3204 entries, 6.4 KB
   float mid[256];            // mid[i] = code_midpoint(code[i], code[i + 1]), i < 255; mid[255] = +Inf
   uint16_t entry[kEntries];  // base | k << 8
 
@@ -48,32 +78,12 @@ struct CodeSearch {
   }
   __device__ void build_entries() {
     for (int e = threadIdx.x; e < kEntries; e += blockDim.x) {
-      const uint32_t sign = e >= kPerSign ? 0x80000000u : 0u;
-      const uint32_t j = static_cast<uint32_t>(e >= kPerSign ? e - kPerSign : e);
-      uint32_t lo_bits, hi_bits;  // |y| range of the bucket, as fp32 bits
-      if (j == 0) {
-        lo_bits = 0;
-        hi_bits = (kLo << kShift) - 1u;
-      } else if (j == static_cast<uint32_t>(kPerSign - 1)) {
-        lo_bits = kHi << kShift;
-        hi_bits = 0x7f800000u;  // +Inf; NaN never reaches the table
-      } else {
-        lo_bits = (kLo + j - 1u) << kShift;
-        hi_bits = lo_bits + (1u << kShift) - 1u;
-      }
-      const float ymin = core::bits_float(sign ? (hi_bits | sign) : lo_bits);
-      const float ymax = core::bits_float(sign ? (lo_bits | sign) : hi_bits);
+      float ymin, ymax;
+      range(static_cast<uint32_t>(e), ymin, ymax);
       const uint32_t base = core::encode_by_midpoints<8>(ymin, mid);
       const uint32_t top = core::encode_by_midpoints<8>(ymax, mid);
       entry[e] = static_cast<uint16_t>(base | ((top - base) << 8));
     }
-  }
-
-  __device__ __forceinline__ static uint32_t bucket(float y) {
-    const uint32_t b = core::float_bits(y);
-    const uint32_t k = (b & 0x7fffffffu) >> kShift;
-    const uint32_t j = k < kLo ? 0u : (k >= kHi ? kHi - kLo + 1u : k - kLo + 1u);
-    return (b >> 31) * static_cast<uint32_t>(kPerSign) + j;
   }
 
   // Number of mid[base .. base + k) below y for k <= 1: y > mid[base]. With

@@ -4,6 +4,7 @@
 #include "core/tables.h"
 #include "cuda/common/check.h"
 #include "cuda/common/convert.cuh"
+#include "cuda/optim/state_code.cuh"
 #include "cuda/quant/code_search.cuh"
 #include "cuda/quant/selftest.h"
 
@@ -98,6 +99,29 @@ __global__ void __launch_bounds__(kThreads) check_code_search_kernel(const float
   }
 }
 
+__global__ void __launch_bounds__(kThreads) check_state_codes_kernel(const float* code, Counters* c) {
+  __shared__ optim::StateCodes table;
+  table.build(code);
+  const uint64_t count = 1ull << 32;
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * kThreads * kN;
+  for (uint64_t base = (static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x) * kN; base < count;
+       base += stride) {
+    float s[kN];
+    uint32_t kept[kN], plain[kN];
+    for (int i = 0; i < kN; ++i) s[i] = core::bits_float(static_cast<uint32_t>(base + i));
+    table.encode(s, 1.0f, true, kept);
+    table.encode(s, 1.0f, false, plain);
+    for (int i = 0; i < kN; ++i) {
+      const float y = s[i] * 1.0f;
+      const uint32_t below = core::encode_by_midpoints<8>(y, table.mid);
+      if (kept[i] != core::optim::state_code(s[i], y, below, table.code, table.mid, true) ||
+          plain[i] != core::optim::state_code(s[i], y, below, table.code, table.mid, false)) {
+        report(c, core::float_bits(s[i]));
+      }
+    }
+  }
+}
+
 template <class Launch>
 Result run_check(uint64_t count, Launch&& launch) {
   const char* op = "selftest";
@@ -132,6 +156,24 @@ Result check_code_search(const float* code) {
   if (e == cudaSuccess) {
     try {
       r = run_check(1ull << 32, [&](Counters* c) { check_code_search_kernel<<<kGrid, kThreads>>>(d_code, c); });
+    } catch (...) {
+      cudaFree(d_code);
+      throw;
+    }
+  }
+  cudaFree(d_code);
+  check(e, "selftest", "cudaMemcpy");
+  return r;
+}
+
+Result check_state_codes(const float* code) {
+  float* d_code = nullptr;
+  check(cudaMalloc(&d_code, 256 * sizeof(float)), "selftest", "cudaMalloc");
+  cudaError_t e = cudaMemcpy(d_code, code, 256 * sizeof(float), cudaMemcpyHostToDevice);
+  Result r;
+  if (e == cudaSuccess) {
+    try {
+      r = run_check(1ull << 32, [&](Counters* c) { check_state_codes_kernel<<<kGrid, kThreads>>>(d_code, c); });
     } catch (...) {
       cudaFree(d_code);
       throw;

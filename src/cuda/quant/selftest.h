@@ -26,4 +26,9 @@ Result check_conversion(Conversion which);
 // sorted ascending as quantize_blockwise requires).
 Result check_code_search(const float* code);
 
+// optim::StateCodes (src/cuda/optim/state_code.cuh) against
+// core::optim::state_code of encode_by_midpoints<8>, with and without the
+// sign rule, taking each of the 2^32 fp32 inputs as the new state (absmax 1).
+Result check_state_codes(const float* code);
+
 }  // namespace lowbit::cuda::selftest

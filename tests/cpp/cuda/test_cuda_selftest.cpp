@@ -1,6 +1,6 @@
-// The CUDA fast paths are the core definitions: every hardware conversion and
-// the CodeSearch encoder (on sorted maps, the op's contract), checked on the
-// GPU over all inputs (2^32 for fp32).
+// The CUDA fast paths are the core definitions: every hardware conversion,
+// the CodeSearch encoder and the optimizer states' encoder (on sorted maps,
+// the op's contract), checked on the GPU over all inputs (2^32 for fp32).
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -34,13 +34,14 @@ TEST(CudaSelftest, HardwareConversionsEqualCore) {
 #endif
 }
 
-TEST(CudaSelftest, CodeSearchEqualsBinarySearchOnEveryFloat) {
-  LOWBIT_REQUIRE_CUDA_DEVICE();
 #if defined(LOWBIT_WITH_CUDA)
-  struct Map {
-    const char* name;
-    std::vector<float> code;
-  };
+struct Map {
+  const char* name;
+  std::vector<float> code;
+};
+
+// Sorted maps: bitsandbytes' and odd ones (crowded buckets, equal runs, ±0).
+std::vector<Map> sorted_maps() {
   std::vector<Map> maps = {
       {"dynamic signed", lowbit::create_dynamic_map(true)},
       {"dynamic unsigned", lowbit::create_dynamic_map(false)},
@@ -53,9 +54,26 @@ TEST(CudaSelftest, CodeSearchEqualsBinarySearchOnEveryFloat) {
   for (int i = 0; i < 256; ++i)
     runs[i] = i < 100 ? -1.0f + 0.01f * i : (i < 156 ? (i < 128 ? -0.0f : 0.0f) : 0.5f + 0.003f * (i - 156));
   maps.push_back({"runs and signed zeros", runs});
-  for (const Map& m : maps) {
+  return maps;
+}
+#endif
+
+TEST(CudaSelftest, CodeSearchEqualsBinarySearchOnEveryFloat) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+#if defined(LOWBIT_WITH_CUDA)
+  for (const Map& m : sorted_maps()) {
     ASSERT_EQ(m.code.size(), 256u) << m.name;
     expect_clean(lowbit::cuda::selftest::check_code_search(m.code.data()), m.name);
+  }
+#endif
+}
+
+TEST(CudaSelftest, OptimizerStateCodesEqualCoreOnEveryFloat) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+#if defined(LOWBIT_WITH_CUDA)
+  for (const Map& m : sorted_maps()) {
+    ASSERT_EQ(m.code.size(), 256u) << m.name;
+    expect_clean(lowbit::cuda::selftest::check_state_codes(m.code.data()), m.name);
   }
 #endif
 }
