@@ -40,7 +40,7 @@ LOWBIT_HD void tensorwise_two(const Step& s, float gnorm_scale, T g_in, T& p, fl
   s2 = s2 * s.beta2 + (1.0f - s.beta2) * g * g;
   float pv = rounded<T>(to_f32(p) + s.update_scale * s.step_size * (s1 / (sqrtf(s2) + s.correction2 * s.eps)));
   if (s.weight_decay > 0.0f) pv = rounded<T>(pv * (1.0f - s.lr * s.weight_decay));
-  p = from_f32<T>(pv);
+  p = to_param<T>(pv);
 }
 
 // momentum, lars, rmsprop, lion: weight decay joins the scaled gradient
@@ -72,7 +72,7 @@ LOWBIT_HD void tensorwise_one(const Step& s, float gnorm_scale, T g_in, T& p, fl
       break;
     default: break;
   }
-  p = from_f32<T>(pv);
+  p = to_param<T>(pv);
 }
 
 // An element's term of the update's squared norm, from its new states:

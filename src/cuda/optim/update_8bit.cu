@@ -15,9 +15,8 @@
 //     for bit, then steps again and stores. CTA 0 writes new_max1, new_max2
 //     and unorm_vec, which no CTA reads. No atomics, no memset, no host round
 //     trip.
-//   - Each state's map and its CodeSearch table (src/cuda/quant/code_search.cuh,
-//     the quantize kernels' nearest-code search) are built in shared memory
-//     once per CTA.
+//   - Each state's map and its code table (state_code.cuh, the blockwise
+//     update's) are built in shared memory once per CTA.
 //   - Compiled with --fmad=false (src/CMakeLists.txt), rounded as on the CPU.
 #include <cuda_runtime.h>
 
@@ -34,7 +33,7 @@
 #include "cuda/optim/access.cuh"
 #include "cuda/optim/block_sum.cuh"
 #include "cuda/optim/ops.h"
-#include "cuda/quant/code_search.cuh"
+#include "cuda/optim/state_code.cuh"
 
 namespace lowbit::cuda {
 namespace {
@@ -171,24 +170,13 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// A state's map in shared memory: its values (the sign rule) and its search table.
-struct SharedMap {
-  float code[256];
-  CodeSearch search;
-};
-
 // The stored codes of a thread's new states, with r = 1 / new max.
-__device__ __forceinline__ void encode(const float (&s)[kItems], float r, const SharedMap& m, bool keep_sign,
+__device__ __forceinline__ void encode(const float (&s)[kItems], float r, const optim::StateCodes& m, bool keep_sign,
                                        Codes8& q) {
-  float y[kItems];
-  uint32_t below[kItems];
+  uint32_t c[kItems];
+  m.encode(s, r, keep_sign, c);
 #pragma unroll
-  for (int i = 0; i < kItems; ++i) y[i] = s[i] * r;
-  m.search.encode_n(y, below);
-#pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    q.c[i] = static_cast<uint8_t>(core::optim::state_code(s[i], y[i], below[i], m.code, m.search.mid, keep_sign));
-  }
+  for (int i = 0; i < kItems; ++i) q.c[i] = static_cast<uint8_t>(c[i]);
 }
 
 // What every CTA takes from the partials.
@@ -200,13 +188,11 @@ struct Reduced {
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     update_elements(Params<T> x, core::optim::Step st, float gnorm_scale, const double* partials, int count) {
-  __shared__ SharedMap map1, map2;
+  __shared__ optim::StateCodes map1, map2;
   __shared__ Reduced red;
   const bool two = x.c2 != nullptr;
-  map1.code[threadIdx.x] = x.qmap1[threadIdx.x];
-  if (two) map2.code[threadIdx.x] = x.qmap2[threadIdx.x];
-  map1.search.build_mid(x.qmap1);
-  if (two) map2.search.build_mid(x.qmap2);
+  map1.build(x.qmap1);
+  if (two) map2.build(x.qmap2);
 
   float m1 = 0.0f, m2 = 0.0f;
   double unorm = 0.0, pnorm = 0.0;
@@ -217,7 +203,7 @@ __global__ void __launch_bounds__(kThreads)
     unorm += in[2];
     pnorm += in[3];
   }
-  block_max(m1, m2);  // synchronizes: the maps' midpoints are written after it
+  block_max(m1, m2);
   optim::block_sum<kThreads>(unorm, pnorm);
   if (threadIdx.x == 0) {
     const float u = static_cast<float>(unorm);
@@ -230,8 +216,6 @@ __global__ void __launch_bounds__(kThreads)
       if (x.unorm_vec != nullptr) *x.unorm_vec = u;
     }
   }
-  map1.search.build_entries();
-  if (two) map2.search.build_entries();
   __syncthreads();
   if (x.max_unorm > 0.0f) st.update_scale = red.update_scale;
   const float r1 = red.r1, r2 = red.r2, max1 = *x.max1, max2 = two ? *x.max2 : 0.0f;

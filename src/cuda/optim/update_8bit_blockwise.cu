@@ -105,16 +105,16 @@ __device__ __forceinline__ void encode(const float (&s)[kItems], float absmax, c
 }
 
 // The largest |s| of the block's elements a lane holds (`ok` marks the real
-// ones), in every lane (max is exact and order-free on these non-negative,
-// NaN-free partials).
+// ones), in every lane: core::absmax_update's value, as fmaxf (one
+// instruction) ignores NaN as it does; max is exact and order-free.
 __device__ __forceinline__ float block_absmax(const float (&s)[kItems], const bool (&ok)[kItems]) {
   float m = 0.0f;
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
-    if (ok[i]) m = core::absmax_update(m, s[i]);
+    if (ok[i]) m = fmaxf(m, fabsf(s[i]));
   }
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) m = core::absmax_update(m, __shfl_xor_sync(0xffffffffu, m, off));
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
   return m;
 }
 
