@@ -54,7 +54,7 @@ LOWBIT_HD void step_rule(const Step& s, float gnorm_scale, T g_in, T& p, float& 
     s1 = keep ? n1 : 0.0f;
     s2 = keep ? n2 : 0.0f;
     s3 = keep ? n3 : 0.0f;
-    if (keep) p = to_param<T>(pv);
+    p = keep ? to_param<T>(pv) : p;
   } else {
     const bool keep = !(s.skip_zeros && g0 == 0.0f);
     float g = g0 * gnorm_scale;
@@ -81,7 +81,7 @@ LOWBIT_HD void step_rule(const Step& s, float gnorm_scale, T g_in, T& p, float& 
       pv = rounded<T>(pv - s.lr * (g0 / (sqrtf(n1) + s.eps)));
     }
     s1 = keep ? n1 : s1;
-    if (keep) p = to_param<T>(pv);
+    p = keep ? to_param<T>(pv) : p;
   }
 }
 
