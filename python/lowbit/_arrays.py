@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import operator
 import sys
+from itertools import repeat
 from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -379,6 +380,9 @@ class _ArrayAPI(Framework):
 
 
 _TORCH_FP8: tuple = ()
+# lowbit's dtypes but fp8 as torch's: real, so never with the conjugate bit (torch sets it on complex tensors only)
+_TORCH_REAL: frozenset = frozenset()
+_DTYPE = operator.attrgetter("dtype")
 
 
 def _torch_fp8() -> tuple:
@@ -387,6 +391,13 @@ def _torch_fp8() -> tuple:
 
     _TORCH_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
     return _TORCH_FP8
+
+
+def _torch_real() -> frozenset:
+    global _TORCH_REAL
+    torch = sys.modules["torch"]
+    _TORCH_REAL = frozenset(getattr(torch, name) for name in _LOWBIT_DTYPE_NAMES) - frozenset(_TORCH_FP8 or _torch_fp8())
+    return _TORCH_REAL
 
 
 # Per device index: (torch.empty, {lowbit dtype name: torch dtype}, the
@@ -686,16 +697,17 @@ class Call:
         if self.fw is not TORCH:
             return [None if x is None else one(x, f"{name}[{i}]") for i, x in enumerate(xs)]
         torch = sys.modules["torch"]
-        fp8 = _TORCH_FP8 or _torch_fp8()
         export, tensor = torch._C._to_dlpack, torch.Tensor
-        got: List[Any] = []
-        for i, x in enumerate(xs):
-            if isinstance(x, tensor) and x.is_contiguous() and x.dtype not in fp8 and not x.is_conj() \
-                    and not x.is_neg():
-                got.append((export(x.detach() if x.requires_grad else x), ""))
-            else:
-                got.append(None if x is None else one(x, f"{name}[{i}]"))
-        return got
+        contiguous, neg = tensor.is_contiguous, tensor.is_neg  # unbound: no lookup per array
+        # the exporter takes a tensor that requires grad as it is (the memory detach() would give); a list of the
+        # common kind throughout is checked and exported by map(), without bytecode per array, its real dtypes
+        # ruling out the conjugate bit
+        if all(map(isinstance, xs, repeat(tensor))) and all(map(contiguous, xs)) \
+                and (_TORCH_REAL or _torch_real()).issuperset(map(_DTYPE, xs)) and not any(map(neg, xs)):
+            return list(zip(map(export, xs), repeat("")))
+        fp8 = _TORCH_FP8 or _torch_fp8()
+        return [(export(x), "") if isinstance(x, tensor) and contiguous(x) and x.dtype not in fp8 and not x.is_conj()
+                and not neg(x) else None if x is None else one(x, f"{name}[{i}]") for i, x in enumerate(xs)]
 
     def scalar(self, value: Any, name: str) -> Tuple[Any, str]:
         """A float (or 0-d/1-element array) as a float32 [1] input."""

@@ -224,6 +224,8 @@ TensorRef to_ref(const char* op, const char* arg, const std::optional<InArray>& 
   return a ? to_ref(op, arg, *a) : TensorRef{};
 }
 
+bool tracing() { return g_tracing; }
+
 nb::tuple to_py(const Tensor& t, const char* what) {
   const int device_type = t.device().is_cuda() ? static_cast<int>(kDLCUDA) : static_cast<int>(kDLCPU);
   const PyOwner* framework = std::get_deleter<PyOwner>(t.storage());

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/allocation.h"
+#include "core/check.h"
 #include "lowbit/ops/quant.h"
 #include "lowbit/tensor.h"
 
@@ -39,6 +40,22 @@ TensorRef to_ref(const char* op, const char* arg, const InArray& a);
 TensorRef to_ref(const char* op, const char* arg, const OutArray& a);
 // Absent (a default TensorRef) when not given.
 TensorRef to_ref(const char* op, const char* arg, const std::optional<InArray>& a);
+
+// Whether _trace records the arrays converted (tests: zero-copy checks).
+bool tracing();
+
+// Entry i of list argument `list` as to_ref converts it, named "list[i]":
+// the name is built only for an error or a trace (lists of hundreds).
+template <class Array>
+TensorRef entry_ref(const char* op, const char* list, size_t i, const Array& a) {
+  if (!tracing()) {
+    try {
+      return to_ref(op, list, a);
+    } catch (const Error&) {  // again, for the message with the entry's name
+    }
+  }
+  return to_ref(op, core::cat(list, "[", i, "]").c_str(), a);
+}
 
 // (array, dtype name, DLPack device type, device index): `t` handed to
 // Python without a copy. Memory a framework allocated for the call (see

@@ -93,11 +93,11 @@ void update_8bit_blockwise_py(const std::string& optimizer_name, const InArray& 
 
 // Entry i of an optional list argument (of g's length): absent when the list or its entry is None.
 template <class Array>
-TensorRef entry_ref(const char* op, const char* name, const std::optional<std::vector<std::optional<Array>>>& list,
-                    size_t i) {
+TensorRef optional_entry_ref(const char* op, const char* name,
+                             const std::optional<std::vector<std::optional<Array>>>& list, size_t i) {
   if (!list) return {};
   const auto& a = (*list)[i];
-  return a ? to_ref(op, core::cat(name, "[", i, "]").c_str(), *a) : TensorRef{};
+  return a ? entry_ref(op, name, i, *a) : TensorRef{};
 }
 
 // Lists given beside g must have its length.
@@ -124,9 +124,8 @@ void update_32bit_multi_py(const std::string& optimizer_name, const std::vector<
   if (unorm_vec) require_length(op, "unorm_vec", *unorm_vec, g.size());
   std::vector<OptimizerTensors32bit> params(g.size());
   for (size_t i = 0; i < g.size(); ++i) {
-    params[i] = {to_ref(op, core::cat("g[", i, "]").c_str(), g[i]), to_ref(op, core::cat("p[", i, "]").c_str(), p[i]),
-                 to_ref(op, core::cat("state1[", i, "]").c_str(), state1[i]), entry_ref(op, "state2", state2, i),
-                 entry_ref(op, "unorm_vec", unorm_vec, i)};
+    params[i] = {entry_ref(op, "g", i, g[i]), entry_ref(op, "p", i, p[i]), entry_ref(op, "state1", i, state1[i]),
+                 optional_entry_ref(op, "state2", state2, i), optional_entry_ref(op, "unorm_vec", unorm_vec, i)};
   }
   OptimizerUpdate32bitMultiArgs a;
   a.optimizer = optimizer_from_name(optimizer_name, op), a.params = params;
@@ -152,12 +151,12 @@ void update_8bit_blockwise_multi_py(const std::string& optimizer_name, const std
   if (absmax2) require_length(op, "absmax2", *absmax2, g.size());
   std::vector<OptimizerTensors8bitBlockwise> params(g.size());
   for (size_t i = 0; i < g.size(); ++i) {
-    params[i] = {to_ref(op, core::cat("g[", i, "]").c_str(), g[i]),
-                 to_ref(op, core::cat("p[", i, "]").c_str(), p[i]),
-                 to_ref(op, core::cat("state1[", i, "]").c_str(), state1[i]),
-                 entry_ref(op, "state2", state2, i),
-                 to_ref(op, core::cat("absmax1[", i, "]").c_str(), absmax1[i]),
-                 entry_ref(op, "absmax2", absmax2, i)};
+    params[i] = {entry_ref(op, "g", i, g[i]),
+                 entry_ref(op, "p", i, p[i]),
+                 entry_ref(op, "state1", i, state1[i]),
+                 optional_entry_ref(op, "state2", state2, i),
+                 entry_ref(op, "absmax1", i, absmax1[i]),
+                 optional_entry_ref(op, "absmax2", absmax2, i)};
   }
   OptimizerUpdate8bitBlockwiseMultiArgs a;
   a.optimizer = optimizer_from_name(optimizer_name, op), a.params = params;

@@ -424,6 +424,21 @@ def test_multi_8bit_blockwise_matches_single_calls(rng, name):
                 np.testing.assert_array_equal(got[i], cp[k][i])
 
 
+def test_multi_reads_each_entry_in_place(rng):
+    """The lists' arrays are passed without a copy; a trace names each by its list and index."""
+    from lowbit import _lowbit
+
+    g, p, s1, _ = _mixed(rng, [8, 9], False)
+    _lowbit._trace(True)
+    try:
+        F.optimizer_update_32bit_multi("momentum", g, p, s1, 0.9, 0.0, 1, 1e-3)
+    finally:
+        records = {r[1]: r[2] for r in _lowbit._trace(False) if r[0] == "optimizer_update_32bit_multi"}
+    for name, arrays in (("g", g), ("p", p), ("state1", s1)):
+        for i, a in enumerate(arrays):
+            assert records[f"{name}[{i}]"] == a.ctypes.data
+
+
 def test_multi_errors_name_the_entry(rng):
     g, p, s1, _ = _mixed(rng, [8, 9], False)
     with pytest.raises(ValueError, match=r"optimizer_update_32bit_multi: params\[1\]: state1"):
@@ -433,4 +448,6 @@ def test_multi_errors_name_the_entry(rng):
     with pytest.raises(ValueError, match=r"params\[1\].g must have params\[0\].g's dtype float32"):
         F.optimizer_update_32bit_multi("momentum", [g[0], g[1].astype(np.float16)], [p[0], p[1].astype(np.float16)],
                                        s1, 0.9, 0.0, 1, 1e-3)
+    with pytest.raises(ValueError, match=r"optimizer_update_32bit_multi: g\[1\] ndim must be 0 to 8 \(got 9\)"):
+        F.optimizer_update_32bit_multi("momentum", [g[0], g[1].reshape((1,) * 8 + (-1,))], p, s1, 0.9, 0.0, 1, 1e-3)
     F.optimizer_update_32bit_multi("momentum", [], [], [], 0.9, 0.0, 1, 1e-3)  # an empty list: nothing to do

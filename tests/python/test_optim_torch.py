@@ -408,3 +408,20 @@ def test_percentile_clipping_step_equals_the_functional_calls(device, cls):
         assert torch.equal(x, y)
     for x, y in zip(a, b):
         assert torch.equal(opt_a.state[x]["gnorm_vec"], opt_b.state[y]["gnorm_vec"])
+
+
+def test_multi_lists_of_any_torch_tensors_give_the_single_calls_values():
+    """The list export: parameters that require grad as they are, a strided gradient copied (the rest of its list
+    exported directly), each parameter what its single call gives; a strided buffer is an error naming its entry."""
+    gen = torch.Generator().manual_seed(5)
+    p = [torch.nn.Parameter(torch.randn(n, generator=gen)) for n in (300, 40)]
+    g = [torch.randn(300, generator=gen), torch.randn(80, generator=gen)[::2]]
+    s1, s2 = [torch.zeros(n) for n in (300, 40)], [torch.zeros(n) for n in (300, 40)]
+    ref = [(x.detach().clone(), torch.zeros(x.numel()), torch.zeros(x.numel())) for x in p]
+    for (rp, r1, r2), grad in zip(ref, g):
+        F.optimizer_update_32bit("adam", grad.contiguous(), rp, r1, 0.9, 1e-8, 1, 1e-3, r2, 0.999)
+    F.optimizer_update_32bit_multi("adam", g, p, s1, 0.9, 1e-8, 1, 1e-3, s2, 0.999)
+    for (rp, r1, r2), x, a, b in zip(ref, p, s1, s2):
+        assert torch.equal(x.detach(), rp) and torch.equal(a, r1) and torch.equal(b, r2)
+    with pytest.raises(ValueError, match=r"optimizer_update_32bit_multi: p\[1\] must be contiguous"):
+        F.optimizer_update_32bit_multi("adam", g, [p[0], torch.zeros(80)[::2]], s1, 0.9, 1e-8, 1, 1e-3, s2, 0.999)

@@ -27,13 +27,17 @@ try:  # parameters sharded by FSDP2 (fully_shard) are DTensors
     from torch.distributed.tensor import DTensor, Shard
 except ImportError:  # a torch without torch.distributed
     DTensor = Shard = None
+_DTENSOR = DTensor if DTensor is not None else ()  # isinstance's second argument: () matches nothing
+_PLAIN = frozenset((torch.Tensor, torch.nn.Parameter))  # never DTensors: a test cheaper than isinstance's
 
 _BLOCKSIZE = 256  # the blockwise states' block, as optimizer_update_8bit_blockwise takes it
+_F32 = torch.float32
+_contiguous = torch.Tensor.is_contiguous  # unbound: no attribute lookup per call
 _STATES = ("state1", "state2")
 
 
 def _is_dtensor(t) -> bool:
-    return DTensor is not None and isinstance(t, DTensor)
+    return type(t) not in _PLAIN and isinstance(t, _DTENSOR)
 
 
 def _local(t):
@@ -351,50 +355,36 @@ class Optimizer8bit(torch.optim.Optimizer):
             self.check_overrides()
             self.to_gpu()
             self.initialized = True
-        todo = []
+        prefetch = self.is_paged or type(self).prefetch_state is not Optimizer8bit.prefetch_state
+        todo, configs, states = [], [], []
         for gindex, group in enumerate(self.param_groups):
+            shared = self._shared_config(group)
             for pindex, p in enumerate(group["params"]):
-                if p.grad is None:
+                grad = p.grad
+                if grad is None:
                     continue
-                if _is_dtensor(p) and not (_is_dtensor(p.grad) and p.grad.placements == p.placements):
+                if _is_dtensor(p) and not (_is_dtensor(grad) and grad.placements == p.placements):
                     raise ValueError(f"{type(self).__name__}.step: a sharded parameter's gradient must be sharded as "
                                      f"it is ({p.placements}); got "
-                                     f"{p.grad.placements if _is_dtensor(p.grad) else 'a plain tensor'}")
-                if len(self.state[p]) == 0:
+                                     f"{grad.placements if _is_dtensor(grad) else 'a plain tensor'}")
+                state = self.state[p]
+                if len(state) == 0:
                     self.init_state(group, p, gindex, pindex)
-                self.prefetch_state(p)
+                if prefetch:
+                    self.prefetch_state(p)
                 todo.append((group, p, gindex, pindex))
-        self._clip_scales = self._percentile_scales(todo)
-        try:
-            batches: Dict[tuple, list] = {}
-            for member in todo:
-                key = self._batch_key(*member)
-                if key is None:
-                    self.update_step(*member)
-                else:
-                    batches.setdefault(key, []).append(member)
-            for key, members in batches.items():
-                if len(members) == 1:
-                    self.update_step(*members[0])
-                else:
-                    self._update_batch(key, members)
-        finally:
-            self._clip_scales = {}
+                configs.append(shared if shared is not None else self.get_config(gindex, pindex, group))
+                states.append(state)
+        self._update_all(todo, configs, states)
         return loss
 
-    def _batch_key(self, group, p, gindex, pindex) -> Optional[tuple]:
-        """What a parameter's update shares with those it can run with in one call, or None to run it alone."""
-        return None
+    def _update_all(self, todo, configs, states) -> None:
+        """This step's updates of the parameters in ``todo`` (with their configurations and states, in order)."""
+        for member in todo:
+            self.update_step(*member)
 
-    def _percentile_scales(self, todo) -> Dict[int, float]:
-        """This step's percentile-clipping scales by id(p), computed before the updates; none here."""
-        return {}
-
-    def _update_batch(self, key, members) -> None:
-        for m in members:
-            self.update_step(*m)
-
-    def get_config(self, gindex, pindex, group) -> Dict[str, Any]:
+    def _group_config(self, group) -> Dict[str, Any]:
+        """The configuration of a parameter of ``group`` without overrides."""
         config = {
             "betas": group["betas"],
             "eps": group["eps"],
@@ -406,6 +396,17 @@ class Optimizer8bit(torch.optim.Optimizer):
         }
         for key in ("optim_bits", "min_8bit_size", "percentile_clipping", "block_wise", "max_unorm", "skip_zeros"):
             config[key] = getattr(self.args, key)
+        return config
+
+    def _shared_config(self, group) -> Optional[Dict[str, Any]]:
+        """The configuration every parameter of ``group`` has this step (built once: group values change between
+        steps), or None where a parameter may have its own (overrides, a subclass's get_config)."""
+        if self.mng.index2config or self.mng.pid2config or type(self).get_config is not Optimizer8bit.get_config:
+            return None
+        return self._group_config(group)
+
+    def get_config(self, gindex, pindex, group) -> Dict[str, Any]:
+        config = self._group_config(group)
         config.update(self.mng.index2config.get((gindex, pindex), {}))
         p = self.param_groups[gindex]["params"][pindex]
         config.update(self.mng.pid2config.get(id(p), {}))
@@ -557,47 +558,81 @@ class _StateOptimizer(Optimizer8bit):
             beta3 = min(math.exp(ln_beta1 * ln_beta3 / ((1 - scale) * ln_beta3 + scale * ln_beta1)), beta3)
         return beta3, alpha
 
+    def _update_all(self, todo, configs, states) -> None:
+        # every clipped parameter's scale first, then the updates, those that share a call (_key) batched; a subclass's
+        # own update_step runs one parameter at a time
+        if type(self).update_step is not _StateOptimizer.update_step:
+            super()._update_all(todo, configs, states)
+            return
+        self._clip_scales = self._percentile_scales(todo, configs, states)
+        try:
+            own_key = type(self)._batch_key is not _StateOptimizer._batch_key
+            tails: Dict[int, tuple] = {}
+            batches: Dict[tuple, list] = {}
+            for member, config, state in zip(todo, configs, states):
+                if own_key:
+                    key = self._batch_key(*member)
+                    tensors = None if key is None else (_local(member[1].grad), _local(member[1]))
+                else:
+                    key, tensors = self._key(member[1], config, state, tails)
+                if key is None:
+                    self.update_step(*member)
+                else:
+                    batches.setdefault(key, []).append((member, state, tensors))
+            for key, entries in batches.items():
+                if len(entries) == 1:
+                    self.update_step(*entries[0][0])
+                else:
+                    self._update_batch(key, entries)
+        finally:
+            self._clip_scales = {}
+
     def _batch_key(self, group, p, gindex, pindex) -> Optional[tuple]:
-        # a subclass's own update_step, percentile clipping (a scale per parameter) and tensor-wise states
-        # (no multi-tensor op) run alone
+        """What a parameter's update shares with those it can run with in one call, or None to run it alone."""
         if type(self).update_step is not _StateOptimizer.update_step:
             return None
-        config = self.get_config(gindex, pindex, group)
-        state = self.state[p]
+        return self._key(p, self.get_config(gindex, pindex, group), self.state[p], {})[0]
+
+    def _key(self, p, config, state, tails) -> tuple:
+        """(_batch_key of p, (gradient, parameter) as the kernels take them), or (None, None); ``tails`` keeps the
+        keys' constants by configuration, computed once a step."""
+        # percentile clipping (a scale per parameter) without a scale and tensor-wise states (no multi-tensor op)
+        # run alone
         if "max1" in state:
-            return None
+            return None, None
         scale = 1.0
         if config["percentile_clipping"] < 100:
             scale = getattr(self, "_clip_scales", {}).get(id(p))
             if scale is None:
-                return None
+                return None, None
         grad, p = _local(p.grad), _local(p)
-        if not p.is_contiguous() or grad is None or not grad.is_contiguous() or grad.dtype != p.dtype:
-            return None
-        kind = "32bit" if state["state1"].dtype == torch.float32 else "8bit_blockwise"
+        dtype = p.dtype
+        if grad is None or not _contiguous(p) or not _contiguous(grad) or grad.dtype is not dtype:
+            return None, None
         step = state["step"] + 1
-        beta3, alpha = self._schedule(config, step)
-        betas = tuple(config["betas"]) + (0.0,)
-        maps = (id(state.get("qmap1")), id(state.get("qmap2")))  # one map per call: the same tensors
-        return (kind, p.dtype, p.device, step, maps, scale, float(config["lr"]), float(betas[0]), float(betas[1]), beta3, alpha,
-                float(config["eps"]), float(config["weight_decay"]), float(config["max_unorm"]),
-                bool(config["skip_zeros"]))
+        tail = tails.get(id(config))
+        if tail is None or tail[0] != step:
+            beta3, alpha = self._schedule(config, step)
+            betas = tuple(config["betas"]) + (0.0,)
+            tail = tails[id(config)] = (
+                step, float(config["lr"]), float(betas[0]), float(betas[1]), beta3, alpha, float(config["eps"]),
+                float(config["weight_decay"]), float(config["max_unorm"]), bool(config["skip_zeros"]))
+        kind = "32bit" if state["state1"].dtype is _F32 else "8bit_blockwise"
+        # one map per call: the same tensors
+        return (kind, dtype, p.device, id(state.get("qmap1")), id(state.get("qmap2")), scale) + tail, (grad, p)
 
-    def _percentile_scales(self, todo) -> Dict[int, float]:
+    def _percentile_scales(self, todo, configs, states) -> Dict[int, float]:
         # every clipped parameter's norm first, then one read-back per device for all their histories (bitsandbytes
         # waits once per parameter)
-        if type(self).update_step is not _StateOptimizer.update_step:
-            return {}
         pending: Dict[Any, list] = {}
-        for group, p, gindex, pindex in todo:
-            config = self.get_config(gindex, pindex, group)
-            if config["percentile_clipping"] >= 100:
+        for member, config, state in zip(todo, configs, states):
+            percentile = config["percentile_clipping"]
+            if percentile >= 100:
                 continue
-            state = self.state[p]
+            p = member[1]
             step = state["step"] + 1
-            _record_norm(p, state["gnorm_vec"], step, config["percentile_clipping"])
-            pending.setdefault(state["gnorm_vec"].device, []).append(
-                (id(p), step, config["percentile_clipping"], state["gnorm_vec"]))
+            _record_norm(p, state["gnorm_vec"], step, percentile)
+            pending.setdefault(state["gnorm_vec"].device, []).append((id(p), step, percentile, state["gnorm_vec"]))
         scales: Dict[int, float] = {}
         for items in pending.values():
             histories = torch.stack([it[3] for it in items]).cpu().numpy()
@@ -605,14 +640,15 @@ class _StateOptimizer(Optimizer8bit):
                 scales[pid] = float(F._percentile_scale(history, step, percentile)[2])
         return scales
 
-    def _update_batch(self, key, members) -> None:
-        (kind, _, _, step, _, gnorm_scale, lr, beta1, beta2, beta3, alpha, eps, weight_decay, max_unorm,
+    def _update_batch(self, key, entries) -> None:
+        """One multi-tensor update of ``entries``, (member, state, (gradient, parameter)) each, that share ``key``."""
+        (kind, _, _, _, _, gnorm_scale, step, lr, beta1, beta2, beta3, alpha, eps, weight_decay, max_unorm,
          skip_zeros) = key
-        states = [self.state[m[1]] for m in members]
+        states = [e[1] for e in entries]
         for st in states:
             st["step"] += 1
-        g = [_local(m[1].grad) for m in members]
-        p = [_local(m[1]) for m in members]
+        g = [e[2][0] for e in entries]
+        p = [e[2][1] for e in entries]
         two = "state2" in states[0]
         if kind == "32bit":
             F.optimizer_update_32bit_multi(

@@ -2,7 +2,6 @@
 // blocks of large tensors), the arithmetic of core/optim_blockwise.h.
 #include <algorithm>
 #include <cstdint>
-#include <memory>
 
 #include "core/float_convert.h"
 #include "core/optim_blockwise.h"
@@ -25,9 +24,9 @@ struct QuantizedState {
   uint8_t* codes = nullptr;
   const float* code = nullptr;
   float* absmax = nullptr;
-  float mid[255] = {};
+  const float* mid = nullptr;         // the map's 255 midpoints
   bool keep_sign = false;             // a signed map: see optim::state_code
-  const CodeEncoder* fast = nullptr;  // the map's bucket table, for large tensors
+  const CodeEncoder* fast = nullptr;  // the map's bucket table, where there is one
 
   void dequantize(int64_t b, int64_t count, float* s) const {
     for (int64_t i = 0; i < count; ++i) s[i] = codes ? code[codes[b * kBlock + i]] * absmax[b] : 0.0f;
@@ -52,33 +51,32 @@ struct QuantizedState {
 };
 
 QuantizedState quantized_state(uint8_t* codes, const TensorRef& code, float* absmax, bool keep_sign,
-                               const CodeEncoder* fast) {
+                               const float* mid, const CodeEncoder* fast) {
   QuantizedState q;
   if (!codes) return q;
   q.codes = codes;
   q.code = code.ptr<const float>();
   q.absmax = absmax;
   q.keep_sign = keep_sign;
+  q.mid = mid;
   q.fast = fast;
-  table_midpoints(q.code, 256, q.mid);
   return q;
 }
 
 template <class T>
-void update(const OptimizerUpdate8bitBlockwiseArgs& a) {
+void update(const OptimizerUpdate8bitBlockwiseArgs& a, const BlockwiseMaps& maps) {
   const int64_t n = a.g.numel(), blocks = ceil_div(n, kBlock);
   const bool two = optim::two_states(a.optimizer), mix = a.optimizer == Optimizer::ademamix;
   uint8_t* c1 = a.state1.ptr<uint8_t>();
   float* m1 = a.absmax1.ptr<float>();
-  const std::shared_ptr<const CodeEncoder> fast1 = code_encoder_for(a.qmap1.ptr<const float>(), n);
-  const std::shared_ptr<const CodeEncoder> fast2 = two ? code_encoder_for(a.qmap2.ptr<const float>(), n) : nullptr;
-  const CodeEncoder* f1 = fast1.get();
-  const CodeEncoder* f2 = fast2.get();
-  const QuantizedState q1 = quantized_state(c1, a.qmap1, m1, true, f1);
+  const CodeEncoder* f1 = maps.fast1.get();
+  const CodeEncoder* f2 = maps.fast2.get();
+  const QuantizedState q1 = quantized_state(c1, a.qmap1, m1, true, maps.mid1, f1);
   const QuantizedState q2 = quantized_state(two ? a.state2.ptr<uint8_t>() : nullptr, a.qmap2,
-                                            two ? a.absmax2.ptr<float>() : nullptr, false, f2);
+                                            two ? a.absmax2.ptr<float>() : nullptr, false, maps.mid2, f2);
   // ademamix's m2: codes after m1's, blocks after m1's, on m1's map.
-  const QuantizedState q3 = quantized_state(mix ? c1 + n : nullptr, a.qmap1, mix ? m1 + blocks : nullptr, true, f1);
+  const QuantizedState q3 =
+      quantized_state(mix ? c1 + n : nullptr, a.qmap1, mix ? m1 + blocks : nullptr, true, maps.mid1, f1);
   const optim::Step st = optim::make_step(a);
   const T* g = a.g.ptr<const T>();
   T* p = a.p.ptr<T>();
@@ -103,9 +101,24 @@ void update(const OptimizerUpdate8bitBlockwiseArgs& a) {
 
 }  // namespace
 
+BlockwiseMaps blockwise_maps(Optimizer o, const TensorRef& qmap1, const TensorRef& qmap2, int64_t elements) {
+  BlockwiseMaps m;
+  table_midpoints(qmap1.ptr<const float>(), 256, m.mid1);
+  m.fast1 = code_encoder_for(qmap1.ptr<const float>(), elements, kEncoderTableMinRepeated);
+  if (optim::two_states(o)) {
+    table_midpoints(qmap2.ptr<const float>(), 256, m.mid2);
+    m.fast2 = code_encoder_for(qmap2.ptr<const float>(), elements, kEncoderTableMinRepeated);
+  }
+  return m;
+}
+
+void optimizer_update_8bit_blockwise(const OptimizerUpdate8bitBlockwiseArgs& a, const BlockwiseMaps& maps) {
+  with_float_type(a.g.dtype, OptimizerUpdate8bitBlockwiseArgs::kName, [&](auto t) { update<decltype(t)>(a, maps); });
+}
+
 void optimizer_update_8bit_blockwise(const OptimizerUpdate8bitBlockwiseArgs& a, void* /*workspace*/,
                                      Stream /*stream*/) {
-  with_float_type(a.g.dtype, OptimizerUpdate8bitBlockwiseArgs::kName, [&](auto t) { update<decltype(t)>(a); });
+  optimizer_update_8bit_blockwise(a, blockwise_maps(a.optimizer, a.qmap1, a.qmap2, a.g.numel()));
 }
 
 }  // namespace lowbit::core::cpu

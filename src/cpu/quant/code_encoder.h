@@ -48,10 +48,15 @@ class CodeEncoder {
 // Below this many elements, building a bucket table (~1 ms) costs more than
 // it saves: encode by binary search instead.
 constexpr int64_t kEncoderTableMin = int64_t{1} << 16;
+// The same for a map that comes back call after call with as many elements
+// (an optimizer's states, every step): the kept table pays within a few calls.
+constexpr int64_t kEncoderTableMinRepeated = int64_t{1} << 12;
 
-// The bucket table of the map `code` for `n` elements to encode, or null
-// below kEncoderTableMin. Tables are kept per map (compared by value), since
-// a quantizer or an optimizer passes the same map call after call.
-std::shared_ptr<const CodeEncoder> code_encoder_for(const float* code, int64_t n);
+// The bucket table of the map `code` for `n` elements to encode: the kept one
+// whatever n, else one built (and kept) from `build_from` elements, else null.
+// Tables are kept per map (compared by value), since a quantizer or an
+// optimizer passes the same map call after call.
+std::shared_ptr<const CodeEncoder> code_encoder_for(const float* code, int64_t n,
+                                                    int64_t build_from = kEncoderTableMin);
 
 }  // namespace lowbit::core::cpu

@@ -21,34 +21,38 @@ bool optimizer_has_8bit_blockwise(Optimizer o) {
   return std::find(std::begin(kRules), std::end(kRules), o) != std::end(kRules);
 }
 
-void check(const OptimizerUpdate8bitBlockwiseArgs& a) {
+void ops::optim::check_update(const OptimizerUpdate8bitBlockwiseArgs& a, bool list_wide) {
   const char* op = OptimizerUpdate8bitBlockwiseArgs::kName;
-  ops::optim::require_rule(op, a.optimizer, kRules);
+  if (list_wide) ops::optim::require_rule(op, a.optimizer, kRules);
   const int64_t n = ops::optim::require_gradient_and_parameter(op, a.g, a.p);
   const int64_t blocks = ops::ceil_div(n, OptimizerUpdate8bitBlockwiseArgs::kBlocksize);
   const bool mix = a.optimizer == Optimizer::ademamix;
   ops::optim::require_buffer(op, "state1", a.state1, DType::u8, mix ? 2 * n : n);
-  ops::check_code_map(op, "qmap1", a.qmap1);
+  if (list_wide) ops::check_code_map(op, "qmap1", a.qmap1);
   ops::optim::require_buffer(op, "absmax1", a.absmax1, DType::f32, mix ? 2 * blocks : blocks);
   if (core::optim::two_states(a.optimizer)) {
     ops::optim::require_buffer(op, "state2", a.state2, DType::u8, n);
-    ops::check_code_map(op, "qmap2", a.qmap2);
+    if (list_wide) ops::check_code_map(op, "qmap2", a.qmap2);
     ops::optim::require_buffer(op, "absmax2", a.absmax2, DType::f32, blocks);
   } else {
     ops::optim::require_absent(op, "state2", a.state2, a.optimizer);
-    ops::optim::require_absent(op, "qmap2", a.qmap2, a.optimizer);
+    if (list_wide) ops::optim::require_absent(op, "qmap2", a.qmap2, a.optimizer);
     ops::optim::require_absent(op, "absmax2", a.absmax2, a.optimizer);
   }
-  LOWBIT_REQUIRE(a.step >= 1, ErrorCode::invalid_argument, op, ": step must be at least 1 (got ", a.step, ")");
+  LOWBIT_REQUIRE(!list_wide || a.step >= 1, ErrorCode::invalid_argument, op, ": step must be at least 1 (got ", a.step,
+                 ")");
+  const TensorRef none;  // the maps' devices: list-wide too
   core::require_same_device(op, {{"g", &a.g},
                                  {"p", &a.p},
                                  {"state1", &a.state1},
                                  {"state2", &a.state2},
-                                 {"qmap1", &a.qmap1},
-                                 {"qmap2", &a.qmap2},
+                                 {"qmap1", list_wide ? &a.qmap1 : &none},
+                                 {"qmap2", list_wide ? &a.qmap2 : &none},
                                  {"absmax1", &a.absmax1},
                                  {"absmax2", &a.absmax2}});
 }
+
+void check(const OptimizerUpdate8bitBlockwiseArgs& a) { ops::optim::check_update(a, true); }
 size_t workspace_size(const OptimizerUpdate8bitBlockwiseArgs& a) { return ops::backend_workspace(a, a.g.device); }
 void run(const OptimizerUpdate8bitBlockwiseArgs& a, void* ws, Stream s) { ops::dispatch(a, a.g.device, ws, s); }
 

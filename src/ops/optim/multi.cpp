@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "lowbit/ops/optim.h"
 #include "ops/dispatch.h"
+#include "ops/optim/checks.h"
 
 namespace lowbit {
 namespace {
@@ -22,7 +23,8 @@ Single with_constants(const Multi& m) {
   return a;
 }
 
-// Every entry passes the single op's check; g's dtype and device are entry 0's.
+// Every entry passes the single op's check (what entries share, on entry 0
+// only: the same values); g's dtype and device are entry 0's.
 template <class Multi>
 void check_entries(const Multi& m) {
   using Single = decltype(m.entry(0));
@@ -31,7 +33,7 @@ void check_entries(const Multi& m) {
   for (size_t i = 0; i < m.params.size(); ++i) {
     const Single a = m.entry(i);
     try {
-      check(a);
+      ops::optim::check_update(a, i == 0);
     } catch (const Error& e) {
       std::string_view msg = e.what();
       if (msg.starts_with(single_prefix)) msg.remove_prefix(single_prefix.size());

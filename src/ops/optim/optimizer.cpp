@@ -42,9 +42,9 @@ const char* optimizer_name(Optimizer o) {
 
 bool optimizer_has_state2(Optimizer o) { return core::optim::two_states(o); }
 
-void check(const OptimizerUpdate32bitArgs& a) {
+void ops::optim::check_update(const OptimizerUpdate32bitArgs& a, bool list_wide) {
   const char* op = OptimizerUpdate32bitArgs::kName;
-  LOWBIT_REQUIRE(known_name(a.optimizer) != nullptr, ErrorCode::invalid_argument, op,
+  LOWBIT_REQUIRE(!list_wide || known_name(a.optimizer) != nullptr, ErrorCode::invalid_argument, op,
                  ": optimizer is not one of the known rules (got ", static_cast<int>(a.optimizer), ")");
   const int64_t n = ops::optim::require_gradient_and_parameter(op, a.g, a.p);
   ops::optim::require_buffer(op, "state1", a.state1, DType::f32, a.optimizer == Optimizer::ademamix ? 2 * n : n);
@@ -55,10 +55,13 @@ void check(const OptimizerUpdate32bitArgs& a) {
   }
   if (a.max_unorm > 0.0f || a.unorm_vec.present())
     ops::optim::require_buffer(op, "unorm_vec", a.unorm_vec, DType::f32, 1);
-  LOWBIT_REQUIRE(a.step >= 1, ErrorCode::invalid_argument, op, ": step must be at least 1 (got ", a.step, ")");
+  LOWBIT_REQUIRE(!list_wide || a.step >= 1, ErrorCode::invalid_argument, op, ": step must be at least 1 (got ", a.step,
+                 ")");
   core::require_same_device(
       op, {{"g", &a.g}, {"p", &a.p}, {"state1", &a.state1}, {"state2", &a.state2}, {"unorm_vec", &a.unorm_vec}});
 }
+
+void check(const OptimizerUpdate32bitArgs& a) { ops::optim::check_update(a, true); }
 size_t workspace_size(const OptimizerUpdate32bitArgs& a) { return ops::backend_workspace(a, a.g.device); }
 void run(const OptimizerUpdate32bitArgs& a, void* ws, Stream s) { ops::dispatch(a, a.g.device, ws, s); }
 

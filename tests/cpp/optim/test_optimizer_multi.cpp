@@ -1,8 +1,8 @@
 // The multi-tensor optimizer updates on the CPU: every rule over a list of
 // mixed sizes (empty, ragged, past the thread threshold) gives each
 // parameter the bytes of the single-tensor op, with and without the trust
-// ratio; an empty list does nothing; every list-wide check and an entry's
-// own check name the entry.
+// ratio, small tensors through the list's code table too; an empty list does
+// nothing; every list-wide check and an entry's own check name the entry.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -33,6 +33,16 @@ TEST(OptimizerUpdate8bitBlockwiseMulti, EachParameterGetsTheSingleOpsBytes) {
   for (Optimizer o : kRules8) {
     for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
       expect_multi_equals_single8(o, dtype, kMixedSizes, Device::cpu());
+    }
+  }
+}
+
+TEST(OptimizerUpdate8bitBlockwiseMulti, SmallTensorsGetTheSingleOpsBytesThroughTheListsTable) {
+  // each below the size from which a single update builds a code table, together above it
+  const std::vector<int64_t> small = {300, 1, 255, 257, 1000, 7, 2049, 512};
+  for (Optimizer o : kRules8) {
+    for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+      expect_multi_equals_single8(o, dtype, small, Device::cpu(), /*fresh=*/true);
     }
   }
 }
