@@ -396,7 +396,8 @@ def _torch_fp8() -> tuple:
 def _torch_real() -> frozenset:
     global _TORCH_REAL
     torch = sys.modules["torch"]
-    _TORCH_REAL = frozenset(getattr(torch, name) for name in _LOWBIT_DTYPE_NAMES) - frozenset(_TORCH_FP8 or _torch_fp8())
+    fp8 = _TORCH_FP8 or _torch_fp8()
+    _TORCH_REAL = frozenset(getattr(torch, name) for name in _LOWBIT_DTYPE_NAMES) - frozenset(fp8)
     return _TORCH_REAL
 
 
@@ -706,8 +707,13 @@ class Call:
                 and (_TORCH_REAL or _torch_real()).issuperset(map(_DTYPE, xs)) and not any(map(neg, xs)):
             return list(zip(map(export, xs), repeat("")))
         fp8 = _TORCH_FP8 or _torch_fp8()
-        return [(export(x), "") if isinstance(x, tensor) and contiguous(x) and x.dtype not in fp8 and not x.is_conj()
-                and not neg(x) else None if x is None else one(x, f"{name}[{i}]") for i, x in enumerate(xs)]
+        got: List[Any] = []
+        for i, x in enumerate(xs):
+            if isinstance(x, tensor) and contiguous(x) and x.dtype not in fp8 and not x.is_conj() and not neg(x):
+                got.append((export(x), ""))
+            else:
+                got.append(None if x is None else one(x, f"{name}[{i}]"))
+        return got
 
     def scalar(self, value: Any, name: str) -> Tuple[Any, str]:
         """A float (or 0-d/1-element array) as a float32 [1] input."""
