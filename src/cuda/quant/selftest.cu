@@ -139,6 +139,26 @@ Result run_check(uint64_t count, Launch&& launch) {
   return Result{count, host.mismatches, host.first_bad};
 }
 
+// `kernel` over all 2^32 fp32 inputs with the 256-entry map `code` (host
+// memory) copied to the device.
+Result check_every_float_on_map(const float* code, void (*kernel)(const float*, Counters*)) {
+  float* d_code = nullptr;
+  check(cudaMalloc(&d_code, 256 * sizeof(float)), "selftest", "cudaMalloc");
+  cudaError_t e = cudaMemcpy(d_code, code, 256 * sizeof(float), cudaMemcpyHostToDevice);
+  Result r;
+  if (e == cudaSuccess) {
+    try {
+      r = run_check(1ull << 32, [&](Counters* c) { kernel<<<kGrid, kThreads>>>(d_code, c); });
+    } catch (...) {
+      cudaFree(d_code);
+      throw;
+    }
+  }
+  cudaFree(d_code);
+  check(e, "selftest", "cudaMemcpy");
+  return r;
+}
+
 }  // namespace
 
 Result check_conversion(Conversion which) {
@@ -148,40 +168,8 @@ Result check_conversion(Conversion which) {
   return run_check(count, [&](Counters* c) { check_conversion_kernel<<<kGrid, kThreads>>>(which, count, c); });
 }
 
-Result check_code_search(const float* code) {
-  float* d_code = nullptr;
-  check(cudaMalloc(&d_code, 256 * sizeof(float)), "selftest", "cudaMalloc");
-  cudaError_t e = cudaMemcpy(d_code, code, 256 * sizeof(float), cudaMemcpyHostToDevice);
-  Result r;
-  if (e == cudaSuccess) {
-    try {
-      r = run_check(1ull << 32, [&](Counters* c) { check_code_search_kernel<<<kGrid, kThreads>>>(d_code, c); });
-    } catch (...) {
-      cudaFree(d_code);
-      throw;
-    }
-  }
-  cudaFree(d_code);
-  check(e, "selftest", "cudaMemcpy");
-  return r;
-}
+Result check_code_search(const float* code) { return check_every_float_on_map(code, check_code_search_kernel); }
 
-Result check_state_codes(const float* code) {
-  float* d_code = nullptr;
-  check(cudaMalloc(&d_code, 256 * sizeof(float)), "selftest", "cudaMalloc");
-  cudaError_t e = cudaMemcpy(d_code, code, 256 * sizeof(float), cudaMemcpyHostToDevice);
-  Result r;
-  if (e == cudaSuccess) {
-    try {
-      r = run_check(1ull << 32, [&](Counters* c) { check_state_codes_kernel<<<kGrid, kThreads>>>(d_code, c); });
-    } catch (...) {
-      cudaFree(d_code);
-      throw;
-    }
-  }
-  cudaFree(d_code);
-  check(e, "selftest", "cudaMemcpy");
-  return r;
-}
+Result check_state_codes(const float* code) { return check_every_float_on_map(code, check_state_codes_kernel); }
 
 }  // namespace lowbit::cuda::selftest
