@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "core/check.h"
 #include "core/hd.h"
 #include "core/optim_rules.h"
 #include "core/tables.h"
@@ -38,7 +39,7 @@ template <Optimizer R, class T>
 LOWBIT_HD void step_rule(const Step& s, float gnorm_scale, T g_in, T& p, float& s1, float& s2, float& s3) {
   const float g0 = to_f32(g_in);
   float pv = to_f32(p);
-  if constexpr (R == Optimizer::adam || R == Optimizer::ademamix) {
+  if constexpr (two_states(R)) {
     const bool keep = is_finite(g0);
     const float g = g0 * gnorm_scale;
     const float n2 = s2 * s.beta2 + (1.0f - s.beta2) * g * g;
@@ -85,9 +86,10 @@ LOWBIT_HD void step_rule(const Step& s, float gnorm_scale, T g_in, T& p, float& 
   }
 }
 
-// f(RuleTag<o>{}) for the rules of the blockwise states (step_rule's), o read at run time.
+// f(RuleTag<o>{}) for the rules of the blockwise states (step_rule's), o read
+// at run time; the front end admits no other (an internal error otherwise).
 template <class F>
-LOWBIT_HD void with_blockwise_rule(Optimizer o, F&& f) {
+void with_blockwise_rule(Optimizer o, F&& f) {
   switch (o) {
     case Optimizer::adam: f(RuleTag<Optimizer::adam>{}); break;
     case Optimizer::ademamix: f(RuleTag<Optimizer::ademamix>{}); break;
@@ -95,7 +97,7 @@ LOWBIT_HD void with_blockwise_rule(Optimizer o, F&& f) {
     case Optimizer::rmsprop: f(RuleTag<Optimizer::rmsprop>{}); break;
     case Optimizer::lion: f(RuleTag<Optimizer::lion>{}); break;
     case Optimizer::adagrad: f(RuleTag<Optimizer::adagrad>{}); break;
-    default: break;
+    default: fail(ErrorCode::internal, cat("optimizer_update_8bit_blockwise: no blockwise rule ", static_cast<int>(o)));
   }
 }
 

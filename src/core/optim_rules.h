@@ -50,7 +50,7 @@ Step make_step(const Args& a) {
 }
 
 // The rules of two states (adam and lamb; ademamix with s3, its second first moment).
-LOWBIT_HD bool two_states(Optimizer o) { return o == Optimizer::adam || o == Optimizer::lamb || o == Optimizer::ademamix; }
+LOWBIT_HD constexpr bool two_states(Optimizer o) { return o == Optimizer::adam || o == Optimizer::lamb || o == Optimizer::ademamix; }
 
 // The trust ratio from the update's squared norm and the parameter's norm:
 // the update is scaled to max_unorm * |p| when longer (one-state rules add eps

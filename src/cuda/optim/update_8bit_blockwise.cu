@@ -37,6 +37,7 @@ namespace lowbit::cuda {
 namespace {
 
 using core::optim::RuleTag;
+using core::optim::two_states;
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
@@ -47,8 +48,6 @@ template <Optimizer R>
 constexpr int kMinCtas = R == Optimizer::ademamix ? 2 : 3;
 constexpr int64_t kBlock = OptimizerUpdate8bitBlockwiseArgs::kBlocksize;
 static_assert(kBlock == 32 * kItems, "a block is one warp's");
-
-constexpr bool two_states(Optimizer r) { return r == Optimizer::adam || r == Optimizer::ademamix; }
 
 // Where a lane's elements sit in its block: runs of kVec (one 16-byte word of
 // T), run j of every lane side by side.
