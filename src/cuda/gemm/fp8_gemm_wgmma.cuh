@@ -6,12 +6,15 @@
 //     maps: slice, row, byte; zeros past every edge, so ragged M, N and K
 //     need no masking) into one of kStages shared-memory stages, 128-byte
 //     swizzled, and for 256-row tiles where a_s allows (its rows 16-byte
-//     multiples) the [BM, 4] box of a_s that holds the block's scales (4 K
-//     blocks: a box row takes 16 bytes at least; one bulk copy instead of BM
-//     scattered floats); a second producer warp copies b_s of the two 128-column
-//     blocks the tile can touch (and a_s where TMA cannot) beside them by
-//     cp.async; both complete the stage's full barrier. The consumers
-//     read their scales from shared memory: no global latency in their loop.
+//     multiples), with every fourth block, the [BM, 4] box of a_s holding
+//     the scales of that block and the next three (a box row takes 16 bytes
+//     at least; one bulk copy instead of BM scattered floats, and a fourth
+//     of the TMA unit's row requests of one box a block) into a ring of
+//     scale slots; a second producer warp copies b_s of the two 128-column
+//     blocks the tile can touch beside the stage (and a_s into the slots
+//     where TMA cannot) by cp.async; both complete the stage's full barrier.
+//     The consumers read their scales from shared memory: no global latency
+//     in their loop.
 //   - WM x WN consumer warpgroups each own WV parts (waves) of 64 x WGN of
 //     the tile. For a K block and a wave each issues 4 wgmma m64nWGNk32 into
 //     fresh fp32 registers, waits for them, and adds them times
@@ -43,9 +46,12 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "cuda/common/convert.cuh"
 #include "cuda/common/ptx/arch.cuh"
+#include "cuda/common/ptx/arith.cuh"
+#include "cuda/common/ptx/mma.cuh"
 #include "cuda/common/ptx/sync.cuh"
 #include "cuda/common/ptx/tma.cuh"
 #include "cuda/common/ptx/wgmma.cuh"
@@ -64,9 +70,11 @@ struct WgmmaTile {
   static constexpr int kABytes = kBM * kBK;
   static constexpr int kBBytes = kBN * kBK;
   static constexpr int kStageBytes = kABytes + kBBytes;
-  // A stage's scales: a_s of the BM rows for 4 K blocks ([BM][4], the TMA
-  // box of a_s that holds the stage's block: 16 bytes, the least a box
-  // row takes), then b_s of two column blocks (128-byte padded).
+  // A stage's scale area: a scale slot (a_s of the BM rows for 4 K blocks,
+  // [BM][4]: the TMA box of a_s, 16 bytes a row, the least a box row takes),
+  // then b_s of the stage's two column blocks (128-byte padded). Slots are
+  // taken in turn by each run of 4 K blocks (see scale_slot), stages by
+  // each K block: the slot a run uses is not its stage's.
   static constexpr int kScaleFloats = 4 * kBM + 32;
   static constexpr int kScaleBytes = 4 * kScaleFloats;
   static constexpr int kScaleBoxBytes = 16 * kBM;
@@ -94,6 +102,15 @@ struct WgmmaTile {
   static_assert(WV == 1 || WV == 2, "one or two waves a warpgroup");
   static_assert(kBM / C % 8 == 0, "a's multicast halves stay whole swizzle atoms");
 };
+
+// The a_s slot of K block kb, given the previous block's slot: a new run of
+// 4 blocks (kb % 4 == 0) takes the next of the kStages slots. A slot's last
+// run ended at least kStages blocks before its reuse (every run holds a
+// block), so whoever refills it has seen that block's stage released.
+template <int kStages>
+__device__ __forceinline__ int scale_slot(int slot, int kb) {
+  return kb % 4 != 0 ? slot : slot + 1 == kStages ? 0 : slot + 1;
+}
 
 // The row-code scan: the smallest expert id above `after` among the tile's
 // rows [m0, m0 + BM) of slice z, or INT_MAX (the calling warp, all lanes).
@@ -145,8 +162,69 @@ __device__ __forceinline__ void store2(Out* dst, float v0, float v1, bool second
 }
 
 #if LOWBIT_SM90A
-// One consumer warpgroup's 64 x WGN results into the staging buffer, as
-// store_rows would write them to out: box0 is the wave's box in the
+// Two results rounded to the 16-bit Out in one register, the first in the
+// low half, by the hardware (a NaN result comes out as the canonical NaN).
+template <class Out>
+__device__ __forceinline__ uint32_t pack16(float lo, float hi) {
+  if constexpr (std::is_same_v<Out, core::BFloat16>) {
+    return ptx::cvt_rn_bf16x2_f32(lo, hi);
+  } else {
+    return ptx::cvt_rn_f16x2_f32(lo, hi);
+  }
+}
+
+// One consumer warpgroup's 64 x WGN results of a tile's only pass into the
+// staging buffer (the layout of stage_rows below), four 8x8 matrices a
+// stmatrix: rows of `expert` get acc + bias, the others zeros (kZero; kSkip,
+// past a's rows, which the store clips) or NaN (kNaN). acc is consumed.
+template <class Out, int WGN, int BM>
+__device__ __forceinline__ void stage_tile(const Params& p, float (&acc)[WGN / 2], uint8_t* box0, int64_t z,
+                                           int64_t m_base, int n_base, int expert) {
+  static_assert(sizeof(Out) == 2 && WGN % 16 == 0, "the staged epilogue holds 16-bit outputs, 16 columns a stmatrix");
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+  // acc[4j + 2h + c]: row 16 warp + lane / 4 + 8h, column 8j + 2 (lane % 4) + c.
+  if (p.bias != nullptr) {
+#pragma unroll
+    for (int j = 0; j < WGN / 8; ++j) {
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int n = n_base + 8 * j + 2 * (lane & 3) + c;
+        const float b = n < p.N ? __ldg(p.bias + n) : 0.0f;
+        acc[4 * j + c] += b;
+        acc[4 * j + 2 + c] += b;
+      }
+    }
+  }
+  if (!is_plain(p)) {
+    bool mine[2];
+    float fill[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int code = row_code(p, z, m_base + 16 * warp + (lane >> 2) + 8 * h);
+      mine[h] = code == expert;
+      fill[h] = code == kNaN ? __int_as_float(0x7fc00000) : 0.0f;
+    }
+    if (!__all_sync(0xffffffffu, mine[0] && mine[1])) {  // padding or another expert's rows in the tile
+#pragma unroll
+      for (int i = 0; i < WGN / 2; ++i) acc[i] = mine[(i >> 1) & 1] ? acc[i] : fill[(i >> 1) & 1];
+    }
+  }
+  // Lane l gives row l % 8 of matrix l / 8: rows 8 (l / 8 % 2) + l % 8 of the
+  // warp's 16, column group j + l / 16; its 16-byte unit swizzled by the row.
+  const int q = lane >> 3;
+  const uint32_t row_addr = ptx::smem_addr(box0) + (16 * warp + 8 * (q & 1) + (lane & 7)) * 128;
+  const int ux = (q >> 1) ^ (lane & 7);
+#pragma unroll
+  for (int j = 0; j < WGN / 8; j += 2) {
+    const uint32_t addr = row_addr + (j / 8) * BM * 128 + (((j % 8) ^ ux) << 4);
+    ptx::stmatrix_x4(addr, pack16<Out>(acc[4 * j], acc[4 * j + 1]), pack16<Out>(acc[4 * j + 2], acc[4 * j + 3]),
+                     pack16<Out>(acc[4 * j + 4], acc[4 * j + 5]), pack16<Out>(acc[4 * j + 6], acc[4 * j + 7]));
+  }
+}
+
+// One consumer warpgroup's 64 x WGN results of one of several passes into
+// the staging buffer, as store_rows would write them to out (only the rows
+// of `expert`, and when `last` the zero and NaN rows): box0 is the wave's box in the
 // warpgroup's first 128-byte column chunk (the next chunks BM rows of
 // 128 bytes further each), its rows 128-byte swizzled as the TMA store reads
 // them (16-byte unit u of row r at u ^ (r % 8): conflict-free 4-byte writes).
@@ -232,7 +310,7 @@ __device__ __forceinline__ void store_rows(const Params& p, const float (&acc)[W
 // C == 2: clusters of two CTAs on neighbouring N tiles of the same rows;
 // each loads half of a's tile for both (TMA multicast), so a stage of a CTA
 // is refilled only when the consumers of both have released it (its empty
-// barrier counts both CTAs' consumer threads). `tiles`: the clusters' tiles.
+// barrier counts both CTAs' consumer warps). `tiles`: the clusters' tiles.
 // kStagedOut: 16-bit results leave through the staging buffer by TMA stores
 // of map_out ([z][rows, N]): each warpgroup writes its rows there and goes
 // on to its next tile while the stores drain (it waits for their reads of
@@ -260,7 +338,7 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       ptx::mbarrier_init(full + s, 1 + 32);                       // the TMA warp's arrival and the scale warp's lanes
-      ptx::mbarrier_init(empty + s, C * 32 * S::kConsumerWarps);  // every consumer thread, of each CTA
+      ptx::mbarrier_init(empty + s, C * S::kConsumerWarps);  // every consumer warp, of each CTA
     }
     ptx::fence_mbarrier_init();
   }
@@ -277,7 +355,7 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
     const int lane = threadIdx.x & 31;
     if (threadIdx.x < 32) {
       const bool leader = lane == 0;
-      int stage = 0;
+      int stage = 0, slot = kStages - 1;
       uint32_t phase = 0;
       for (int64_t t = first; t < tiles; t += step) {
         const TileAt tile = tile_at_index<BM, BN, C>(p, t);
@@ -285,10 +363,12 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
         for (int e = next_expert<BM>(p, tile.z, tile.m0, -1); e != INT_MAX;
              e = next_expert<BM>(p, tile.z, tile.m0, e)) {
           for (int kb = 0; kb < p.kb; ++kb) {
+            slot = scale_slot<kStages>(slot, kb);
             if (leader) {
               ptx::mbarrier_try_wait_parity(empty + stage, phase ^ 1);
               uint8_t* sa = smem + stage * S::kStageBytes;
-              ptx::mbarrier_arrive_expect_tx(full + stage, S::kStageBytes + (scale_tma ? S::kScaleBoxBytes : 0));
+              const bool box = scale_tma && kb % 4 == 0;
+              ptx::mbarrier_arrive_expect_tx(full + stage, S::kStageBytes + (box ? S::kScaleBoxBytes : 0));
               constexpr int kPart = BM / C;  // rows of a this CTA loads for the cluster
               const int m = static_cast<int>(tile.m0) + static_cast<int>(rank) * kPart;
               if constexpr (C == 1) {
@@ -298,8 +378,8 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
                                                        static_cast<int>(tile.z), full + stage, (1u << C) - 1);
               }
               ptx::cp_async_bulk_tensor_3d(sa + S::kABytes, &map_b, kb * kBK, n0, e, full + stage);
-              if (scale_tma) {
-                ptx::cp_async_bulk_tensor_3d(scale_smem + stage * S::kScaleFloats, &map_as, kb & ~3,
+              if (box) {
+                ptx::cp_async_bulk_tensor_3d(scale_smem + slot * S::kScaleFloats, &map_as, kb,
                                              static_cast<int>(tile.m0), static_cast<int>(tile.z), full + stage);
               }
             }
@@ -314,7 +394,7 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
       // deferred until they land: no lane waits for its loads, so the
       // scales of every free stage are in flight at once.
       constexpr int kRowsPerLane = BM / 32;
-      int stage = 0;
+      int stage = 0, slot = kStages - 1;
       uint32_t phase = 0;
       for (int64_t t = first; t < tiles; t += step) {
         const TileAt tile = tile_at_index<BM, BN, C>(p, t);
@@ -328,17 +408,18 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
              e = next_expert<BM>(p, tile.z, tile.m0, e)) {
           const float* bs_row = p.b_s + (static_cast<int64_t>(e) * nblocks + nb_lane) * p.kb;
           for (int kb = 0; kb < p.kb; ++kb) {
+            slot = scale_slot<kStages>(slot, kb);
             ptx::mbarrier_try_wait_parity(empty + stage, phase ^ 1);
-            float* ss = scale_smem + stage * S::kScaleFloats;
             if (!scale_tma) {
+              float* sl = scale_smem + slot * S::kScaleFloats;
 #pragma unroll
               for (int i = 0; i < kRowsPerLane; ++i) {
                 const bool in = lane + 32 * i < rows_left;
-                ptx::cp_async4(ss + 4 * (lane + 32 * i) + (kb & 3), in ? as_lane + 32 * i * p.kb + kb : p.a_s,
+                ptx::cp_async4(sl + 4 * (lane + 32 * i) + (kb & 3), in ? as_lane + 32 * i * p.kb + kb : p.a_s,
                                in ? 4 : 0);
               }
             }
-            if (lane < 2) ptx::cp_async4(ss + 4 * BM + lane, bs_row + kb);
+            if (lane < 2) ptx::cp_async4(scale_smem + stage * S::kScaleFloats + 4 * BM + lane, bs_row + kb);
             ptx::cp_async_mbarrier_arrive_noinc(full + stage);
             if (++stage == kStages) stage = 0, phase ^= 1;
           }
@@ -356,7 +437,7 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
   const int cw = wg - 1;  // consumer warpgroup
   const int wm = cw % WM, wn = cw / WM;
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
-  int stage = 0;
+  int stage = 0, slot = kStages - 1;
   uint32_t phase = 0;
   // Two consumer warpgroups issue their waves' wgmma in turns (named
   // barriers: the first's wave, the second's, the first's next...), so the
@@ -421,8 +502,13 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
       if constexpr (kStagedOut) {
         if (first) claim_buffer();
 #pragma unroll
-        for (int v = 0; v < WV; ++v)
-          stage_rows<Out, WGN, BM>(p, acc[v], box(v), tile.z, wave_base(v), static_cast<int>(n_base), e, last);
+        for (int v = 0; v < WV; ++v) {
+          if (first && last) {
+            stage_tile<Out, WGN, BM>(p, acc[v], box(v), tile.z, wave_base(v), static_cast<int>(n_base), e);
+          } else {
+            stage_rows<Out, WGN, BM>(p, acc[v], box(v), tile.z, wave_base(v), static_cast<int>(n_base), e, last);
+          }
+        }
         if (last) store_buffer(tile.z, tile.m0, n_base);
       } else {
 #pragma unroll
@@ -440,6 +526,7 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
         for (int i = 0; i < WGN / 2; ++i) acc[v][i] = 0.0f;
       }
       for (int kb = 0; kb < p.kb; ++kb) {
+        slot = scale_slot<kStages>(slot, kb);
         ptx::mbarrier_try_wait_parity(full + stage, phase);
         float sc[2 * WV + 2];  // {a_s of each wave's two rows}, the two b_s
         const uint32_t stage_lo = static_cast<uint32_t>(stage) * kStageLo;
@@ -455,23 +542,26 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
           ptx::wgmma_commit_group();
           if constexpr (kPingPong) ptx::bar_arrive(cw == 0 ? kAfterFirst : kAfterSecond, 256);
           if (v == 0) {  // the block's scales, read while the first wave's MMA runs (the asm keeps the order)
+            const float* sl = scale_smem + slot * S::kScaleFloats + (kb & 3);
             const float* ss = scale_smem + stage * S::kScaleFloats;
 #pragma unroll
             for (int u = 0; u < WV; ++u) {
-              sc[2 * u] = ptx::ld_shared_f32(ss + 4 * row(u) + (kb & 3));
-              sc[2 * u + 1] = ptx::ld_shared_f32(ss + 4 * (row(u) + 8) + (kb & 3));
+              sc[2 * u] = ptx::ld_shared_f32(sl + 4 * row(u));
+              sc[2 * u + 1] = ptx::ld_shared_f32(sl + 4 * (row(u) + 8));
             }
             sc[2 * WV] = ptx::ld_shared_f32(ss + 4 * BM);
             sc[2 * WV + 1] = ptx::ld_shared_f32(ss + 4 * BM + 1);
           }
           ptx::wgmma_wait_group<0>();
           if (v == WV - 1) {
-            // Every thread releases the stage after its own reads of it (its scales).
+            // A warp releases the stage once all its lanes have read it (their
+            // scales; the wgmma reads are complete): lane r on the barrier of
+            // the cluster's CTA r, one arrival a warp instead of 32.
+            __syncwarp();
             if constexpr (C == 1) {
-              ptx::mbarrier_arrive(empty + stage);
+              if (lane == 0) ptx::mbarrier_arrive(empty + stage);
             } else {
-#pragma unroll
-              for (uint32_t r = 0; r < C; ++r) ptx::mbarrier_arrive_cluster(empty + stage, r);
+              if (lane < C) ptx::mbarrier_arrive_cluster(empty + stage, static_cast<uint32_t>(lane));
             }
             if (++stage == kStages) stage = 0, phase ^= 1;
           }

@@ -70,6 +70,15 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t row) {
 }
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) { ldmatrix_x4(r, smem_addr(row)); }
 
+// Four 8x8 matrices of 16-bit values: lane l's register i holds row l / 4,
+// columns 2 (l % 4) + {0, 1} of matrix i (an mma accumulator fragment's
+// layout); lane 8i + j gives the address of row j of matrix i (16 bytes).
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
 // Four 8x8 matrices of 16-bit values stored transposed: lane l's register i
 // holds row l / 4, columns 2 (l % 4) + {0, 1} of matrix i; lane 8i + j gives
 // the address of row j of matrix i's transpose (its column j).
