@@ -310,7 +310,7 @@ __device__ __forceinline__ void store_rows(const Params& p, const float (&acc)[W
 // C == 2: clusters of two CTAs on neighbouring N tiles of the same rows;
 // each loads half of a's tile for both (TMA multicast), so a stage of a CTA
 // is refilled only when the consumers of both have released it (its empty
-// barrier counts both CTAs' consumer warps). `tiles`: the clusters' tiles.
+// barrier counts both CTAs' consumer threads). `tiles`: the clusters' tiles.
 // kStagedOut: 16-bit results leave through the staging buffer by TMA stores
 // of map_out ([z][rows, N]): each warpgroup writes its rows there and goes
 // on to its next tile while the stores drain (it waits for their reads of
@@ -338,7 +338,7 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       ptx::mbarrier_init(full + s, 1 + 32);                       // the TMA warp's arrival and the scale warp's lanes
-      ptx::mbarrier_init(empty + s, C * S::kConsumerWarps);  // every consumer warp, of each CTA
+      ptx::mbarrier_init(empty + s, C * 32 * S::kConsumerWarps);  // every consumer thread, of each CTA
     }
     ptx::fence_mbarrier_init();
   }
@@ -554,14 +554,14 @@ __global__ void __launch_bounds__(WgmmaTile<WM, WN, WGN, C, WV>::kThreads, 1)
           }
           ptx::wgmma_wait_group<0>();
           if (v == WV - 1) {
-            // A warp releases the stage once all its lanes have read it (their
-            // scales; the wgmma reads are complete): lane r on the barrier of
-            // the cluster's CTA r, one arrival a warp instead of 32.
-            __syncwarp();
+            // Every thread releases the stage after its own reads of it (its
+            // scales); one arrival a warp after __syncwarp measured no faster,
+            // and racecheck then reports the lanes' scale reads racing the refill.
             if constexpr (C == 1) {
-              if (lane == 0) ptx::mbarrier_arrive(empty + stage);
+              ptx::mbarrier_arrive(empty + stage);
             } else {
-              if (lane < C) ptx::mbarrier_arrive_cluster(empty + stage, static_cast<uint32_t>(lane));
+#pragma unroll
+              for (uint32_t r = 0; r < C; ++r) ptx::mbarrier_arrive_cluster(empty + stage, r);
             }
             if (++stage == kStages) stage = 0, phase ^= 1;
           }
