@@ -218,26 +218,86 @@ struct Bnb4Decoder {
   }
 };
 
-// The few-rows path: A's rows split for gemm::bnb4_gemv_row (in the rows of
-// a32: lda >= K floats each), then rows of W 16 at a time a task.
-template <class Store>
-void bnb4_gemv(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, float* a32, int64_t lda, const Store& store) {
-  std::vector<float> ax(static_cast<size_t>(M * K));
-  for (int64_t m = 0; m < M; ++m) gemm::bnb4_split_a(a32 + m * lda, K, ax.data() + m * K);
+// Rows of W 16 at a time a task for the few-rows paths: row(n, scales, sums)
+// writes the M sums of row n given its blocks' absmax (the state's own row
+// of them, or decoded from the nested state into a buffer).
+template <class Row, class Store>
+void bnb4_rows(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, const Row& row, const Store& store) {
   const int64_t blocks = K / d.a.blocksize, rows_per_task = 16;
   parallel_for((N + rows_per_task - 1) / rows_per_task, M * N * K, [&](int64_t task) {
     const int64_t n0 = task * rows_per_task;
     const int nr = static_cast<int>(std::min(rows_per_task, N - n0));
-    std::vector<float> scales(static_cast<size_t>(blocks));
+    std::vector<float> decoded(d.a.nested.present() ? static_cast<size_t>(blocks) : 0);
     float out[4][16], sums[4];
     for (int j = 0; j < nr; ++j) {
       const int64_t n = n0 + j;
-      for (int64_t b = 0; b < blocks; ++b) scales[static_cast<size_t>(b)] = d.absmax(n * blocks + b);
-      gemm::bnb4_gemv_row(d.packed + n * K / 2, K, d.a.blocksize, scales.data(), d.table, ax.data(), K,
-                          static_cast<int>(M), sums);
+      const float* scales = d.a.absmax.ptr<const float>() + n * blocks;
+      if (d.a.nested.present()) {
+        for (int64_t b = 0; b < blocks; ++b) decoded[static_cast<size_t>(b)] = d.absmax(n * blocks + b);
+        scales = decoded.data();
+      }
+      row(n, scales, sums);
       for (int64_t m = 0; m < M; ++m) out[m][j] = sums[m];
     }
     for (int64_t m = 0; m < M; ++m) store(m, n0, nr, out[m]);
+  });
+}
+
+// The few-rows path on fp32 A: A's rows split for gemm::bnb4_gemv_row (in
+// the rows of a32: lda >= K floats each).
+template <class Store>
+void bnb4_gemv(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, float* a32, int64_t lda, const Store& store) {
+  std::vector<float> ax(static_cast<size_t>(M * K));
+  for (int64_t m = 0; m < M; ++m) gemm::bnb4_split_a(a32 + m * lda, K, ax.data() + m * K);
+  bnb4_rows(d, M, N, K, [&](int64_t n, const float* scales, float* sums) {
+    gemm::bnb4_gemv_row(d.packed + n * K / 2, K, d.a.blocksize, scales, d.table, ax.data(), K, static_cast<int>(M), sums);
+  }, store);
+}
+
+// The few-rows path on bf16 A (M <= 16), A read as it is (permuted into ap:
+// M x K): rows of W 16 at a time a task, A's rows 4 at a time a kernel call
+// (a W row is decoded once a call; it stays in L1 for the next group of 4).
+// Splitting K into panels whose slice of A stays in L1 measured slower: the
+// weight's prefetch then runs into the next panel instead of the next row.
+template <class Store>
+void bnb4_gemv_bf16(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, uint16_t* ap, const Store& store) {
+  const uint16_t* a = d.a.A.ptr<const uint16_t>();
+  for (int64_t m = 0; m < M; ++m) gemm::bnb4_permute_a_bf16(a + m * K, K, ap + m * K);
+  uint16_t table32[32];
+  gemm::bnb4_table_bf16(d.table, table32);
+  const int64_t bs = d.a.blocksize, blocks = K / bs, rows_per_task = 16;
+  parallel_for((N + rows_per_task - 1) / rows_per_task, M * N * K, [&](int64_t task) {
+    const int64_t n0 = task * rows_per_task;
+    const int nr = static_cast<int>(std::min(rows_per_task, N - n0));
+    std::vector<float> decoded(d.a.nested.present() ? static_cast<size_t>(nr * blocks) : 0);
+    const float* scales[16];
+    for (int j = 0; j < nr; ++j) {
+      const int64_t n = n0 + j;
+      scales[j] = d.a.absmax.ptr<const float>() + n * blocks;
+      if (d.a.nested.present()) {
+        float* row = decoded.data() + j * blocks;
+        for (int64_t b = 0; b < blocks; ++b) row[b] = d.absmax(n * blocks + b);
+        scales[j] = row;
+      }
+    }
+    alignas(64) float acc[16][16][16];  // [row of W][row of A][lane]
+    for (int j = 0; j < nr; ++j) std::memset(acc[j], 0, static_cast<size_t>(M) * 16 * sizeof(float));
+    for (int j = 0; j < nr; ++j) {
+      for (int64_t m0 = 0; m0 < M; m0 += 4) {
+        const int rows = static_cast<int>(std::min<int64_t>(4, M - m0));
+        gemm::bnb4_gemv_row_bf16(d.packed + (n0 + j) * K / 2, 0, K, bs, scales[j], table32, ap + m0 * K, K, rows,
+                                 acc[j][m0]);
+      }
+    }
+    float out[16];
+    for (int64_t m = 0; m < M; ++m) {
+      for (int j = 0; j < nr; ++j) {
+        float sum = 0.0f;
+        for (int l = 0; l < 16; ++l) sum += acc[j][m][l];
+        out[j] = sum;
+      }
+      store(m, n0, nr, out);
+    }
   });
 }
 
@@ -283,7 +343,13 @@ void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream) {
   if (M == 0) return;
   const Scratch s(workspace, M, K);
   const int64_t lda = gemm::round_up(K, kVec);
-  gemm::prepare_a(a.A, nullptr, M, K, lda, s.a32);
+  // Up to 4 rows, whole blocks of 32-multiples a row, no config forced: each weight row streamed once;
+  // bf16 A as it is, up to 16 rows, where K is whole 128-element chunks and the blocks hold whole lanes of them.
+  const bool gemv = a.config.empty() && K % a.blocksize == 0 && a.blocksize % 32 == 0;
+  const bool gemv_bf16 = gemv && M <= 16 && a.A.dtype == DType::bf16 && K % 128 == 0 &&
+                         (a.blocksize <= 64 || a.blocksize % 128 == 0) && gemm::bnb4_gemv_bf16_available();
+  const bool gemv_f32 = gemv && M <= 4 && !gemv_bf16 && gemm::bnb4_gemv_available();
+  if (!gemv_bf16) gemm::prepare_a(a.A, nullptr, M, K, lda, s.a32);
   if (a.bias.present()) {
     with_float_type(a.bias.dtype, a.kName, [&](auto t) {
       using T = decltype(t);
@@ -291,11 +357,10 @@ void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream) {
     });
   }
   const Bnb4Decoder decode{a, K, a.packed.ptr<const uint8_t>(), a.type == Quant4Type::nf4 ? kNf4Table : kFp4Table};
-  // Up to 4 rows, whole blocks of 32-multiples a row, no config forced: each weight row streamed once.
-  const bool gemv = M <= 4 && a.config.empty() && K % a.blocksize == 0 && a.blocksize % 32 == 0 &&
-                    gemm::bnb4_gemv_available();
   with_store(a.out, N, a.bias.present() ? s.bias : nullptr, a.kName, [&](const auto& store) {
-    if (gemv) {
+    if (gemv_bf16) {
+      bnb4_gemv_bf16(decode, M, N, K, reinterpret_cast<uint16_t*>(s.a32), store);  // M x K halves fit in a32
+    } else if (gemv_f32) {
       bnb4_gemv(decode, M, N, K, s.a32, lda, store);
     } else {
       gemm::run_tiles(M, N, K, s.a32, lda, cfg, decode, store);

@@ -226,7 +226,9 @@ CloseCase<MatmulArgs> matmul_case(const std::string& name, const QuantizedWeight
   };
   cc.oracle = matmul_oracle(A, dequantized.empty() ? expected_dequant(w) : dequantized, c.N, c.K,
                             c.with_bias ? to_floats(w.bias) : std::vector<float>());
-  cc.tolerance = [c](DeviceType d) { return matmul_tolerance(c.A_dtype, c.out_dtype, c.accum_dtype, c.K, d); };
+  cc.tolerance = [c](DeviceType d, const std::string&) {
+    return matmul_tolerance(c.A_dtype, c.out_dtype, c.accum_dtype, c.K, d);
+  };
   return cc;
 }
 

@@ -4,9 +4,7 @@
 #include <sstream>
 
 namespace lowbit::test {
-namespace {
 
-// Unit roundoff of a float dtype, and half its smallest subnormal spacing.
 double unit_roundoff(DType d) {
   switch (d) {
     case DType::f16: return 0x1p-11;
@@ -14,6 +12,10 @@ double unit_roundoff(DType d) {
     default: return 0x1p-24;
   }
 }
+
+namespace {
+
+// Half a float dtype's smallest subnormal spacing.
 double subnormal_half_spacing(DType d) {
   switch (d) {
     case DType::f16: return 0x1p-25;

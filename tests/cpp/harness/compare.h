@@ -34,6 +34,9 @@ struct Tolerance {
   double a_terms = 0.0;  // operand rounding into subnormals, relative to Σ|a|
 };
 
+// The unit roundoff of a float dtype (2^-11 f16, 2^-8 bf16, 2^-24 f32).
+double unit_roundoff(DType d);
+
 // Bounds for a matmul on `device`: output rounding of `out`, fp32 sums of K
 // terms in any order, and on CUDA the weights rounded to A's dtype before
 // the tensor-core multiply (and fp16 accumulation when asked).
@@ -50,7 +53,8 @@ struct CloseCase {
   // inputs it makes are kept alive in `keep`.
   std::function<Args(Device device, const TensorRef& out, std::vector<Tensor>& keep)> make;
   Oracle oracle;
-  std::function<Tolerance(DeviceType device)> tolerance;
+  // The bound for an implementation (its device, its name).
+  std::function<Tolerance(DeviceType device, const std::string& impl)> tolerance;
 };
 
 // The configs an implementation lists for the case's arguments on `device`
@@ -89,7 +93,7 @@ void run_on_all_backends_close(const CloseCase<Args>& c) {
     for (KernelConfig& k : configs_of(c, impl, device)) configs.push_back(std::move(k));
     for (const KernelConfig& config : configs) {
       const Tensor got = run_close(c, impl, device, config);
-      expect_close(c.oracle, got, c.tolerance(impl.device),
+      expect_close(c.oracle, got, c.tolerance(impl.device, impl.name),
                    c.name + " [" + impl.name + (config.empty() ? "" : " config " + config.name()) + "]");
     }
   }
