@@ -255,8 +255,8 @@ void bnb4_gemv(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, float* a32
 }
 
 // The few-rows path on bf16 A (M <= 16), A read as it is (permuted into ap:
-// M x K): rows of W 16 at a time a task, A's rows 4 at a time a kernel call
-// (a W row is decoded once a call; it stays in L1 for the next group of 4).
+// M x K): rows of W 16 at a time a task, two at a time and A's rows 4 at a
+// time a kernel call (a W row pair stays in L1 for the next group of 4).
 // Splitting K into panels whose slice of A stays in L1 measured slower: the
 // weight's prefetch then runs into the next panel instead of the next row.
 template <class Store>
@@ -280,24 +280,26 @@ void bnb4_gemv_bf16(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, uint1
         scales[j] = row;
       }
     }
-    alignas(64) float acc[16][16][16];  // [row of W][row of A][lane]
-    for (int j = 0; j < nr; ++j) std::memset(acc[j], 0, static_cast<size_t>(M) * 16 * sizeof(float));
-    for (int j = 0; j < nr; ++j) {
+    float out[16][16];  // [row of A][row of W]
+    for (int j = 0; j < nr; j += 2) {
+      const int w_rows = std::min(2, nr - j);
+      const uint8_t* const rows[2] = {d.packed + (n0 + j) * K / 2, d.packed + (n0 + j + w_rows - 1) * K / 2};
+      const float* const row_scales[2] = {scales[j], scales[j + w_rows - 1]};
       for (int64_t m0 = 0; m0 < M; m0 += 4) {
-        const int rows = static_cast<int>(std::min<int64_t>(4, M - m0));
-        gemm::bnb4_gemv_row_bf16(d.packed + (n0 + j) * K / 2, 0, K, bs, scales[j], table32, ap + m0 * K, K, rows,
-                                 acc[j][m0]);
+        const int a_rows = static_cast<int>(std::min<int64_t>(4, M - m0));
+        alignas(64) float acc[2][4][16];  // [row of W][row of A][lane]
+        gemm::bnb4_gemv_rows_bf16(rows, w_rows, K, bs, row_scales, table32, ap + m0 * K, K, a_rows, &acc[0][0][0]);
+        for (int r = 0; r < w_rows; ++r) {
+          for (int m = 0; m < a_rows; ++m) {
+            const float* lanes = &acc[0][0][0] + 16 * (r * a_rows + m);
+            float sum = 0.0f;
+            for (int l = 0; l < 16; ++l) sum += lanes[l];
+            out[m0 + m][j + r] = sum;
+          }
+        }
       }
     }
-    float out[16];
-    for (int64_t m = 0; m < M; ++m) {
-      for (int j = 0; j < nr; ++j) {
-        float sum = 0.0f;
-        for (int l = 0; l < 16; ++l) sum += acc[j][m][l];
-        out[j] = sum;
-      }
-      store(m, n0, nr, out);
-    }
+    for (int64_t m = 0; m < M; ++m) store(m, n0, nr, out[m]);
   });
 }
 

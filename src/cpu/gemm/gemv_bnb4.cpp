@@ -92,84 +92,106 @@ __attribute__((target("avx512f"))) void row_avx512_any(const uint8_t* row, int64
 // its absmax scales them once a chunk (kLanes lanes a block).
 #define LOWBIT_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
-// One 128-element chunk at k: its weights decoded once, each A row's sums
-// scaled by s into acc.
-template <int kRows>
-LOWBIT_BF16_TARGET __attribute__((always_inline)) inline void chunk_bf16(const uint8_t* row, int64_t k, __m512i tab,
-                                                                          const uint16_t* ap, int64_t ldap, __m512 s,
-                                                                          __m512 (&acc)[kRows]) {
-  // The weight streams from DRAM when it exceeds the caches: fetched 2 KB
-  // ahead (the next row's start past a row's end), it arrives in time.
-  _mm_prefetch(reinterpret_cast<const char*>(row + k / 2 + 2048), _MM_HINT_T0);
-  const __m512i w = _mm512_loadu_si512(row + k / 2);
-  const __m512bh w0 = (__m512bh)_mm512_permutexvar_epi16(w, tab);
-  const __m512bh w1 = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(w, 4), tab);
-  const __m512bh w2 = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(w, 8), tab);
-  const __m512bh w3 = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(w, 12), tab);
+// One 128-element chunk at k of kW rows of W: each row's weights decoded
+// once, A's chunk of each of its kRows rows loaded once for all kW, each
+// (W row, A row) sum scaled by its W row's s into acc.
+template <int kRows, int kW>
+LOWBIT_BF16_TARGET __attribute__((always_inline)) inline void chunk_bf16(const uint8_t* const (&row)[2], int64_t k,
+                                                                          __m512i tab, const uint16_t* ap,
+                                                                          int64_t ldap, const __m512 (&s)[2],
+                                                                          __m512 (&acc)[kW][kRows]) {
+  __m512bh w[kW][4];
+  for (int r = 0; r < kW; ++r) {
+    // The weight streams from DRAM when it exceeds the caches: fetched 2 KB
+    // a row ahead (past a row's end, the start of the row as far after it:
+    // with two rows, not the other one's), it arrives in time.
+    _mm_prefetch(reinterpret_cast<const char*>(row[r] + k / 2 + 2048 * kW), _MM_HINT_T0);
+    const __m512i x = _mm512_loadu_si512(row[r] + k / 2);
+    w[r][0] = (__m512bh)_mm512_permutexvar_epi16(x, tab);
+    w[r][1] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(x, 4), tab);
+    w[r][2] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(x, 8), tab);
+    w[r][3] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(x, 12), tab);
+  }
   for (int m = 0; m < kRows; ++m) {
     const uint16_t* a = ap + m * ldap + k;
-    __m512 p = _mm512_dpbf16_ps(_mm512_setzero_ps(), w0, (__m512bh)_mm512_loadu_si512(a));
-    __m512 q = _mm512_dpbf16_ps(_mm512_setzero_ps(), w1, (__m512bh)_mm512_loadu_si512(a + 32));
-    p = _mm512_dpbf16_ps(p, w2, (__m512bh)_mm512_loadu_si512(a + 64));
-    q = _mm512_dpbf16_ps(q, w3, (__m512bh)_mm512_loadu_si512(a + 96));
-    acc[m] = _mm512_fmadd_ps(_mm512_add_ps(p, q), s, acc[m]);
+    const __m512bh a0 = (__m512bh)_mm512_loadu_si512(a), a1 = (__m512bh)_mm512_loadu_si512(a + 32);
+    const __m512bh a2 = (__m512bh)_mm512_loadu_si512(a + 64), a3 = (__m512bh)_mm512_loadu_si512(a + 96);
+    for (int r = 0; r < kW; ++r) {
+      const __m512 p = _mm512_dpbf16_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), w[r][0], a0), w[r][2], a2);
+      const __m512 q = _mm512_dpbf16_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), w[r][1], a1), w[r][3], a3);
+      acc[r][m] = _mm512_fmadd_ps(_mm512_add_ps(p, q), s[r], acc[r][m]);
+    }
   }
 }
 
-template <int kRows, int kLanes>
-LOWBIT_BF16_TARGET void row_bf16(const uint8_t* row, int64_t k0, int64_t k1, int64_t blocksize, const float* scales,
-                                 const uint16_t* table32, const uint16_t* ap, int64_t ldap, float* acc16) {
+template <int kRows, int kW, int kLanes>
+LOWBIT_BF16_TARGET void rows_bf16(const uint8_t* const (&row)[2], int64_t K, int64_t blocksize,
+                                  const float* const (&scales)[2], const uint16_t* table32, const uint16_t* ap,
+                                  int64_t ldap, float* acc16) {
   const __m512i tab = _mm512_loadu_si512(table32);
-  __m512 acc[kRows];
-  for (int m = 0; m < kRows; ++m) acc[m] = _mm512_loadu_ps(acc16 + 16 * m);
+  __m512 acc[kW][kRows];
+  for (int r = 0; r < kW; ++r) {
+    for (int m = 0; m < kRows; ++m) acc[r][m] = _mm512_setzero_ps();
+  }
+  __m512 s[2];
   if constexpr (kLanes == 16) {  // blocks of whole chunks
     const int64_t per_block = blocksize / 128;
-    for (int64_t b = k0 / blocksize, k = k0; k < k1; ++b) {
-      const __m512 s = _mm512_set1_ps(scales[b]);
-      for (int64_t c = 0; c < per_block; ++c, k += 128) chunk_bf16<kRows>(row, k, tab, ap, ldap, s, acc);
+    for (int64_t b = 0, k = 0; k < K; ++b) {
+      for (int r = 0; r < kW; ++r) s[r] = _mm512_set1_ps(scales[r][b]);
+      for (int64_t c = 0; c < per_block; ++c, k += 128) chunk_bf16<kRows, kW>(row, k, tab, ap, ldap, s, acc);
     }
   } else {  // 16 / kLanes blocks a chunk: lane l takes the scale of block l / kLanes
     const __m512i lane_block = _mm512_srli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                                  kLanes == 4 ? 2 : 3);
     constexpr __mmask16 kLoad = (1u << (16 / kLanes)) - 1;
-    scales += k0 / blocksize;
-    for (int64_t k = k0; k < k1; k += 128, scales += 16 / kLanes) {
-      const __m512 s = _mm512_permutexvar_ps(lane_block, _mm512_maskz_loadu_ps(kLoad, scales));
-      chunk_bf16<kRows>(row, k, tab, ap, ldap, s, acc);
+    for (int64_t k = 0, b = 0; k < K; k += 128, b += 16 / kLanes) {
+      for (int r = 0; r < kW; ++r) s[r] = _mm512_permutexvar_ps(lane_block, _mm512_maskz_loadu_ps(kLoad, scales[r] + b));
+      chunk_bf16<kRows, kW>(row, k, tab, ap, ldap, s, acc);
     }
   }
-  for (int m = 0; m < kRows; ++m) _mm512_storeu_ps(acc16 + 16 * m, acc[m]);
-}
-
-template <int kRows>
-LOWBIT_BF16_TARGET void row_bf16_blocks(const uint8_t* row, int64_t k0, int64_t k1, int64_t blocksize,
-                                        const float* scales, const uint16_t* table32, const uint16_t* ap,
-                                        int64_t ldap, float* acc16) {
-  if (blocksize == 32) return row_bf16<kRows, 4>(row, k0, k1, blocksize, scales, table32, ap, ldap, acc16);
-  if (blocksize == 64) return row_bf16<kRows, 8>(row, k0, k1, blocksize, scales, table32, ap, ldap, acc16);
-  return row_bf16<kRows, 16>(row, k0, k1, blocksize, scales, table32, ap, ldap, acc16);
-}
-
-LOWBIT_BF16_TARGET void row_bf16_any(const uint8_t* row, int64_t k0, int64_t k1, int64_t blocksize,
-                                     const float* scales, const uint16_t* table32, const uint16_t* ap, int64_t ldap,
-                                     int rows, float* acc16) {
-  switch (rows) {
-    case 1: return row_bf16_blocks<1>(row, k0, k1, blocksize, scales, table32, ap, ldap, acc16);
-    case 2: return row_bf16_blocks<2>(row, k0, k1, blocksize, scales, table32, ap, ldap, acc16);
-    case 3: return row_bf16_blocks<3>(row, k0, k1, blocksize, scales, table32, ap, ldap, acc16);
-    default: return row_bf16_blocks<4>(row, k0, k1, blocksize, scales, table32, ap, ldap, acc16);
+  for (int r = 0; r < kW; ++r) {
+    for (int m = 0; m < kRows; ++m) _mm512_storeu_ps(acc16 + 16 * (r * kRows + m), acc[r][m]);
   }
+}
+
+template <int kRows, int kW>
+LOWBIT_BF16_TARGET void rows_bf16_blocks(const uint8_t* const (&row)[2], int64_t K, int64_t blocksize,
+                                         const float* const (&scales)[2], const uint16_t* table32,
+                                         const uint16_t* ap, int64_t ldap, float* acc16) {
+  if (blocksize == 32) return rows_bf16<kRows, kW, 4>(row, K, blocksize, scales, table32, ap, ldap, acc16);
+  if (blocksize == 64) return rows_bf16<kRows, kW, 8>(row, K, blocksize, scales, table32, ap, ldap, acc16);
+  return rows_bf16<kRows, kW, 16>(row, K, blocksize, scales, table32, ap, ldap, acc16);
+}
+
+template <int kW>
+LOWBIT_BF16_TARGET void rows_bf16_any(const uint8_t* const (&row)[2], int64_t K, int64_t blocksize,
+                                      const float* const (&scales)[2], const uint16_t* table32, const uint16_t* ap,
+                                      int64_t ldap, int rows, float* acc16) {
+  switch (rows) {
+    case 1: return rows_bf16_blocks<1, kW>(row, K, blocksize, scales, table32, ap, ldap, acc16);
+    case 2: return rows_bf16_blocks<2, kW>(row, K, blocksize, scales, table32, ap, ldap, acc16);
+    case 3: return rows_bf16_blocks<3, kW>(row, K, blocksize, scales, table32, ap, ldap, acc16);
+    default: return rows_bf16_blocks<4, kW>(row, K, blocksize, scales, table32, ap, ldap, acc16);
+  }
+}
+
+// One or two rows of W (row[1] and scales[1] unused for one).
+LOWBIT_BF16_TARGET void rows_bf16_entry(const uint8_t* const (&row)[2], int w_rows, int64_t K, int64_t blocksize,
+                                        const float* const (&scales)[2], const uint16_t* table32,
+                                        const uint16_t* ap, int64_t ldap, int rows, float* acc16) {
+  if (w_rows == 2) return rows_bf16_any<2>(row, K, blocksize, scales, table32, ap, ldap, rows, acc16);
+  return rows_bf16_any<1>(row, K, blocksize, scales, table32, ap, ldap, rows, acc16);
 }
 #undef LOWBIT_BF16_TARGET
 #endif
 
-using RowBf16Fn = void (*)(const uint8_t*, int64_t, int64_t, int64_t, const float*, const uint16_t*, const uint16_t*,
-                           int64_t, int, float*);
+using RowBf16Fn = void (*)(const uint8_t* const (&)[2], int, int64_t, int64_t, const float* const (&)[2],
+                           const uint16_t*, const uint16_t*, int64_t, int, float*);
 
 RowBf16Fn row_bf16_fn() {
   static const RowBf16Fn fn = [] {
 #if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16")) return &row_bf16_any;
+    if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16")) return &rows_bf16_entry;
 #endif
     return static_cast<RowBf16Fn>(nullptr);
   }();
@@ -226,9 +248,10 @@ void bnb4_table_bf16(const float* table16, uint16_t* table32) {
   for (int i = 0; i < 32; ++i) table32[i] = f32_to_bf16(table16[i % 16]);
 }
 
-void bnb4_gemv_row_bf16(const uint8_t* row, int64_t k0, int64_t k1, int64_t blocksize, const float* scales,
-                        const uint16_t* table32, const uint16_t* ap, int64_t ldap, int rows, float* acc16) {
-  row_bf16_fn()(row, k0, k1, blocksize, scales, table32, ap, ldap, rows, acc16);
+void bnb4_gemv_rows_bf16(const uint8_t* const (&row)[2], int w_rows, int64_t K, int64_t blocksize,
+                         const float* const (&scales)[2], const uint16_t* table32, const uint16_t* ap, int64_t ldap,
+                         int rows, float* acc16) {
+  row_bf16_fn()(row, w_rows, K, blocksize, scales, table32, ap, ldap, rows, acc16);
 }
 
 }  // namespace lowbit::core::cpu::gemm

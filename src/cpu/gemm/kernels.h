@@ -27,18 +27,19 @@ void bnb4_split_a(const float* a, int64_t K, float* ax);
 void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float* scales, const float* table16,
                    const float* ax, int64_t ldx, int rows, float* out);
 // The same for bf16 A on CPUs with AVX-512 BF16 (bnb4_gemv_bf16_available),
-// over columns [k0, k1) of the row (multiples of 128, and of the blocksize
-// when it exceeds 128; the blocksize 32, 64 or a multiple of 128): acc16
-// ([rows][16] floats) gains each A row's 16 lane sums (their total is the
-// dot product). The table is rounded to bf16 (bnb4_table_bf16: its 16 values
-// twice, 32 entries), each A row permuted by bnb4_permute_a_bf16 into ap
-// (ldap elements apart); products and sums in fp32 (vdpbf16ps: bf16
-// subnormals count as zero).
+// K a multiple of 128, the blocksize 32, 64 or a multiple of 128, for
+// w_rows (1 or 2) rows of W at once (each A chunk loaded once for both):
+// acc16 ([w_rows][rows][16] floats) gets each (W row, A row) pair's 16 lane
+// sums (their total is the dot product). The table is rounded to bf16
+// (bnb4_table_bf16: its 16 values twice, 32 entries), each A row permuted by
+// bnb4_permute_a_bf16 into ap (ldap elements apart); products and sums in
+// fp32 (vdpbf16ps: bf16 subnormals count as zero).
 bool bnb4_gemv_bf16_available();
 void bnb4_table_bf16(const float* table16, uint16_t* table32);
 void bnb4_permute_a_bf16(const uint16_t* a, int64_t K, uint16_t* ap);
-void bnb4_gemv_row_bf16(const uint8_t* row, int64_t k0, int64_t k1, int64_t blocksize, const float* scales,
-                        const uint16_t* table32, const uint16_t* ap, int64_t ldap, int rows, float* acc16);
+void bnb4_gemv_rows_bf16(const uint8_t* const (&row)[2], int w_rows, int64_t K, int64_t blocksize,
+                         const float* const (&scales)[2], const uint16_t* table32, const uint16_t* ap, int64_t ldap,
+                         int rows, float* acc16);
 // 8-bit codes: int8 / uint8 values converted, fp8 (E4M3) decoded, any other
 // kind through vtab[256].
 void decode_bytes(const uint8_t* row, WeightKind kind, int64_t k0, int64_t len, const float* vtab, float* out);
