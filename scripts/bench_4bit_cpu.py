@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_gemm as bg  # noqa: E402  (lowbit's finder)
@@ -22,6 +23,18 @@ from bench_int8_cpu import best_of, table_header  # noqa: E402
 from bench_optim_cpu import cpu_model  # noqa: E402
 
 SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336)]
+
+
+def copy_bandwidth(torch, reps: int) -> float:
+    """A STREAM-style copy in this process: bytes read plus written per second, the best of reps."""
+    src = torch.ones(128 << 20, dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    best = float("inf")
+    for _ in range(max(reps, 3)):
+        t = time.perf_counter()
+        dst.copy_(src)
+        best = min(best, time.perf_counter() - t)
+    return 2 * src.numel() * src.element_size() / best / 1e9
 
 
 def main() -> int:
@@ -45,8 +58,11 @@ def main() -> int:
         bnb = BF = None
     bg.log(f"bench_4bit_cpu: {cpu_model()}, {args.threads} threads, torch {torch.__version__}, "
            f"bitsandbytes {bnb.__version__ if bnb else 'not installed'}")
+    copy_gbs = copy_bandwidth(torch, args.reps)
+    bg.log(f"copy: {copy_gbs:.1f} GB/s (torch copy_ of 256 MiB, bytes read + written); `of copy`: the weight's "
+           f"bytes (codes and absmax) per second of lowbit's call over it")
     table_header("M", "N x K", "lowbit ms", "bnb matmul_4bit ms", "bnb Linear4bit ms", "torch bf16 ms",
-                 "x bnb matmul_4bit", "x bnb Linear4bit", "x torch", "lowbit err")
+                 "x bnb matmul_4bit", "x bnb Linear4bit", "x torch", "of copy", "lowbit err")
     gen = torch.Generator().manual_seed(0)
     failed = 0
     for N, K in SHAPES:
@@ -73,8 +89,9 @@ def main() -> int:
                 ms = best_of(fns, args.reps, args.rounds)
             cell = lambda name: f"{ms[name]:.3f}" if name in ms else "—"  # noqa: E731
             ratio = lambda name: f"{ms[name] / ms['lowbit']:.2f}x" if name in ms else "—"  # noqa: E731
+            weight_gbs = (N * K / 2 + st.absmax.numel() * st.absmax.element_size()) / (ms["lowbit"] * 1e-3) / 1e9
             bg.log(f"| {M} | {N} x {K} | {cell('lowbit')} | {cell('bnb')} | {cell('linear')} | {cell('torch')} | "
-                   f"{ratio('bnb')} | {ratio('linear')} | {ratio('torch')} | {err:.1e} |")
+                   f"{ratio('bnb')} | {ratio('linear')} | {ratio('torch')} | {weight_gbs / copy_gbs:.2f} | {err:.1e} |")
     return 1 if failed else 0
 
 
