@@ -218,9 +218,16 @@ struct Bnb4Decoder {
   }
 };
 
-// Rows of W 16 at a time a task for the few-rows paths: row(n, scales, sums)
-// writes the M sums of row n given its blocks' absmax (the state's own row
-// of them, or decoded from the nested state into a buffer).
+// The absmax of row n's `blocks` blocks (whole blocks a row): the state's
+// own row of them, or decoded from the nested state into buf.
+const float* row_absmax(const Bnb4Decoder& d, int64_t n, int64_t blocks, float* buf) {
+  if (!d.a.nested.present()) return d.a.absmax.ptr<const float>() + n * blocks;
+  for (int64_t b = 0; b < blocks; ++b) buf[b] = d.absmax(n * blocks + b);
+  return buf;
+}
+
+// Rows of W 16 at a time a task for the few-rows fp32 path: row(n, scales,
+// sums) writes the M sums of row n given its blocks' absmax.
 template <class Row, class Store>
 void bnb4_rows(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, const Row& row, const Store& store) {
   const int64_t blocks = K / d.a.blocksize, rows_per_task = 16;
@@ -231,12 +238,7 @@ void bnb4_rows(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, const Row&
     float out[4][16], sums[4];
     for (int j = 0; j < nr; ++j) {
       const int64_t n = n0 + j;
-      const float* scales = d.a.absmax.ptr<const float>() + n * blocks;
-      if (d.a.nested.present()) {
-        for (int64_t b = 0; b < blocks; ++b) decoded[static_cast<size_t>(b)] = d.absmax(n * blocks + b);
-        scales = decoded.data();
-      }
-      row(n, scales, sums);
+      row(n, row_absmax(d, n, blocks, decoded.data()), sums);
       for (int64_t m = 0; m < M; ++m) out[m][j] = sums[m];
     }
     for (int64_t m = 0; m < M; ++m) store(m, n0, nr, out[m]);
@@ -272,13 +274,7 @@ void bnb4_gemv_bf16(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, uint1
     std::vector<float> decoded(d.a.nested.present() ? static_cast<size_t>(nr * blocks) : 0);
     const float* scales[16];
     for (int j = 0; j < nr; ++j) {
-      const int64_t n = n0 + j;
-      scales[j] = d.a.absmax.ptr<const float>() + n * blocks;
-      if (d.a.nested.present()) {
-        float* row = decoded.data() + j * blocks;
-        for (int64_t b = 0; b < blocks; ++b) row[b] = d.absmax(n * blocks + b);
-        scales[j] = row;
-      }
+      scales[j] = row_absmax(d, n0 + j, blocks, decoded.empty() ? nullptr : decoded.data() + j * blocks);
     }
     float out[16][16];  // [row of A][row of W]
     for (int j = 0; j < nr; j += 2) {
