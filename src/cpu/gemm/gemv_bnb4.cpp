@@ -87,7 +87,7 @@ __attribute__((target("avx512f"))) void row_avx512_any(const uint8_t* row, int64
 // 5 bits in a 32-entry table (the 16 values twice, so the next nibble's bit
 // needs no mask), after shifts of 0, 4, 8 and 12: four vectors of 32 bf16
 // weights, which vdpbf16ps multiplies in pairs by A's chunk permuted the
-// same way (bnb4_permute_a_bf16) into fp32 lanes. Lane l sums elements
+// same way (permute_a_bf16) into fp32 lanes. Lane l sums elements
 // 8l .. 8l + 7 of the chunk, so a block of 32 or more holds whole lanes and
 // its absmax scales them once a chunk (kLanes lanes a block).
 #define LOWBIT_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
@@ -233,24 +233,27 @@ void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float
 
 bool bnb4_gemv_bf16_available() { return row_bf16_fn() != nullptr; }
 
-void bnb4_permute_a_bf16(const uint16_t* a, int64_t K, uint16_t* ap) {
+void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, Nibbles order, uint16_t* ap) {
+  // The element each shift of word i yields, in shift order 0, 4, 8, 12.
+  const int high[4] = {1, 0, 3, 2}, low[4] = {0, 1, 2, 3};
+  const int* at = order == Nibbles::high_first ? high : low;
   for (int64_t c = 0; c < K; c += 128) {
-    for (int i = 0; i < 32; ++i) {
-      ap[c + i] = a[c + 4 * i + 1];
-      ap[c + 32 + i] = a[c + 4 * i];
-      ap[c + 64 + i] = a[c + 4 * i + 3];
-      ap[c + 96 + i] = a[c + 4 * i + 2];
+    for (int s = 0; s < 4; ++s) {
+      for (int i = 0; i < 32; ++i) {
+        const int64_t k = c + 4 * i + at[s];
+        ap[c + 32 * s + i] = a[perm ? perm[k] : k];
+      }
     }
   }
 }
 
-void bnb4_table_bf16(const float* table16, uint16_t* table32) {
+void table32_bf16(const float* table16, uint16_t* table32) {
   for (int i = 0; i < 32; ++i) table32[i] = f32_to_bf16(table16[i % 16]);
 }
 
-void bnb4_gemv_rows_bf16(const uint8_t* const (&row)[2], int w_rows, int64_t K, int64_t blocksize,
-                         const float* const (&scales)[2], const uint16_t* table32, const uint16_t* ap, int64_t ldap,
-                         int rows, float* acc16) {
+void gemv4_rows_bf16(const uint8_t* const (&row)[2], int w_rows, int64_t K, int64_t blocksize,
+                     const float* const (&scales)[2], const uint16_t* table32, const uint16_t* ap, int64_t ldap,
+                     int rows, float* acc16) {
   row_bf16_fn()(row, w_rows, K, blocksize, scales, table32, ap, ldap, rows, acc16);
 }
 

@@ -26,20 +26,24 @@ bool bnb4_gemv_available();
 void bnb4_split_a(const float* a, int64_t K, float* ax);
 void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float* scales, const float* table16,
                    const float* ax, int64_t ldx, int rows, float* out);
-// The same for bf16 A on CPUs with AVX-512 BF16 (bnb4_gemv_bf16_available),
-// K a multiple of 128, the blocksize 32, 64 or a multiple of 128, for
+// The few-rows product of a 4-bit weight with bf16 A (gemv_bnb4.cpp), on
+// CPUs with AVX-512 BF16 (bnb4_gemv_bf16_available): K a multiple of 128,
+// scale blocks of 32, 64 or a multiple of 128 columns (scales: a row's), for
 // w_rows (1 or 2) rows of W at once (each A chunk loaded once for both):
 // acc16 ([w_rows][rows][16] floats) gets each (W row, A row) pair's 16 lane
-// sums (their total is the dot product). The table is rounded to bf16
-// (bnb4_table_bf16: its 16 values twice, 32 entries), each A row permuted by
-// bnb4_permute_a_bf16 into ap (ldap elements apart); products and sums in
-// fp32 (vdpbf16ps: bf16 subnormals count as zero).
+// sums (their total is the dot product). table32_bf16 rounds the 16 code
+// values to bf16 (held twice: 32 entries); permute_a_bf16 orders each A row
+// (columns perm[k] when perm is given) as the codes' nibbles come out of a
+// 16-bit word: bitsandbytes' high nibble first or the rows layout's low
+// nibble first. Products and sums in fp32 (vdpbf16ps: bf16 subnormals count
+// as zero).
+enum class Nibbles { high_first, low_first };
 bool bnb4_gemv_bf16_available();
-void bnb4_table_bf16(const float* table16, uint16_t* table32);
-void bnb4_permute_a_bf16(const uint16_t* a, int64_t K, uint16_t* ap);
-void bnb4_gemv_rows_bf16(const uint8_t* const (&row)[2], int w_rows, int64_t K, int64_t blocksize,
-                         const float* const (&scales)[2], const uint16_t* table32, const uint16_t* ap, int64_t ldap,
-                         int rows, float* acc16);
+void table32_bf16(const float* table16, uint16_t* table32);
+void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, Nibbles order, uint16_t* ap);
+void gemv4_rows_bf16(const uint8_t* const (&row)[2], int w_rows, int64_t K, int64_t blocksize,
+                     const float* const (&scales)[2], const uint16_t* table32, const uint16_t* ap, int64_t ldap,
+                     int rows, float* acc16);
 // 8-bit codes: int8 / uint8 values converted, fp8 (E4M3) decoded, any other
 // kind through vtab[256].
 void decode_bytes(const uint8_t* row, WeightKind kind, int64_t k0, int64_t len, const float* vtab, float* out);

@@ -66,6 +66,36 @@ void sweep(WeightType t) {
   }
 }
 
+// The CPU few-rows kernel for bf16 A on 4-bit codes without zeros (K whole
+// 128-element chunks): each 4-bit type, no scale, a scale per row and
+// groups of 32, 64, 128, 256, act-order permutations, M in one or several
+// groups of 4, bf16 and fp32 out.
+TEST(MatmulBf16FewRows, Every4bitTypeAndGroup) {
+  SCOPED_TRACE("impls: " + impl_names<MatmulArgs>());
+  int i = 0;
+  for (WeightType t : {WeightType::int4, WeightType::uint4, WeightType::nf4, WeightType::fp4, WeightType::fp4_e2m1}) {
+    for (const int64_t g : {0, -1, 32, 64, 128, 256}) {
+      for (const int64_t M : {1, 3, 4, 7, 16}) {
+        MatmulConfig c;
+        c.W_dtype = t;
+        c.with_scaling = g != 0;
+        c.group_size = g == 0 ? -1 : g;
+        c.N = 17 + i % 4;
+        c.K = 128 * (1 + i % 3) * (g == 256 ? 2 : 1);
+        c.A_dtype = DType::bf16;
+        c.out_dtype = i % 2 ? DType::f32 : DType::bf16;
+        c.with_bias = i % 3 == 1;
+        const bool perm = i % 4 == 2;
+        const QuantizedWeight w = random_weight(c, kScales[i % 3], perm);
+        const std::string name = describe(c) + " M=" + std::to_string(M) + (perm ? " perm" : "");
+        run_on_all_backends_close(matmul_case(name, w, random_floats({M, c.K}, DType::bf16, 0.5f)));
+        ++i;
+        if (::testing::Test::HasFailure()) return;
+      }
+    }
+  }
+}
+
 class MatmulSweep : public ::testing::TestWithParam<WeightType> {};
 
 TEST_P(MatmulSweep, EveryGroupZerosModeAndM) {
