@@ -3,6 +3,7 @@
 // and 4-bit encoders, and the bucketed code encoder for 8-bit.
 #include <algorithm>
 #include <memory>
+#include <type_traits>
 
 #include "core/quant_math.h"
 #include "core/registry.h"
@@ -112,14 +113,22 @@ void dequantize_4bit_fast(const Dequantize4bitArgs& a, void*, Stream) {
   with_float_type(a.out.dtype, a.kName, [&](auto t) {
     using T = decltype(t);
     T* out = a.out.ptr<T>();
-    parallel_for(ceil_div(n, bs), n, [&](int64_t b) {
-      const float m = absmax_of(b);
-      const int64_t begin = b * bs, count = std::min(bs, n - begin);
-      const uint8_t* p = packed + begin / 2;
-      T* o = out + begin;
+    // Tasks of whole blocks, about 4096 elements each: the per-block work is a broadcast, not a call.
+    const int64_t blocks = ceil_div(n, bs), per_task = std::max<int64_t>(1, 4096 / bs);
+    parallel_for(ceil_div(blocks, per_task), n, [&](int64_t task) {
+      const int64_t b0 = task * per_task, b1 = std::min(blocks, b0 + per_task);
+      float scales[128];  // per_task <= 128 (bs >= 32)
+      for (int64_t b = b0; b < b1; ++b) scales[b - b0] = absmax_of(b);
+      const int64_t begin = b0 * bs, count = std::min(n, b1 * bs) - begin;
+      if constexpr (!std::is_same_v<T, Half>) {
+        if (decode4_blocks_span(packed + begin / 2, count, bs, scales, table, out + begin)) return;
+      }
       alignas(64) float buf[4096];  // one block (blocksize <= 4096)
-      decode4_span(p, count, table, m, buf);
-      from_f32_span(buf, count, o);
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t start = b * bs, len = std::min(bs, n - start);
+        decode4_span(packed + start / 2, len, table, scales[b - b0], buf);
+        from_f32_span(buf, len, out + start);
+      }
     });
   });
 }

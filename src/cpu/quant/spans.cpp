@@ -258,6 +258,60 @@ __attribute__((target("avx512f"))) void decode4_avx512(const uint8_t* packed, in
   decode4_scalar(packed + j, count - 2 * j, table, m, out + 2 * j);
 }
 
+// 16 bytes -> 32 values (table[code] * m, IEEE products) of blocks of
+// `bs` (a multiple of 32) elements from element `begin` (a block start), as
+// float or as bf16 rounded as core::f32_to_bf16 does (nearest even, NaN
+// kept quiet with its sign and high payload; store16): the nibbles looked up 16 at a
+// time, the high (even elements) and low (odd) interleaved by vpermt2ps.
+#define LOWBIT_DECODE4_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512bf16")))
+
+LOWBIT_DECODE4_TARGET __attribute__((always_inline)) inline void store16(float* o, __m512 v) { _mm512_storeu_ps(o, v); }
+// bf16 by vcvtneps2bf16 (nearest even) where no lane is NaN or an fp32
+// subnormal, which the instruction flushes; else by f32_to_bf16's integer
+// rounding, NaN kept quiet with its sign and high payload.
+LOWBIT_DECODE4_TARGET __attribute__((always_inline)) inline void store16(BFloat16* o, __m512 v) {
+  if (_mm512_fpclass_ps_mask(v, 0x01 | 0x20 | 0x80) == 0) {  // QNaN, denormal, SNaN
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), (__m256i)_mm512_cvtneps_pbh(v));
+    return;
+  }
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), _mm512_cvtepi32_epi16(r));
+}
+
+template <class T>
+LOWBIT_DECODE4_TARGET void decode4_blocks_avx512(const uint8_t* packed, int64_t count, int64_t bs, const float* scales,
+                                                 const float* table, T* out) {
+  const __m512 tab = _mm512_loadu_ps(table);
+  const __m512i low4 = _mm512_set1_epi32(15);
+  const __m512i first = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i second = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+  for (int64_t b = 0, k0 = 0; k0 < count; ++b, k0 += bs) {
+    const __m512 vm = _mm512_set1_ps(scales[b]);
+    const int64_t end = std::min(count, k0 + bs);
+    int64_t k = k0;
+    for (; k + 32 <= end; k += 32) {
+      const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed + k / 2)));
+      const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(c, 4), tab);
+      const __m512 lo = _mm512_permutexvar_ps(_mm512_and_si512(c, low4), tab);
+      store16(out + k, _mm512_mul_ps(_mm512_permutex2var_ps(hi, first, lo), vm));
+      store16(out + k + 16, _mm512_mul_ps(_mm512_permutex2var_ps(hi, second, lo), vm));
+    }
+    for (; k < end; ++k) {  // the last block's ragged tail
+      const uint8_t byte = packed[k / 2];
+      const float v = table[k % 2 ? byte & 0xfu : byte >> 4] * scales[b];
+      if constexpr (std::is_same_v<T, float>) {
+        out[k] = v;
+      } else {
+        out[k] = BFloat16{f32_to_bf16(v)};
+      }
+    }
+  }
+}
+
 void decode8_scalar(const uint8_t* q, int64_t n, const float* code, float m, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = code[q[i]] * m;
 }
@@ -282,6 +336,32 @@ void decode4_span(const uint8_t* packed, int64_t count, const float* table16, fl
     decode4_scalar(packed, count, table16, m, out);
   }
 }
+
+namespace {
+
+// The fused loop wants AVX-512 BW, DQ and BF16; other CPUs keep the per-block path.
+bool decode4_blocks_fits(int64_t bs) {
+  static const bool cpu = simd_level() == 2 && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bf16");
+  return cpu && bs % 32 == 0;
+}
+
+}  // namespace
+
+bool decode4_blocks_span(const uint8_t* packed, int64_t count, int64_t bs, const float* scales, const float* table16,
+                         float* out) {
+  if (!decode4_blocks_fits(bs)) return false;
+  decode4_blocks_avx512(packed, count, bs, scales, table16, out);
+  return true;
+}
+bool decode4_blocks_span(const uint8_t* packed, int64_t count, int64_t bs, const float* scales, const float* table16,
+                         BFloat16* out) {
+  if (!decode4_blocks_fits(bs)) return false;
+  decode4_blocks_avx512(packed, count, bs, scales, table16, out);
+  return true;
+}
+
+#undef LOWBIT_DECODE4_TARGET
 
 void decode8_span(const uint8_t* q, int64_t n, const float* code256, float m, float* out) {
   if (simd_level() == 2) {

@@ -38,6 +38,14 @@ void encode_code8_span(const float* x, float r, int64_t n, const int32_t* base, 
 // even element in the high nibble), and out[i] = code[q[i]] * m for bytes:
 // the dequantization loops, with AVX-512 table permutes / gathers.
 void decode4_span(const uint8_t* packed, int64_t count, const float* table16, float m, float* out);
+// The same over whole blocks of bs elements from a block start (the last may
+// be ragged), block b scaled by scales[b], written straight as float or bf16
+// (from_f32's rounding); false, nothing written, where no vector path fits
+// (a CPU without AVX-512, bs not a multiple of 32).
+bool decode4_blocks_span(const uint8_t* packed, int64_t count, int64_t bs, const float* scales, const float* table16,
+                         float* out);
+bool decode4_blocks_span(const uint8_t* packed, int64_t count, int64_t bs, const float* scales, const float* table16,
+                         BFloat16* out);
 void decode8_span(const uint8_t* q, int64_t n, const float* code256, float m, float* out);
 
 // codes[i] = encode_fp4(x[i] * r).

@@ -1,6 +1,8 @@
 // 4-bit NF4 / FP4 quantization: every backend against the CPU
 // reference, bit-exact packing and code selection, error bounds, double quant.
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 #include "core/tables.h"
 #include "harness/harness.h"
@@ -66,6 +68,27 @@ TEST(Dequantize4bit, EveryBackendMatchesReference) {
           run_on_all_backends(dequantize_case(1 + 2999 * (i++ % 7), bs, out, type, nested));
         }
       }
+    }
+  }
+}
+
+// Absmax NaN, ±Inf, 0 and tiny (products below bf16's normal range): every
+// backend's bytes equal the reference's, bf16's NaN and subnormal rounding included.
+TEST(Dequantize4bit, SpecialAbsmaxMatchesReference) {
+  for (DType out : kFloats) {
+    for (int64_t bs : {32, 64}) {
+      OpCase<Dequantize4bitArgs> c = dequantize_case(4096 + 33, bs, out, Quant4Type::nf4, false);
+      float* m = c.inputs[1].ptr<float>();
+      const uint32_t payload_nans[] = {0x7fc0ffffu, 0xffc12345u};  // NaN payloads the product carries to out
+      float special[] = {std::nanf(""), 0.0f, 0.0f, -std::numeric_limits<float>::infinity(),
+                         std::numeric_limits<float>::infinity(), 0.0f, 1e-39f, -3e-38f, 1e-45f};
+      std::memcpy(&special[1], &payload_nans[0], 4);
+      std::memcpy(&special[2], &payload_nans[1], 4);
+      for (int64_t b = 0; b < c.inputs[1].numel(); ++b) {
+        if (b % 3 == 0) m[b] = special[(b / 3) % 9];
+      }
+      c.name += std::string(" special absmax ") + std::string(dtype_name(out));
+      run_on_all_backends(c);
     }
   }
 }
