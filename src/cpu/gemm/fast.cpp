@@ -258,33 +258,37 @@ void bnb4_gemv(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, float* a32
 
 // The few-rows product on bf16 A (M <= 16) of a 4-bit weight whose rows
 // (row(n): K / 2 bytes) hold whole 128-element chunks, A already permuted
-// into ap (M x K); scales(n, buf) gives row n's scales of `blocksize`
-// columns each (32, 64 or a multiple of 128), table32 the codes' values in
-// bf16. Rows of W 16 at a time a task, two at a time and A's rows 4 at a
-// time a kernel call (a W row pair stays in L1 for the next group of 4).
-// Splitting K into panels whose slice of A stays in L1 measured slower: the
-// weight's prefetch then runs into the next panel instead of the next row.
-template <class RowFn, class ScalesFn, class Store>
-void gemv4_bf16(int64_t M, int64_t N, int64_t K, const uint16_t* ap, const uint16_t* table32, int64_t blocksize,
-                const RowFn& row, const ScalesFn& scales_of, const Store& store) {
+// into ap (M x K): scales(n, buf) gives row n's scales of `blocksize`
+// columns each (32, 64 or a multiple of 128), zeros(n, buf) its blocks' zero
+// points or null. Rows of W 16 at a time a task, two at a time and A's rows
+// 4 at a time a kernel call (a W row pair stays in L1 for the next group of
+// 4). Splitting K into panels whose slice of A stays in L1 measured slower:
+// the weight's prefetch then runs into the next panel instead of the next row.
+template <class RowFn, class ScalesFn, class ZerosFn, class Store>
+void gemv4_bf16(int64_t M, int64_t N, int64_t K, const uint16_t* ap, const gemm::Gemv4Table& table, int64_t blocksize,
+                bool buffered, const RowFn& row, const ScalesFn& scales_of, const ZerosFn& zeros_of,
+                const Store& store) {
   const int64_t blocks = K / blocksize, rows_per_task = 16;
   parallel_for((N + rows_per_task - 1) / rows_per_task, M * N * K, [&](int64_t task) {
     const int64_t n0 = task * rows_per_task;
     const int nr = static_cast<int>(std::min(rows_per_task, N - n0));
-    std::vector<float> buf(static_cast<size_t>(nr * blocks));
+    // Decoded scales or zeros (nested absmax, quantized zeros) need room; the others are read in place.
+    std::vector<float> buf(buffered ? static_cast<size_t>(2 * nr * blocks) : 1);
     const float* scales[16];
-    for (int j = 0; j < nr; ++j) scales[j] = scales_of(n0 + j, buf.data() + j * blocks);
+    const float* zeros[16];
+    for (int j = 0; j < nr; ++j) {
+      scales[j] = scales_of(n0 + j, buffered ? buf.data() + j * blocks : nullptr);
+      zeros[j] = zeros_of(n0 + j, buffered ? buf.data() + (nr + j) * blocks : nullptr);
+    }
     float out[16][16];  // [row of A][row of W]
     for (int j = 0; j < nr; j += 2) {
-      const int w_rows = std::min(2, nr - j);
-      const uint8_t* const rows[2] = {row(n0 + j), row(n0 + j + w_rows - 1)};
-      const float* const row_scales[2] = {scales[j], scales[j + w_rows - 1]};
+      const int count = std::min(2, nr - j), last = j + count - 1;
+      const gemm::Gemv4Rows w{{row(n0 + j), row(n0 + last)}, {scales[j], scales[last]}, {zeros[j], zeros[last]}, count};
       for (int64_t m0 = 0; m0 < M; m0 += 4) {
         const int a_rows = static_cast<int>(std::min<int64_t>(4, M - m0));
         alignas(64) float acc[2][4][16];  // [row of W][row of A][lane]
-        gemm::gemv4_rows_bf16(rows, w_rows, K, blocksize, row_scales, table32, ap + m0 * K, K, a_rows,
-                              &acc[0][0][0]);
-        for (int r = 0; r < w_rows; ++r) {
+        gemm::gemv4_rows_bf16(w, K, blocksize, table, ap + m0 * K, K, a_rows, &acc[0][0][0]);
+        for (int r = 0; r < count; ++r) {
           for (int m = 0; m < a_rows; ++m) {
             const float* lanes = &acc[0][0][0] + 16 * (r * a_rows + m);
             float sum = 0.0f;
@@ -303,12 +307,12 @@ template <class Store>
 void bnb4_gemv_bf16(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, uint16_t* ap, const Store& store) {
   const uint16_t* a = d.a.A.ptr<const uint16_t>();
   for (int64_t m = 0; m < M; ++m) gemm::permute_a_bf16(a + m * K, nullptr, K, gemm::Nibbles::high_first, ap + m * K);
-  uint16_t table32[32];
-  gemm::table32_bf16(d.table, table32);
   const int64_t blocks = K / d.a.blocksize;
   gemv4_bf16(
-      M, N, K, ap, table32, d.a.blocksize, [&](int64_t n) { return d.packed + n * K / 2; },
-      [&](int64_t n, float* buf) { return row_absmax(d, n, blocks, buf); }, store);
+      M, N, K, ap, gemm::gemv4_table(d.table), d.a.blocksize, d.a.nested.present(),
+      [&](int64_t n) { return d.packed + n * K / 2; },
+      [&](int64_t n, float* buf) { return row_absmax(d, n, blocks, buf); },
+      [](int64_t, float*) { return static_cast<const float*>(nullptr); }, store);
 }
 
 }  // namespace
@@ -334,23 +338,31 @@ void matmul_fast(const MatmulArgs& a, void* workspace, Stream) {
   const int64_t lda = gemm::round_up(K, kVec);
   const RowsDecoder decode(w);
   const float* bias = f.with_bias ? w.bias.ptr<const float>() : nullptr;
-  // bf16 A of up to 16 rows, 4-bit codes without zeros, K whole 128-element chunks, groups that hold
-  // whole lanes of them, no config forced: each weight row streamed once per 4 rows of A.
+  // bf16 A of up to 16 rows, 4-bit codes, K whole 128-element chunks, groups that hold whole lanes of them
+  // (quantized zeros: whole chunks), no config forced: each weight row streamed once per 4 rows of A.
   const int64_t gl = f.group_length();
-  if (a.config.empty() && M <= 16 && a.A.dtype == DType::bf16 && decode.bits == 4 && !f.with_zeros &&
-      K % 128 == 0 && (!f.with_scaling || gl == 32 || gl == 64 || gl % 128 == 0) &&
-      gemm::bnb4_gemv_bf16_available()) {
+  const bool zeros_fit = !f.with_zeros || (f.zeros_mode == ZerosMode::quantized && gl % 128 == 0);
+  if (a.config.empty() && M <= 16 && a.A.dtype == DType::bf16 && decode.bits == 4 && zeros_fit && K % 128 == 0 &&
+      (!f.with_scaling || gl == 32 || gl == 64 || gl % 128 == 0) && gemm::bnb4_gemv_bf16_available()) {
     auto* ap = reinterpret_cast<uint16_t*>(s.a32);  // M x K halves fit in a32
     const uint16_t* A = a.A.ptr<const uint16_t>();
     for (int64_t m = 0; m < M; ++m) gemm::permute_a_bf16(A + m * K, perm, K, gemm::Nibbles::low_first, ap + m * K);
-    uint16_t table32[32];
-    gemm::table32_bf16(decode.vtab, table32);
     const float one = 1.0f;
     const int64_t blocksize = f.with_scaling ? gl : K, groups = f.groups();
     with_store(a.out, N, bias, a.kName, [&](const auto& store) {
       gemv4_bf16(
-          M, N, K, ap, table32, blocksize, [&](int64_t n) { return decode.q + n * decode.row_bytes; },
-          [&](int64_t n, float*) { return f.with_scaling ? decode.scale + n * groups : &one; }, store);
+          M, N, K, ap, gemm::gemv4_table(decode.vtab), blocksize, f.with_zeros,
+          [&](int64_t n) { return decode.q + n * decode.row_bytes; },
+          [&](int64_t n, float*) { return f.with_scaling ? decode.scale + n * groups : &one; },
+          [&](int64_t n, float* buf) -> const float* {
+            if (!f.with_zeros) return nullptr;
+            // 4-bit zero codes: row n's nibble of each group's stream (the low one first).
+            const uint8_t* zq = decode.zeros_q + n / 2;
+            const int shift = 4 * static_cast<int>(n & 1);
+            for (int64_t g = 0; g < groups; ++g) buf[g] = decode.vtab[(zq[g * decode.zeros_bytes] >> shift) & 0xf];
+            return buf;
+          },
+          store);
     });
     return;
   }

@@ -93,11 +93,11 @@ __attribute__((target("avx512f"))) void row_avx512_any(const uint8_t* row, int64
 #define LOWBIT_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
 // One 128-element chunk at k of kW rows of W: each row's weights decoded
-// once, A's chunk of each of its kRows rows loaded once for all kW, each
-// (W row, A row) sum scaled by its W row's s into acc.
+// once (by its table), A's chunk of each of its kRows rows loaded once for
+// all kW, each (W row, A row) sum scaled by its W row's s into acc.
 template <int kRows, int kW>
 LOWBIT_BF16_TARGET __attribute__((always_inline)) inline void chunk_bf16(const uint8_t* const (&row)[2], int64_t k,
-                                                                          __m512i tab, const uint16_t* ap,
+                                                                          const __m512i (&tab)[2], const uint16_t* ap,
                                                                           int64_t ldap, const __m512 (&s)[2],
                                                                           __m512 (&acc)[kW][kRows]) {
   __m512bh w[kW][4];
@@ -107,10 +107,10 @@ LOWBIT_BF16_TARGET __attribute__((always_inline)) inline void chunk_bf16(const u
     // with two rows, not the other one's), it arrives in time.
     _mm_prefetch(reinterpret_cast<const char*>(row[r] + k / 2 + 2048 * kW), _MM_HINT_T0);
     const __m512i x = _mm512_loadu_si512(row[r] + k / 2);
-    w[r][0] = (__m512bh)_mm512_permutexvar_epi16(x, tab);
-    w[r][1] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(x, 4), tab);
-    w[r][2] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(x, 8), tab);
-    w[r][3] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(x, 12), tab);
+    w[r][0] = (__m512bh)_mm512_permutexvar_epi16(x, tab[r]);
+    w[r][1] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(x, 4), tab[r]);
+    w[r][2] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(x, 8), tab[r]);
+    w[r][3] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(x, 12), tab[r]);
   }
   for (int m = 0; m < kRows; ++m) {
     const uint16_t* a = ap + m * ldap + k;
@@ -125,10 +125,11 @@ LOWBIT_BF16_TARGET __attribute__((always_inline)) inline void chunk_bf16(const u
 }
 
 template <int kRows, int kW, int kLanes>
-LOWBIT_BF16_TARGET void rows_bf16(const uint8_t* const (&row)[2], int64_t K, int64_t blocksize,
-                                  const float* const (&scales)[2], const uint16_t* table32, const uint16_t* ap,
-                                  int64_t ldap, float* acc16) {
-  const __m512i tab = _mm512_loadu_si512(table32);
+LOWBIT_BF16_TARGET void rows_bf16(const Gemv4Rows& w, int64_t K, int64_t blocksize, const Gemv4Table& t,
+                                  const uint16_t* ap, int64_t ldap, float* acc16) {
+  __m512i tab[2];
+  tab[0] = tab[1] = _mm512_loadu_si512(t.bf16);
+  const __m512 values = _mm512_loadu_ps(t.values);
   __m512 acc[kW][kRows];
   for (int r = 0; r < kW; ++r) {
     for (int m = 0; m < kRows; ++m) acc[r][m] = _mm512_setzero_ps();
@@ -137,16 +138,24 @@ LOWBIT_BF16_TARGET void rows_bf16(const uint8_t* const (&row)[2], int64_t K, int
   if constexpr (kLanes == 16) {  // blocks of whole chunks
     const int64_t per_block = blocksize / 128;
     for (int64_t b = 0, k = 0; k < K; ++b) {
-      for (int r = 0; r < kW; ++r) s[r] = _mm512_set1_ps(scales[r][b]);
-      for (int64_t c = 0; c < per_block; ++c, k += 128) chunk_bf16<kRows, kW>(row, k, tab, ap, ldap, s, acc);
+      for (int r = 0; r < kW; ++r) {
+        s[r] = _mm512_set1_ps(w.scales[r][b]);
+        if (w.zeros[r] != nullptr) {  // the block's values minus its zero (small integers: exact in bf16), twice
+          const __m512 v = _mm512_sub_ps(values, _mm512_set1_ps(w.zeros[r][b]));
+          tab[r] = (__m512i)_mm512_cvtne2ps_pbh(v, v);
+        }
+      }
+      for (int64_t c = 0; c < per_block; ++c, k += 128) chunk_bf16<kRows, kW>(w.codes, k, tab, ap, ldap, s, acc);
     }
   } else {  // 16 / kLanes blocks a chunk: lane l takes the scale of block l / kLanes
     const __m512i lane_block = _mm512_srli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                                  kLanes == 4 ? 2 : 3);
     constexpr __mmask16 kLoad = (1u << (16 / kLanes)) - 1;
     for (int64_t k = 0, b = 0; k < K; k += 128, b += 16 / kLanes) {
-      for (int r = 0; r < kW; ++r) s[r] = _mm512_permutexvar_ps(lane_block, _mm512_maskz_loadu_ps(kLoad, scales[r] + b));
-      chunk_bf16<kRows, kW>(row, k, tab, ap, ldap, s, acc);
+      for (int r = 0; r < kW; ++r) {
+        s[r] = _mm512_permutexvar_ps(lane_block, _mm512_maskz_loadu_ps(kLoad, w.scales[r] + b));
+      }
+      chunk_bf16<kRows, kW>(w.codes, k, tab, ap, ldap, s, acc);
     }
   }
   for (int r = 0; r < kW; ++r) {
@@ -155,38 +164,34 @@ LOWBIT_BF16_TARGET void rows_bf16(const uint8_t* const (&row)[2], int64_t K, int
 }
 
 template <int kRows, int kW>
-LOWBIT_BF16_TARGET void rows_bf16_blocks(const uint8_t* const (&row)[2], int64_t K, int64_t blocksize,
-                                         const float* const (&scales)[2], const uint16_t* table32,
+LOWBIT_BF16_TARGET void rows_bf16_blocks(const Gemv4Rows& w, int64_t K, int64_t blocksize, const Gemv4Table& t,
                                          const uint16_t* ap, int64_t ldap, float* acc16) {
-  if (blocksize == 32) return rows_bf16<kRows, kW, 4>(row, K, blocksize, scales, table32, ap, ldap, acc16);
-  if (blocksize == 64) return rows_bf16<kRows, kW, 8>(row, K, blocksize, scales, table32, ap, ldap, acc16);
-  return rows_bf16<kRows, kW, 16>(row, K, blocksize, scales, table32, ap, ldap, acc16);
+  if (blocksize == 32) return rows_bf16<kRows, kW, 4>(w, K, blocksize, t, ap, ldap, acc16);
+  if (blocksize == 64) return rows_bf16<kRows, kW, 8>(w, K, blocksize, t, ap, ldap, acc16);
+  return rows_bf16<kRows, kW, 16>(w, K, blocksize, t, ap, ldap, acc16);
 }
 
 template <int kW>
-LOWBIT_BF16_TARGET void rows_bf16_any(const uint8_t* const (&row)[2], int64_t K, int64_t blocksize,
-                                      const float* const (&scales)[2], const uint16_t* table32, const uint16_t* ap,
-                                      int64_t ldap, int rows, float* acc16) {
+LOWBIT_BF16_TARGET void rows_bf16_any(const Gemv4Rows& w, int64_t K, int64_t blocksize, const Gemv4Table& t,
+                                      const uint16_t* ap, int64_t ldap, int rows, float* acc16) {
   switch (rows) {
-    case 1: return rows_bf16_blocks<1, kW>(row, K, blocksize, scales, table32, ap, ldap, acc16);
-    case 2: return rows_bf16_blocks<2, kW>(row, K, blocksize, scales, table32, ap, ldap, acc16);
-    case 3: return rows_bf16_blocks<3, kW>(row, K, blocksize, scales, table32, ap, ldap, acc16);
-    default: return rows_bf16_blocks<4, kW>(row, K, blocksize, scales, table32, ap, ldap, acc16);
+    case 1: return rows_bf16_blocks<1, kW>(w, K, blocksize, t, ap, ldap, acc16);
+    case 2: return rows_bf16_blocks<2, kW>(w, K, blocksize, t, ap, ldap, acc16);
+    case 3: return rows_bf16_blocks<3, kW>(w, K, blocksize, t, ap, ldap, acc16);
+    default: return rows_bf16_blocks<4, kW>(w, K, blocksize, t, ap, ldap, acc16);
   }
 }
 
-// One or two rows of W (row[1] and scales[1] unused for one).
-LOWBIT_BF16_TARGET void rows_bf16_entry(const uint8_t* const (&row)[2], int w_rows, int64_t K, int64_t blocksize,
-                                        const float* const (&scales)[2], const uint16_t* table32,
+LOWBIT_BF16_TARGET void rows_bf16_entry(const Gemv4Rows& w, int64_t K, int64_t blocksize, const Gemv4Table& t,
                                         const uint16_t* ap, int64_t ldap, int rows, float* acc16) {
-  if (w_rows == 2) return rows_bf16_any<2>(row, K, blocksize, scales, table32, ap, ldap, rows, acc16);
-  return rows_bf16_any<1>(row, K, blocksize, scales, table32, ap, ldap, rows, acc16);
+  if (w.count == 2) return rows_bf16_any<2>(w, K, blocksize, t, ap, ldap, rows, acc16);
+  return rows_bf16_any<1>(w, K, blocksize, t, ap, ldap, rows, acc16);
 }
 #undef LOWBIT_BF16_TARGET
 #endif
 
-using RowBf16Fn = void (*)(const uint8_t* const (&)[2], int, int64_t, int64_t, const float* const (&)[2],
-                           const uint16_t*, const uint16_t*, int64_t, int, float*);
+using RowBf16Fn = void (*)(const Gemv4Rows&, int64_t, int64_t, const Gemv4Table&, const uint16_t*, int64_t, int,
+                           float*);
 
 RowBf16Fn row_bf16_fn() {
   static const RowBf16Fn fn = [] {
@@ -247,14 +252,16 @@ void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, Nibbles o
   }
 }
 
-void table32_bf16(const float* table16, uint16_t* table32) {
-  for (int i = 0; i < 32; ++i) table32[i] = f32_to_bf16(table16[i % 16]);
+Gemv4Table gemv4_table(const float* values16) {
+  Gemv4Table t{};
+  for (int i = 0; i < 16; ++i) t.values[i] = values16[i];
+  for (int i = 0; i < 32; ++i) t.bf16[i] = f32_to_bf16(values16[i % 16]);
+  return t;
 }
 
-void gemv4_rows_bf16(const uint8_t* const (&row)[2], int w_rows, int64_t K, int64_t blocksize,
-                     const float* const (&scales)[2], const uint16_t* table32, const uint16_t* ap, int64_t ldap,
-                     int rows, float* acc16) {
-  row_bf16_fn()(row, w_rows, K, blocksize, scales, table32, ap, ldap, rows, acc16);
+void gemv4_rows_bf16(const Gemv4Rows& w, int64_t K, int64_t blocksize, const Gemv4Table& t, const uint16_t* ap,
+                     int64_t ldap, int rows, float* acc16) {
+  row_bf16_fn()(w, K, blocksize, t, ap, ldap, rows, acc16);
 }
 
 }  // namespace lowbit::core::cpu::gemm

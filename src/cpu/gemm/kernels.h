@@ -28,22 +28,33 @@ void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float
                    const float* ax, int64_t ldx, int rows, float* out);
 // The few-rows product of a 4-bit weight with bf16 A (gemv_bnb4.cpp), on
 // CPUs with AVX-512 BF16 (bnb4_gemv_bf16_available): K a multiple of 128,
-// scale blocks of 32, 64 or a multiple of 128 columns (scales: a row's), for
-// w_rows (1 or 2) rows of W at once (each A chunk loaded once for both):
-// acc16 ([w_rows][rows][16] floats) gets each (W row, A row) pair's 16 lane
-// sums (their total is the dot product). table32_bf16 rounds the 16 code
-// values to bf16 (held twice: 32 entries); permute_a_bf16 orders each A row
+// scale blocks of 32, 64 or a multiple of 128 columns, for w.count (1 or 2)
+// rows of W at once (each A chunk loaded once for both): acc16
+// ([w.count][rows][16] floats) gets each (W row, A row) pair's 16 lane sums
+// (their total is the dot product). Zero points (blocks of a multiple of
+// 128 only) make a block's weights (value − zero) · scale, its table rebuilt
+// from the codes' fp32 values (small integers: exact in bf16). Without them
+// the table is the values rounded to bf16. permute_a_bf16 orders each A row
 // (columns perm[k] when perm is given) as the codes' nibbles come out of a
 // 16-bit word: bitsandbytes' high nibble first or the rows layout's low
 // nibble first. Products and sums in fp32 (vdpbf16ps: bf16 subnormals count
 // as zero).
 enum class Nibbles { high_first, low_first };
+struct Gemv4Rows {
+  const uint8_t* codes[2];  // each row's packed codes
+  const float* scales[2];   // each row's blocks' scales
+  const float* zeros[2];    // each row's blocks' zero points, or null
+  int count;                // rows: 1 or 2
+};
+struct Gemv4Table {
+  float values[16];   // the codes' values
+  uint16_t bf16[32];  // the same rounded to bf16, twice (vpermw reads 5 index bits)
+};
 bool bnb4_gemv_bf16_available();
-void table32_bf16(const float* table16, uint16_t* table32);
+Gemv4Table gemv4_table(const float* values16);
 void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, Nibbles order, uint16_t* ap);
-void gemv4_rows_bf16(const uint8_t* const (&row)[2], int w_rows, int64_t K, int64_t blocksize,
-                     const float* const (&scales)[2], const uint16_t* table32, const uint16_t* ap, int64_t ldap,
-                     int rows, float* acc16);
+void gemv4_rows_bf16(const Gemv4Rows& w, int64_t K, int64_t blocksize, const Gemv4Table& t, const uint16_t* ap,
+                     int64_t ldap, int rows, float* acc16);
 // 8-bit codes: int8 / uint8 values converted, fp8 (E4M3) decoded, any other
 // kind through vtab[256].
 void decode_bytes(const uint8_t* row, WeightKind kind, int64_t k0, int64_t len, const float* vtab, float* out);

@@ -66,22 +66,27 @@ void sweep(WeightType t) {
   }
 }
 
-// The CPU few-rows kernel for bf16 A on 4-bit codes without zeros (K whole
-// 128-element chunks): each 4-bit type, no scale, a scale per row and
-// groups of 32, 64, 128, 256, act-order permutations, M in one or several
-// groups of 4, bf16 and fp32 out.
+// The CPU few-rows kernel for bf16 A on 4-bit codes (K whole 128-element
+// chunks): each 4-bit type, no scale, a scale per row and groups of 32, 64,
+// 128, 256, quantized zeros (integer types; a row or groups of whole
+// chunks), act-order permutations, M in one or several groups of 4, bf16
+// and fp32 out.
 TEST(MatmulBf16FewRows, Every4bitTypeAndGroup) {
   SCOPED_TRACE("impls: " + impl_names<MatmulArgs>());
   int i = 0;
   for (WeightType t : {WeightType::int4, WeightType::uint4, WeightType::nf4, WeightType::fp4, WeightType::fp4_e2m1}) {
-    for (const int64_t g : {0, -1, 32, 64, 128, 256}) {
+    for (const int64_t g : {0, -1, 32, 64, 128, 256, -2, 1128, 1256}) {  // -2, 1128, 1256: zeros, groups -1, 128, 256
+      const bool zeros = g == -2 || g > 1000;
+      if (zeros && !core::weight_is_integer(t)) continue;
       for (const int64_t M : {1, 3, 4, 7, 16}) {
         MatmulConfig c;
         c.W_dtype = t;
         c.with_scaling = g != 0;
-        c.group_size = g == 0 ? -1 : g;
+        c.group_size = g == 0 || g == -2 ? -1 : g > 1000 ? g - 1000 : g;
+        c.with_zeros = zeros;
+        c.zeros_mode = ZerosMode::quantized;
         c.N = 17 + i % 4;
-        c.K = 128 * (1 + i % 3) * (g == 256 ? 2 : 1);
+        c.K = 128 * (1 + i % 3) * (c.group_size == 256 ? 2 : 1);
         c.A_dtype = DType::bf16;
         c.out_dtype = i % 2 ? DType::f32 : DType::bf16;
         c.with_bias = i % 3 == 1;
