@@ -1,9 +1,12 @@
-// The few-rows product of a bitsandbytes 4-bit weight on AVX-512: each row of
-// W streamed once, its codes looked up 16 at a time in a register (vpermps)
-// and multiplied into the rows of A without leaving registers, each block's
-// sum scaled by its absmax once (a sum of table values times A, then the
-// scale: the dequantized weight's products up to fp32 rounding, within the
-// matmul's tolerance like the tile path's order of sums).
+// The few-rows products of 4-bit weights on AVX-512: each row of W streamed
+// once, its codes looked up in a register and multiplied into the rows of A
+// without leaving registers, each block's sum scaled by its scale once (a
+// sum of table values times A, then the scale: the dequantized weight's
+// products up to fp32 rounding, within the matmul's tolerance like the tile
+// path's order of sums). fp32 A: bitsandbytes' codes, 16 at a time by
+// vpermps. bf16 A: bitsandbytes' codes or the rows layout's (the nibble
+// order is A's permutation), 32 at a time by vpermw into vdpbf16ps, for
+// matmul_4bit and Matmul alike.
 #include <cstdint>
 
 #include "core/float_convert.h"
@@ -82,8 +85,9 @@ __attribute__((target("avx512f"))) void row_avx512_any(const uint8_t* row, int64
 }
 
 // bf16 activations (AVX-512 BW and BF16). Each 64 bytes of a row hold 128
-// codes; word i (bytes 2i, 2i + 1) gives element 4i + 1 in bits 0-3, 4i in
-// 4-7, 4i + 3 in 8-11 and 4i + 2 in 12-15. vpermw looks a word up by its low
+// codes; word i (bytes 2i, 2i + 1) gives elements 4i .. 4i + 3 in its four
+// nibbles (bitsandbytes: 4i + 1, 4i, 4i + 3, 4i + 2 from bit 0; the rows
+// layout: 4i, 4i + 1, 4i + 2, 4i + 3). vpermw looks a word up by its low
 // 5 bits in a 32-entry table (the 16 values twice, so the next nibble's bit
 // needs no mask), after shifts of 0, 4, 8 and 12: four vectors of 32 bf16
 // weights, which vdpbf16ps multiplies in pairs by A's chunk permuted the
