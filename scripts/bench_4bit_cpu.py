@@ -6,6 +6,10 @@ dense bf16 ``x @ W.T`` of the same shape. nf4, blocksize 64, bf16 activations an
 is checked against the dequantized weight's float32 product (relative L2 error). Wall time of a call,
 the least of --rounds medians of --reps, the implementations taken in turns.
 
+A second table runs ``lowbit.Matmul`` (BitBLAS' interface) on the same activations: int4 with
+group-128 scales, and uint4 with group-128 scales and quantized zeros (GPTQ's format), against the
+same bitsandbytes Linear4bit (nf4) and torch rows.
+
 Usage (after a build): python3 scripts/bench_4bit_cpu.py [--threads N] [--reps 10] [--rounds 3]
 [--m 1,16] lowbit is found as scripts/bench_gemm.py finds it; bitsandbytes is optional.
 """
@@ -92,7 +96,56 @@ def main() -> int:
             weight_gbs = (N * K / 2 + st.absmax.numel() * st.absmax.element_size()) / (ms["lowbit"] * 1e-3) / 1e9
             bg.log(f"| {M} | {N} x {K} | {cell('lowbit')} | {cell('bnb')} | {cell('linear')} | {cell('torch')} | "
                    f"{ratio('bnb')} | {ratio('linear')} | {ratio('torch')} | {weight_gbs / copy_gbs:.2f} | {err:.1e} |")
+    failed += bench_matmul(torch, lowbit, bnb, args)
     return 1 if failed else 0
+
+
+def bench_matmul(torch, lowbit, bnb, args) -> int:
+    """lowbit.Matmul on int4 g128 and GPTQ's uint4 g128 with zeros; returns the count of wrong results."""
+    bg.log("")
+    bg.log("lowbit.Matmul, bf16 in and out: int4 with group-128 scales, and uint4 with group-128 scales and "
+           "quantized zeros (GPTQ); bnb Linear4bit (nf4, blocksize 64) and torch dense bf16 as above:")
+    table_header("M", "N x K", "int4 g128 ms", "GPTQ uint4 g128 ms", "bnb Linear4bit ms", "torch bf16 ms",
+                 "int4 x bnb", "int4 x torch", "GPTQ x bnb", "GPTQ x torch", "lowbit err")
+    gen = torch.Generator().manual_seed(2)
+    failed = 0
+    for N, K in SHAPES:
+        W = torch.randn(N, K, generator=gen).to(torch.bfloat16)
+        packed = {}
+        for name, w_dtype, zeros in (("int4", "int4", False), ("gptq", "uint4", True)):
+            cfg = lowbit.MatmulConfig(N=N, K=K, A_dtype="bfloat16", W_dtype=w_dtype, out_dtype="bfloat16",
+                                      group_size=128, with_scaling=True, with_zeros=zeros, zeros_mode="quantized")
+            mm = lowbit.Matmul(cfg, device="cpu")
+            lo, hi = (0, 16) if zeros else (-8, 8)
+            vals = torch.randint(lo, hi, (N, K), generator=gen, dtype=torch.int16).to(torch.uint8 if zeros else torch.int8)
+            scale = torch.rand(N, K // 128, generator=gen) * 0.01 + 0.001
+            z = torch.randint(0, 16, (N, K // 128), generator=gen, dtype=torch.int16).to(torch.uint8) if zeros else None
+            packed[name] = (mm, mm.transform_weight(vals, scale=scale, zeros=z))
+        lin = None
+        if bnb:
+            lin = bnb.nn.Linear4bit(K, N, bias=False, compute_dtype=torch.bfloat16, quant_type="nf4")
+            lin.weight = bnb.nn.Params4bit(W, requires_grad=False, quant_type="nf4", blocksize=64)
+            lin = lin.to("cpu").eval()
+        for M in (int(m) for m in args.m.split(",")):
+            x = torch.randn(M, K, generator=gen).to(torch.bfloat16)
+            err = 0.0
+            for mm, wp in packed.values():
+                ref = x.float() @ torch.as_tensor(lowbit.dequantize_weight(wp)).float().t()
+                got = mm(x, wp)
+                err = max(err, float((got.float() - ref).norm() / ref.norm()))
+            failed += not err < 2e-2
+            fns = {name: (lambda mm=mm, wp=wp: mm(x, wp)) for name, (mm, wp) in packed.items()}
+            fns["torch"] = lambda: x @ W.t()
+            if lin is not None:
+                fns["linear"] = lambda: lin(x)
+            with torch.no_grad():
+                ms = best_of(fns, args.reps, args.rounds)
+            cell = lambda name: f"{ms[name]:.3f}" if name in ms else "—"  # noqa: E731
+            ratio = lambda peer, name: f"{ms[peer] / ms[name]:.2f}x" if peer in ms else "—"  # noqa: E731
+            bg.log(f"| {M} | {N} x {K} | {cell('int4')} | {cell('gptq')} | {cell('linear')} | {cell('torch')} | "
+                   f"{ratio('linear', 'int4')} | {ratio('torch', 'int4')} | {ratio('linear', 'gptq')} | "
+                   f"{ratio('torch', 'gptq')} | {err:.1e} |")
+    return failed
 
 
 if __name__ == "__main__":
