@@ -29,6 +29,16 @@ from bench_optim_cpu import cpu_model  # noqa: E402
 SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336)]
 
 
+def bnb_linear(torch, bnb, W):
+    """bitsandbytes' Linear4bit (nf4, blocksize 64, bf16 compute) holding W, in eval on the CPU; None without bnb."""
+    if not bnb:
+        return None
+    N, K = W.shape
+    lin = bnb.nn.Linear4bit(K, N, bias=False, compute_dtype=torch.bfloat16, quant_type="nf4")
+    lin.weight = bnb.nn.Params4bit(W, requires_grad=False, quant_type="nf4", blocksize=64)
+    return lin.to("cpu").eval()  # Params4bit quantizes when moved to a device
+
+
 def copy_bandwidth(torch, reps: int) -> float:
     """A STREAM-style copy in this process: bytes read plus written per second, the best of reps."""
     src = torch.ones(128 << 20, dtype=torch.bfloat16)
@@ -74,11 +84,7 @@ def main() -> int:
         q, st = (BF.quantize_4bit(W, quant_type="nf4", blocksize=64) if BF
                  else LF.quantize_4bit(W, quant_type="nf4", blocksize=64))
         Wd = (BF.dequantize_4bit(q, st) if BF else LF.dequantize_4bit(q, st)).float()
-        lin = None
-        if bnb:
-            lin = bnb.nn.Linear4bit(K, N, bias=False, compute_dtype=torch.bfloat16, quant_type="nf4")
-            lin.weight = bnb.nn.Params4bit(W, requires_grad=False, quant_type="nf4", blocksize=64)
-            lin = lin.to("cpu").eval()  # Params4bit quantizes when moved to a device
+        lin = bnb_linear(torch, bnb, W)
         for M in (int(m) for m in args.m.split(",")):
             x = torch.randn(M, K, generator=gen).to(torch.bfloat16)
             ref = x.float() @ Wd.t()
@@ -121,11 +127,7 @@ def bench_matmul(torch, lowbit, bnb, args) -> int:
             scale = torch.rand(N, K // 128, generator=gen) * 0.01 + 0.001
             z = torch.randint(0, 16, (N, K // 128), generator=gen, dtype=torch.int16).to(torch.uint8) if zeros else None
             packed[name] = (mm, mm.transform_weight(vals, scale=scale, zeros=z))
-        lin = None
-        if bnb:
-            lin = bnb.nn.Linear4bit(K, N, bias=False, compute_dtype=torch.bfloat16, quant_type="nf4")
-            lin.weight = bnb.nn.Params4bit(W, requires_grad=False, quant_type="nf4", blocksize=64)
-            lin = lin.to("cpu").eval()
+        lin = bnb_linear(torch, bnb, W)
         for M in (int(m) for m in args.m.split(",")):
             x = torch.randn(M, K, generator=gen).to(torch.bfloat16)
             err = 0.0
