@@ -273,7 +273,7 @@ void gemv4_bf16(int64_t M, int64_t N, int64_t K, const uint16_t* ap, const gemm:
     const int64_t n0 = task * rows_per_task;
     const int nr = static_cast<int>(std::min(rows_per_task, N - n0));
     // Decoded scales or zeros (nested absmax, quantized zeros) need room; the others are read in place.
-    std::vector<float> buf(buffered ? static_cast<size_t>(2 * nr * blocks) : 1);
+    std::vector<float> buf(buffered ? static_cast<size_t>(2 * nr * blocks) : 0);
     const float* scales[16];
     const float* zeros[16];
     for (int j = 0; j < nr; ++j) {
@@ -340,15 +340,15 @@ void matmul_fast(const MatmulArgs& a, void* workspace, Stream) {
   const float* bias = f.with_bias ? w.bias.ptr<const float>() : nullptr;
   // bf16 A of up to 16 rows, 4-bit codes, K whole 128-element chunks, groups that hold whole lanes of them
   // (quantized zeros: whole chunks), no config forced: each weight row streamed once per 4 rows of A.
-  const int64_t gl = f.group_length();
+  const int64_t gl = f.group_length(), blocksize = f.with_scaling ? gl : K;
   const bool zeros_fit = !f.with_zeros || (f.zeros_mode == ZerosMode::quantized && gl % 128 == 0);
-  if (a.config.empty() && M <= 16 && a.A.dtype == DType::bf16 && decode.bits == 4 && zeros_fit && K % 128 == 0 &&
-      (!f.with_scaling || gl == 32 || gl == 64 || gl % 128 == 0) && gemm::bnb4_gemv_bf16_available()) {
+  if (a.config.empty() && M <= 16 && a.A.dtype == DType::bf16 && decode.bits == 4 && zeros_fit &&
+      gemm::gemv4_bf16_fits(K, blocksize)) {
     auto* ap = reinterpret_cast<uint16_t*>(s.a32);  // M x K halves fit in a32
     const uint16_t* A = a.A.ptr<const uint16_t>();
     for (int64_t m = 0; m < M; ++m) gemm::permute_a_bf16(A + m * K, perm, K, gemm::Nibbles::low_first, ap + m * K);
     const float one = 1.0f;
-    const int64_t blocksize = f.with_scaling ? gl : K, groups = f.groups();
+    const int64_t groups = f.groups();
     with_store(a.out, N, bias, a.kName, [&](const auto& store) {
       gemv4_bf16(
           M, N, K, ap, gemm::gemv4_table(decode.vtab), blocksize, f.with_zeros,
@@ -356,10 +356,7 @@ void matmul_fast(const MatmulArgs& a, void* workspace, Stream) {
           [&](int64_t n, float*) { return f.with_scaling ? decode.scale + n * groups : &one; },
           [&](int64_t n, float* buf) -> const float* {
             if (!f.with_zeros) return nullptr;
-            // 4-bit zero codes: row n's nibble of each group's stream (the low one first).
-            const uint8_t* zq = decode.zeros_q + n / 2;
-            const int shift = 4 * static_cast<int>(n & 1);
-            for (int64_t g = 0; g < groups; ++g) buf[g] = decode.vtab[(zq[g * decode.zeros_bytes] >> shift) & 0xf];
+            for (int64_t g = 0; g < groups; ++g) buf[g] = decode.zero(n, g);
             return buf;
           },
           store);
@@ -389,8 +386,7 @@ void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream) {
   // Up to 4 rows, whole blocks of 32-multiples a row, no config forced: each weight row streamed once;
   // bf16 A as it is, up to 16 rows, where K is whole 128-element chunks and the blocks hold whole lanes of them.
   const bool gemv = a.config.empty() && K % a.blocksize == 0 && a.blocksize % 32 == 0;
-  const bool gemv_bf16 = gemv && M <= 16 && a.A.dtype == DType::bf16 && K % 128 == 0 &&
-                         (a.blocksize <= 64 || a.blocksize % 128 == 0) && gemm::bnb4_gemv_bf16_available();
+  const bool gemv_bf16 = gemv && M <= 16 && a.A.dtype == DType::bf16 && gemm::gemv4_bf16_fits(K, a.blocksize);
   const bool gemv_f32 = gemv && M <= 4 && !gemv_bf16 && gemm::bnb4_gemv_available();
   if (!gemv_bf16) gemm::prepare_a(a.A, nullptr, M, K, lda, s.a32);
   if (a.bias.present()) {

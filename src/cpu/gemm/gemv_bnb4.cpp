@@ -242,7 +242,10 @@ void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float
   row_fn()(row, K, blocksize, scales, table16, ax, ldx, rows, out);
 }
 
-bool bnb4_gemv_bf16_available() { return row_bf16_fn() != nullptr; }
+bool gemv4_bf16_fits(int64_t K, int64_t blocksize) {
+  return row_bf16_fn() != nullptr && K % 128 == 0 && blocksize > 0 &&
+         (blocksize == 32 || blocksize == 64 || blocksize % 128 == 0);
+}
 
 void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, Nibbles order, uint16_t* ap) {
   // The element each shift of word i yields, in shift order 0, 4, 8, 12.

@@ -27,8 +27,8 @@ void bnb4_split_a(const float* a, int64_t K, float* ax);
 void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float* scales, const float* table16,
                    const float* ax, int64_t ldx, int rows, float* out);
 // The few-rows product of a 4-bit weight with bf16 A (gemv_bnb4.cpp), on
-// CPUs with AVX-512 BF16 (bnb4_gemv_bf16_available): K a multiple of 128,
-// scale blocks of 32, 64 or a multiple of 128 columns, for w.count (1 or 2)
+// CPUs with AVX-512 BF16, K a multiple of 128 and scale blocks of 32, 64 or
+// a multiple of 128 columns (gemv4_bf16_fits says all three), for w.count (1 or 2)
 // rows of W at once (each A chunk loaded once for both): acc16
 // ([w.count][rows][16] floats) gets each (W row, A row) pair's 16 lane sums
 // (their total is the dot product). Zero points (blocks of a multiple of
@@ -50,7 +50,7 @@ struct Gemv4Table {
   float values[16];   // the codes' values
   uint16_t bf16[32];  // the same rounded to bf16, twice (vpermw reads 5 index bits)
 };
-bool bnb4_gemv_bf16_available();
+bool gemv4_bf16_fits(int64_t K, int64_t blocksize);
 Gemv4Table gemv4_table(const float* values16);
 void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, Nibbles order, uint16_t* ap);
 void gemv4_rows_bf16(const Gemv4Rows& w, int64_t K, int64_t blocksize, const Gemv4Table& t, const uint16_t* ap,

@@ -258,11 +258,10 @@ __attribute__((target("avx512f"))) void decode4_avx512(const uint8_t* packed, in
   decode4_scalar(packed + j, count - 2 * j, table, m, out + 2 * j);
 }
 
-// 16 bytes -> 32 values (table[code] * m, IEEE products) of blocks of
-// `bs` (a multiple of 32) elements from element `begin` (a block start), as
-// float or as bf16 rounded as core::f32_to_bf16 does (nearest even, NaN
-// kept quiet with its sign and high payload; store16): the nibbles looked up 16 at a
-// time, the high (even elements) and low (odd) interleaved by vpermt2ps.
+// 16 bytes -> 32 values (table[code] * m, IEEE products) of blocks of `bs`
+// (a multiple of 32) elements, as float or as bf16 rounded as
+// core::f32_to_bf16 does (store16): the nibbles looked up 16 at a time, the
+// high (even elements) and low (odd) interleaved by vpermt2ps.
 #define LOWBIT_DECODE4_TARGET __attribute__((target("avx512f,avx512bw,avx512dq,avx512bf16")))
 
 LOWBIT_DECODE4_TARGET __attribute__((always_inline)) inline void store16(float* o, __m512 v) { _mm512_storeu_ps(o, v); }
@@ -346,19 +345,23 @@ bool decode4_blocks_fits(int64_t bs) {
   return cpu && bs % 32 == 0;
 }
 
-}  // namespace
-
-bool decode4_blocks_span(const uint8_t* packed, int64_t count, int64_t bs, const float* scales, const float* table16,
-                         float* out) {
+template <class T>
+bool decode4_blocks(const uint8_t* packed, int64_t count, int64_t bs, const float* scales, const float* table16,
+                    T* out) {
   if (!decode4_blocks_fits(bs)) return false;
   decode4_blocks_avx512(packed, count, bs, scales, table16, out);
   return true;
 }
+
+}  // namespace
+
+bool decode4_blocks_span(const uint8_t* packed, int64_t count, int64_t bs, const float* scales, const float* table16,
+                         float* out) {
+  return decode4_blocks(packed, count, bs, scales, table16, out);
+}
 bool decode4_blocks_span(const uint8_t* packed, int64_t count, int64_t bs, const float* scales, const float* table16,
                          BFloat16* out) {
-  if (!decode4_blocks_fits(bs)) return false;
-  decode4_blocks_avx512(packed, count, bs, scales, table16, out);
-  return true;
+  return decode4_blocks(packed, count, bs, scales, table16, out);
 }
 
 #undef LOWBIT_DECODE4_TARGET

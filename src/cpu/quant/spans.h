@@ -40,8 +40,8 @@ void encode_code8_span(const float* x, float r, int64_t n, const int32_t* base, 
 void decode4_span(const uint8_t* packed, int64_t count, const float* table16, float m, float* out);
 // The same over whole blocks of bs elements from a block start (the last may
 // be ragged), block b scaled by scales[b], written straight as float or bf16
-// (from_f32's rounding); false, nothing written, where no vector path fits
-// (a CPU without AVX-512, bs not a multiple of 32).
+// (from_f32's rounding); false, nothing written, where the fused loop does
+// not fit (a CPU without AVX-512 BW, DQ and BF16, bs not a multiple of 32).
 bool decode4_blocks_span(const uint8_t* packed, int64_t count, int64_t bs, const float* scales, const float* table16,
                          float* out);
 bool decode4_blocks_span(const uint8_t* packed, int64_t count, int64_t bs, const float* scales, const float* table16,
