@@ -8,7 +8,9 @@ the least of --rounds medians of --reps, the implementations taken in turns.
 
 A second table runs ``lowbit.Matmul`` (BitBLAS' interface) on the same activations: int4 with
 group-128 scales, and uint4 with group-128 scales and quantized zeros (GPTQ's format), against the
-same bitsandbytes Linear4bit (nf4) and torch rows.
+same bitsandbytes Linear4bit (nf4) and torch rows. A third times the dequantizations, 4-bit (nf4,
+blocksize 64) and 8-bit blockwise (blocksize 256), at 2^20 and 2^24 elements against bitsandbytes'
+same calls, a new output each call.
 
 Usage (after a build): python3 scripts/bench_4bit_cpu.py [--threads N] [--reps 10] [--rounds 3]
 [--m 1,16] lowbit is found as scripts/bench_gemm.py finds it; bitsandbytes is optional.
@@ -103,7 +105,31 @@ def main() -> int:
             bg.log(f"| {M} | {N} x {K} | {cell('lowbit')} | {cell('bnb')} | {cell('linear')} | {cell('torch')} | "
                    f"{ratio('bnb')} | {ratio('linear')} | {ratio('torch')} | {weight_gbs / copy_gbs:.2f} | {err:.1e} |")
     failed += bench_matmul(torch, lowbit, bnb, args)
+    if BF:
+        bench_dequantize(torch, LF, BF, args)
     return 1 if failed else 0
+
+
+def bench_dequantize(torch, LF, BF, args) -> None:
+    """dequantize_4bit and dequantize_blockwise, lowbit's and bitsandbytes' calls on their own states."""
+    bg.log("")
+    bg.log("Dequantization, a new output each call (nf4 blocksize 64; 8-bit blockwise blocksize 256):")
+    table_header("elements", "out", "lowbit 4-bit ms", "bnb 4-bit ms", "x bnb", "lowbit 8-bit ms", "bnb 8-bit ms",
+                 "x bnb")
+    gen = torch.Generator().manual_seed(3)
+    for log2n in (20, 24):
+        for dtype in (torch.float32, torch.bfloat16):
+            x = torch.randn(1 << log2n, generator=gen).to(dtype)
+            x2 = x.reshape(1024, -1)
+            lq, lst = LF.quantize_4bit(x2, quant_type="nf4", blocksize=64)
+            bq, bst = BF.quantize_4bit(x2, quant_type="nf4", blocksize=64)
+            lq8, ls8 = LF.quantize_blockwise(x, blocksize=256)
+            bq8, bs8 = BF.quantize_blockwise(x, blocksize=256)
+            ms = best_of({"l4": lambda: LF.dequantize_4bit(lq, lst), "b4": lambda: BF.dequantize_4bit(bq, bst),
+                          "l8": lambda: LF.dequantize_blockwise(lq8, ls8),
+                          "b8": lambda: BF.dequantize_blockwise(bq8, bs8)}, args.reps, args.rounds)
+            bg.log(f"| 2^{log2n} | {str(dtype).split('.')[-1]} | {ms['l4']:.3f} | {ms['b4']:.3f} | "
+                   f"{ms['b4'] / ms['l4']:.2f}x | {ms['l8']:.3f} | {ms['b8']:.3f} | {ms['b8'] / ms['l8']:.2f}x |")
 
 
 def bench_matmul(torch, lowbit, bnb, args) -> int:
