@@ -10,6 +10,7 @@
 #include "cuda/gemm/ops.h"
 #include "cuda/optim/ops.h"
 #include "cuda/quant/ops.h"
+#include "cuda/sparse/ops.h"
 
 namespace lowbit::core {
 namespace {
@@ -82,6 +83,7 @@ void register_cuda_backend() {
   add<OptimizerUpdate32bitMultiArgs>(cuda::optimizer_update_32bit_multi, cuda::optimizer_update_32bit_multi_workspace);
   add<OptimizerUpdate8bitBlockwiseMultiArgs>(cuda::optimizer_update_8bit_blockwise_multi);
   add<PercentileClippingArgs>(cuda::percentile_clipping, cuda::percentile_clipping_workspace);
+  add<BsrDenseAddmmArgs>(cuda::bsr_dense_addmm);
 }
 
 }  // namespace lowbit::core

@@ -70,6 +70,15 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t row) {
 }
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) { ldmatrix_x4(r, smem_addr(row)); }
 
+// ldmatrix_x4 transposed: lane l receives column l / 4, rows 2(l % 4),
+// 2(l % 4) + 1 of each matrix: for rows of K with contiguous N (a row-major
+// [K, N] operand) these are the B fragments (b0, b1) of m16n8k16 steps.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(row));
+}
+
 // Four 8x8 matrices of 16-bit values: lane l's register i holds row l / 4,
 // columns 2 (l % 4) + {0, 1} of matrix i (an mma accumulator fragment's
 // layout); lane 8i + j gives the address of row j of matrix i (16 bytes).
