@@ -1,8 +1,9 @@
 // bsr_dense_addmm on CUDA (lowbit/ops/sparse.h, docs/sparse.md): the
-// broadcast of batch dims and of input resolved on the host, then one launch
-// of bsr_tiles where the operands fit the tensor cores, else of bsr_generic.
+// broadcast of batch dims and of input resolved on the host, then one launch:
+// bsr_wgmma on sm_90a where blocks are 64 or 128 rows by a multiple of 64,
+// else bsr_tiles where the operands fit the tensor cores, else bsr_generic.
 // No workspace, no synchronization: the index arrays are checked by the
-// kernels (bsr_tiles.cuh).
+// kernels (bsr_tiles.cuh, bsr_wgmma.cuh).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -13,7 +14,9 @@
 #include "cuda/common/check.h"
 #include "cuda/common/dispatch.h"
 #include "cuda/common/launch.h"
+#include "cuda/common/tma.h"
 #include "cuda/sparse/bsr_tiles.cuh"
+#include "cuda/sparse/bsr_wgmma.cuh"
 #include "cuda/sparse/ops.h"
 
 namespace lowbit::cuda {
@@ -21,6 +24,7 @@ namespace {
 
 using sparse::BsrParams;
 using sparse::BsrTileShape;
+using sparse::BsrWgmmaShape;
 
 std::vector<int64_t> lead(const TensorRef& t, int tail) {
   const Shape s = t.sizes();
@@ -111,6 +115,38 @@ bool tiles_fit(const BsrDenseAddmmArgs& a, const BsrParams& p) {
          (reinterpret_cast<uintptr_t>(p.out) & 3u) == 0;
 }
 
+// Whether bsr_wgmma takes the call: an sm_90 device, 16-bit values in blocks of 64 or 128 rows by a multiple of 64
+// columns, TMA's alignment, and coordinates within int32.
+bool wgmma_fits(const BsrDenseAddmmArgs& a, const BsrParams& p) {
+  return tiles_fit(a, p) && (p.BM == 64 || p.BM == 128) && p.BK % 64 == 0 && p.nnz > 0 &&
+         p.nnz * p.BM <= INT32_MAX && p.K <= INT32_MAX && p.N <= INT32_MAX &&
+         device_is_sm90(BsrDenseAddmmArgs::kName);
+}
+
+template <class Tag, class St, int BM>
+void launch_wgmma(const BsrDenseAddmmArgs& a, const BsrParams& p, Stream stream) {
+  const char* op = BsrDenseAddmmArgs::kName;
+  constexpr int kStages = 3;  // two CTAs an SM at BM = 128, three at 64
+  using S = BsrWgmmaShape<BM, kStages>;
+  const uint64_t bsr_batches = static_cast<uint64_t>(a.bsr.values.numel() / (p.nnz * p.BM * p.BK));
+  const uint64_t dense_batches = static_cast<uint64_t>(a.dense.numel() / (p.K * p.N));
+  const CUtensorMap map_a =
+      tensor_map_3d(p.values, 2, bsr_batches, static_cast<uint64_t>(p.nnz * p.BM), static_cast<uint64_t>(p.BK),
+                    static_cast<uint64_t>(p.BK) * 2, static_cast<uint64_t>(p.nnz * p.BM * p.BK) * 2, BM, op);
+  const CUtensorMap map_b = tensor_map_3d(p.dense, 2, dense_batches, static_cast<uint64_t>(p.K),
+                                          static_cast<uint64_t>(p.N), static_cast<uint64_t>(p.N) * 2,
+                                          static_cast<uint64_t>(p.K * p.N) * 2, S::kKStep, op);
+  const auto kernel = &sparse::bsr_wgmma<Tag, St, BM, kStages>;
+  const int64_t n_tiles = ceil_div(p.N, static_cast<int64_t>(S::kTN));
+  const int64_t grid = p.batches * p.rows * n_tiles;
+  LOWBIT_REQUIRE(grid <= INT32_MAX, ErrorCode::invalid_argument, op, ": too many output tiles for the cuda grid (",
+                 grid, ")");
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(S::kSmem)), op,
+        "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+  kernel<<<static_cast<unsigned>(grid), S::kThreads, S::kSmem, to_cuda(stream)>>>(map_a, map_b, p, n_tiles);
+  check_launch(op, "bsr_wgmma");
+}
+
 }  // namespace
 
 void bsr_dense_addmm(const BsrDenseAddmmArgs& a, void* /*workspace*/, Stream stream) {
@@ -118,6 +154,23 @@ void bsr_dense_addmm(const BsrDenseAddmmArgs& a, void* /*workspace*/, Stream str
   if (a.out.numel() == 0) return;
   DeviceGuard guard(a.dense.device.index, op);
   const BsrParams p = params_of(a);
+  if (wgmma_fits(a, p)) {
+    const auto by_bm = [&](auto tag, auto st) {
+      using Tag = decltype(tag);
+      using St = decltype(st);
+      if (p.BM == 64) {
+        launch_wgmma<Tag, St, 64>(a, p, stream);
+      } else {
+        launch_wgmma<Tag, St, 128>(a, p, stream);
+      }
+    };
+    if (a.bsr.values.dtype == DType::f16) {
+      by_bm(gemm::F16{}, core::Half{});
+    } else {
+      by_bm(gemm::BF16{}, core::BFloat16{});
+    }
+    return;
+  }
   if (tiles_fit(a, p)) {
     const auto by_bm = [&](auto tag, auto st) {
       using Tag = decltype(tag);

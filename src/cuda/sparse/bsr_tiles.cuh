@@ -51,6 +51,23 @@ __device__ __forceinline__ bool row_blocks(const BsrParams& p, const BatchOffset
   return !__syncthreads_or(bad);
 }
 
+// Outputs (m, n) and (m, n + 1) of out batch ob from the sums s0, s1 (n even; N even, so n + 1 is in when n
+// is): alpha and beta * input applied in fp32, one rounding to the dtype, NaN for a row that failed its check.
+template <class Tag, class St>
+__device__ __forceinline__ void store_pair(const BsrParams& p, const BatchOffsets& off, int64_t ob, int64_t m,
+                                           int64_t n, float s0, float s1, bool ok) {
+  if (n >= p.N) return;
+  float v0 = p.alpha * s0, v1 = p.alpha * s1;
+  if (p.input != nullptr) {
+    const St* in = static_cast<const St*>(p.input) + off.input + m * p.input_sm + n * p.input_sn;
+    v0 += p.beta * core::to_f32(in[0]);
+    v1 += p.beta * core::to_f32(in[p.input_sn]);
+  }
+  if (!ok) v0 = v1 = __int_as_float(0x7fc00000);
+  St* out = static_cast<St*>(p.out) + (ob * p.M + m) * p.N + n;
+  *reinterpret_cast<uint32_t*>(out) = gemm::pack2<Tag>(v0, v1);
+}
+
 // The tensor-core kernel's shape for blocks of BM rows, K steps of KC.
 template <int BM, int KC>
 struct BsrTileShape {
@@ -188,8 +205,6 @@ __global__ void __launch_bounds__(BsrTileShape<BM, KC>::kThreads, BsrTileShape<B
   ptx::cp_async_wait_all();
 
   const int g = lane / 4, t = lane % 4;
-  const St* input = static_cast<const St*>(p.input);
-  St* out = static_cast<St*>(p.out) + ob * p.M * p.N;
 #pragma unroll
   for (int mi = 0; mi < kMI; ++mi) {
 #pragma unroll
@@ -197,16 +212,8 @@ __global__ void __launch_bounds__(BsrTileShape<BM, KC>::kThreads, BsrTileShape<B
       const int64_t m = row * BM + wm * S::kWM + mi * 16 + g + 8 * h;
 #pragma unroll
       for (int ni = 0; ni < kNI; ++ni) {
-        const int64_t n = n0 + wn * S::kWN + ni * 8 + 2 * t;
-        if (n >= p.N) continue;  // N even: n + 1 is in when n is
-        float v0 = p.alpha * acc[mi][ni][2 * h], v1 = p.alpha * acc[mi][ni][2 * h + 1];
-        if (input != nullptr) {
-          const St* in = input + off.input + m * p.input_sm + n * p.input_sn;
-          v0 += p.beta * core::to_f32(in[0]);
-          v1 += p.beta * core::to_f32(in[p.input_sn]);
-        }
-        if (!ok) v0 = v1 = __int_as_float(0x7fc00000);
-        *reinterpret_cast<uint32_t*>(out + m * p.N + n) = gemm::pack2<Tag>(v0, v1);
+        store_pair<Tag, St>(p, off, ob, m, n0 + wn * S::kWN + ni * 8 + 2 * t, acc[mi][ni][2 * h],
+                            acc[mi][ni][2 * h + 1], ok);
       }
     }
   }

@@ -1,6 +1,6 @@
-// The CUDA bsr_dense_addmm against the CPU's on the same operands: both
-// kernels (the tensor-core one at every block height it takes, blocks not
-// square, ragged column panels; the generic one for fp32, odd block shapes,
+// The CUDA bsr_dense_addmm against the CPU's on the same operands: every
+// kernel (sm_90a's wgmma one and the mma.sync one at every block shape they
+// take, blocks not square, ragged column panels; the generic one for fp32, odd block shapes,
 // N not a multiple of 8 and unaligned views), broadcast batches and input,
 // beta 0 with a NaN input, empty rows and matrices; int8 bit for bit; bad
 // index arrays caught on the device (the row's outputs NaN, the others
@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -98,6 +99,10 @@ TEST(CudaBsr, DenseAddmmMatchesTheCpu) {
       {{}, {}, 128, 256, 128, 64, 16, 0.4, DType::i32, {}, 0.0, 1.0},
       {{}, {}, 64, 384, 72, 16, 64, 0.4, DType::i64, {}, 0.0, 1.0},
       {{}, {}, 256, 192, 48, 128, 32, 0.6, DType::i32, {}, 0.0, 1.0},
+      // the sm_90a kernel's blocks (64 or 128 rows by a multiple of 64), square and not, batches that broadcast
+      {{}, {}, 256, 256, 200, 128, 64, 0.4, DType::i32, {}, 0.0, 1.0},
+      {{}, {}, 128, 512, 88, 64, 128, 0.3, DType::i64, {88}, 0.5, 1.5},
+      {{2, 1}, {3}, 128, 192, 72, 64, 64, 0.5, DType::i32, {128, 1}, 1.0, -1.0},
       // alpha and beta, input broadcast as a bias, a column, a full matrix; beta 0 leaves a NaN input unread
       {{}, {}, 128, 128, 136, 32, 32, 0.5, DType::i32, {136}, 0.5, -2.0},
       {{}, {}, 128, 128, 64, 64, 64, 0.5, DType::i32, {128, 1}, 1.0, 1.0},
@@ -140,8 +145,9 @@ TEST(CudaBsr, Int8ProductsEqualTheCpusBits) {
 // A row whose index arrays are wrong reads nothing and comes out NaN; the rows around it are right.
 TEST(CudaBsr, BadIndicesMakeTheirRowNaN) {
   LOWBIT_REQUIRE_CUDA_DEVICE();
-  const int64_t M = 64, K = 64, N = 24, B = 16;  // 4 block rows, 4 block columns
-  for (DType dtype : {DType::f16, DType::f32}) {
+  const int64_t N = 24;
+  for (const auto& [B, dtype] : std::vector<std::pair<int64_t, DType>>{{16, DType::f16}, {16, DType::f32}, {64, DType::bf16}}) {
+    const int64_t M = 4 * B, K = 4 * B;  // 4 block rows, 4 block columns
     for (int variant = 0; variant < 3; ++variant) {
       // Row 1 holds blocks 1..2; the variants break it: a column out of range, columns not ascending,
       // row pointers past nnz.
@@ -164,7 +170,8 @@ TEST(CudaBsr, BadIndicesMakeTheirRowNaN) {
       std::memcpy(tc.data(), good_crow.data(), sizeof(int32_t) * 5);
       std::memcpy(tl.data(), good_col.data(), sizeof(int32_t) * 5);
       const std::vector<float> w = to_floats(bsr_dense_mm(BsrRef{tc.ref(), tl.ref(), values.ref(), M, K}, d.ref()).ref());
-      const std::string what = std::string(dtype_name(dtype)) + " variant " + std::to_string(variant);
+      const std::string what =
+          std::string(dtype_name(dtype)) + " block " + std::to_string(B) + " variant " + std::to_string(variant);
       for (int64_t m = 0; m < M; ++m) {
         const int64_t row = m / B;
         for (int64_t n = 0; n < N; ++n) {
@@ -185,7 +192,7 @@ TEST(CudaBsr, DenseMmCapturesInACudaGraph) {
   LOWBIT_REQUIRE_CUDA_DEVICE();
 #if defined(LOWBIT_WITH_CUDA)
   const int64_t M = 128, K = 128, N = 64;
-  const RandomBsr a = random_bsr({}, M, K, 32, 32, 0.5, DType::bf16, DType::i32);
+  const RandomBsr a = random_bsr({}, M, K, 64, 64, 0.5, DType::bf16, DType::i32);
   const Tensor d = random_floats({K, N}, DType::bf16);
   const Tensor want = bsr_dense_mm(a.ref(M, K), d.ref());
   const Tensor gcrow = a.crow.to(kGpu), gcol = a.col.to(kGpu), gv = a.values.to(kGpu), gd = d.to(kGpu);

@@ -53,6 +53,16 @@ __device__ __forceinline__ uint64_t wgmma_desc_k128(const void* tile) {
   return wgmma_desc_k128_of(wgmma_desc_k128_lo(tile));
 }
 
+// The descriptor of an N-major tile (a row-major [K, N] operand read with
+// imm-trans-b 1) with the 128-byte swizzle: rows of 64 halves of N, one per
+// K, 8-row atoms 1024 bytes apart (stride byte offset), the next 64 columns
+// of N `chunk_bytes` further (leading byte offset), 1024-byte aligned. A k16
+// step is start + 2048 bytes (16 rows).
+__device__ __forceinline__ uint64_t wgmma_desc_n128(const void* tile, uint32_t chunk_bytes) {
+  const uint32_t lo = ((smem_addr(tile) & 0x3FFFF) >> 4) | ((chunk_bytes >> 4) << 16);
+  return (uint64_t{kWgmmaDescK128Hi} << 32) | lo;
+}
+
 // d[64 x N] += a[64 x 16] (registers: the mma.m16n8k16 A fragment of each
 // warp's 16 rows) · b[16 x N] (shared memory, K-major, descriptor), fp32,
 // for N = 64, 128, 256, on fp16 (wgmma_mma_async_rs_f16) or bf16
