@@ -96,8 +96,8 @@ def main() -> int:
                         vs_dense.append(t["dense"] / lb)
                         bg.log(f"| {M} x {K} x {N} | {dname} | {blk} | {sp:.2f} | {kind} | {lb:.3f} | {tflops:.0f} | "
                                f"{t['triton']:.3f} ({t['triton'] / lb:.2f}) | {t['dense']:.3f} ({t['dense'] / lb:.2f}) |")
-    bg.log(f"geomean: {bg.geomean(vs_triton):.2f}x torch's Triton bsr_dense_mm, {bg.geomean(vs_dense):.2f}x dense "
-           "cuBLAS")
+    bg.log(f"summary: geomean {bg.geomean(vs_triton):.2f}x torch's Triton bsr_dense_mm, {bg.geomean(vs_dense):.2f}x "
+           "dense cuBLAS")
     return 0
 
 

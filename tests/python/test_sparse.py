@@ -227,3 +227,27 @@ def test_scatter_mm_adds_into_accumulators_and_checks_its_indices():
         S.scatter_mm(blocks, others, ("scatter_mm", c))
     with pytest.raises(ValueError, match="accumulators must be contiguous"):
         S.scatter_mm(blocks, others, ("scatter_mm", c, pq), accumulators=np.zeros((3, 4, 2), np.float32).transpose(0, 2, 1))
+
+
+@pytest.mark.parametrize("block", [(16, 32), (64, 64), (128, 128)])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_bsr_dense_mm_on_cuda_is_the_cpus(block, dtype):
+    """Each CUDA kernel (mma.sync for 16 x 32, wgmma on sm_90 for 64 and 128) on a CUDA torch BSR tensor: a CUDA
+    tensor out, the CPU's result within fp32 sums, out= filled in place."""
+    from backends import torch_cuda_reason
+    reason = torch_cuda_reason()
+    if reason is not None:
+        pytest.skip(f"torch CUDA: {reason}")
+    import torch
+    BM, BK = block
+    rng = np.random.default_rng(7)
+    d = torch.from_numpy(_block_sparse(rng, 4 * BM, 3 * BK, BM, BK, 0.5)).to(getattr(torch, dtype))
+    x = torch.from_numpy(rng.standard_normal((3 * BK, 200)).astype(np.float32)).to(d.dtype)
+    want = S.bsr_dense_mm(d.to_sparse_bsr(block), x).double()
+    bsr, xg = d.cuda().to_sparse_bsr(block), x.cuda()
+    got = S.bsr_dense_mm(bsr, xg)
+    assert got.is_cuda and got.dtype == d.dtype and got.shape == (4 * BM, 200)
+    tol = {"float16": 2e-3, "bfloat16": 1.6e-2}[dtype]
+    assert ((got.cpu().double() - want).abs() <= tol * (want.abs() + 1)).all()
+    out = torch.empty_like(got)
+    assert S.bsr_dense_mm(bsr, xg, out=out) is out and torch.equal(out, got)

@@ -159,11 +159,18 @@ class FullRun(unittest.TestCase):
         self.assertIn("- int8_linear (threshold 6) vs cuBLAS fp16 at 4096^3: 0.72x over 1", int8)
 
 
+    def test_sparse(self):
+        sparse = next(v for k, v in self.parts.items() if k.startswith("Block-sparse"))
+        self.assertIn("| 4096 x 4096 x 4096 | fp16 | 64 | 0.90 | random | 0.050 | 275 | 0.050 (1.00) | 0.100 (2.00) |",
+                      sparse)
+        self.assertTrue(any("Geomean 1.41x torch's Triton bsr_dense_mm, 1.00x dense cuBLAS." in ln for ln in sparse))
+
+
 class MissingInputs(unittest.TestCase):
     def test_each_section_says_so_in_one_line(self):
         with tempfile.TemporaryDirectory() as empty:
             parts = sections(bm.render(empty, "abc1234", "2030-01-02"))
-        self.assertEqual(len(parts), 9)
+        self.assertEqual(len(parts), 10)
         for title, lines in parts.items():
             if title == "The run":
                 continue
