@@ -20,6 +20,7 @@
 #include "cpu/quant/elementwise.h"
 #include "cpu/quant/parallel.h"
 #include "cpu/register.h"
+#include "cpu/sparse/bsr.h"
 #include "cpu/sparse/scatter_mm.h"
 #include "lowbit/ops/sparse.h"
 
@@ -36,11 +37,6 @@ int64_t prod(const std::vector<int64_t>& d) {
   for (int64_t v : d) n *= v;
   return n;
 }
-
-// The index arrays of every batch, as int64: crow [batches][rows + 1], col [batches][nnz].
-struct Indices {
-  std::vector<int64_t> crow, col;
-};
 
 template <class I>
 Indices read_indices(const char* op, const BsrRef& b, int64_t batches, int64_t rows, int64_t nnz, int64_t cols) {
@@ -69,7 +65,8 @@ Indices read_indices(const char* op, const BsrRef& b, int64_t batches, int64_t r
   return x;
 }
 
-// The checked index arrays of b (its batches, block rows and columns from its shape).
+}  // namespace
+
 Indices indices_of(const char* op, const BsrRef& b) {
   const int64_t nnz = b.values.size(-3), rows = b.M / b.values.size(-2), cols = b.K / b.values.size(-1);
   const int64_t batches = prod(lead(b.values, 3));
@@ -149,6 +146,8 @@ void bsr_dense_addmm_reference(const BsrDenseAddmmArgs& a, void*, Stream) {
     with_float_type(b.values.dtype, op, [&](auto t) { body(t, double{}, t); });
   }
 }
+
+namespace {
 
 void sampled_addmm_reference(const SampledAddmmArgs& a, void*, Stream) {
   const char* op = SampledAddmmArgs::kName;
@@ -233,6 +232,7 @@ void bsr_softmax_reference(const BsrSoftmaxArgs& a, void*, Stream) {
 
 void register_sparse_ops() {
   OpRegistry<BsrDenseAddmmArgs>::add({"cpu-reference", DeviceType::cpu, 0, bsr_dense_addmm_reference});
+  OpRegistry<BsrDenseAddmmArgs>::add({"cpu", DeviceType::cpu, 10, bsr_dense_addmm_fast});
   OpRegistry<SampledAddmmArgs>::add({"cpu-reference", DeviceType::cpu, 0, sampled_addmm_reference});
   OpRegistry<BsrSoftmaxArgs>::add({"cpu-reference", DeviceType::cpu, 0, bsr_softmax_reference});
   OpRegistry<ScatterMmArgs>::add({"cpu-reference", DeviceType::cpu, 0, scatter_mm_reference});

@@ -27,17 +27,6 @@ using namespace lowbit::test;
 
 const Device kGpu = Device::cuda(0);
 
-// |x| of a host tensor of a float dtype.
-Tensor abs_of(const Tensor& t) {
-  Tensor r = Tensor::copy_of(t.ref(), Device::cpu());
-  const std::vector<float> v = to_floats(t.ref());
-  std::vector<float> a(v.size());
-  for (size_t i = 0; i < v.size(); ++i) a[i] = std::fabs(v[i]);
-  const Tensor h = host_tensor(a, t.dtype());
-  std::memcpy(r.data(), h.data(), r.nbytes());
-  return r;
-}
-
 struct Case {
   std::vector<int64_t> bsr_batch, dense_batch;
   int64_t M, K, N, BM, BK;

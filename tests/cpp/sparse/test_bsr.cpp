@@ -10,8 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "harness/compare.h"
 #include "harness/harness.h"
 #include "lowbit/ops/sparse.h"
+#include "ops/dispatch.h"
 #include "sparse/random_bsr.h"
 
 namespace lowbit::test {
@@ -71,15 +73,23 @@ void check_case(const std::vector<int64_t>& bsr_batch, const std::vector<int64_t
     const int64_t db = bcast(ob * K * N, dense_full, dense_as_out) / (K * N);
     for (int64_t m = 0; m < M; ++m) {
       for (int64_t n = 0; n < N; ++n) {
-        double s = 0.0;
+        double s = 0.0, mag = 0.0;
         for (int64_t k = 0; k < K; ++k) {
-          s += a.dense[static_cast<size_t>((sb * M + m) * K + k)] * dv[static_cast<size_t>((db * K + k) * N + n)];
+          const double t = a.dense[static_cast<size_t>((sb * M + m) * K + k)] * dv[static_cast<size_t>((db * K + k) * N + n)];
+          s += t;
+          mag += std::fabs(t);
         }
         double want = alpha * s;
+        mag *= std::fabs(alpha);
         const int64_t flat = (ob * M + m) * N + n;
-        if (beta != 0.0) want += beta * iv[static_cast<size_t>(bcast(flat, input_shape, oshape))];
+        if (beta != 0.0) {
+          const double in = beta * iv[static_cast<size_t>(bcast(flat, input_shape, oshape))];
+          want += in;
+          mag += std::fabs(in);
+        }
         const double g = got[static_cast<size_t>(flat)];
-        ASSERT_NEAR(g, want, tol * (std::fabs(want) + 1.0))
+        // The output's rounding, and the fast path's fp32 sums: within (K + 8) units of fp32 of the magnitude.
+        ASSERT_NEAR(g, want, tol * (std::fabs(want) + 1.0) + static_cast<double>(K + 8) * 0x1p-24 * mag)
             << what << " at batch " << ob << " [" << m << ", " << n << "]";
       }
     }
@@ -309,6 +319,68 @@ TEST(Bsr, BadArgumentsNameWhatIsWrong) {
   wrong.crow = Tensor::empty({4}, DType::i32);
   expect_error([&] { bsr_dense_mm(wrong.ref(32, 32), d.ref()); }, ErrorCode::invalid_argument,
                {op, "crow_indices must have shape [3]"});
+}
+
+}  // namespace
+}  // namespace lowbit::test
+
+namespace lowbit::test {
+namespace {
+
+// The fast CPU path ("cpu") against the float64 reference on the same operands: panels of 256 columns with
+// ragged tails (and runs of 64), odd block shapes, every float dtype, broadcast batches and input; within the
+// dtype's rounding and (K + 8) units of fp32 of each element's magnitude.
+TEST(Bsr, FastCpuPathMatchesTheReference) {
+  const auto& fast = core::OpRegistry<BsrDenseAddmmArgs>::find("cpu");
+  const auto& reference = core::OpRegistry<BsrDenseAddmmArgs>::find("cpu-reference");
+  struct Case {
+    std::vector<int64_t> bsr_batch, dense_batch;
+    int64_t M, K, N, BM, BK;
+    double density, beta, alpha;
+    std::vector<int64_t> input_shape;
+  };
+  const std::vector<Case> cases = {
+      {{}, {}, 128, 256, 300, 32, 32, 0.4, 0.0, 1.0, {}},
+      {{}, {}, 64, 192, 700, 64, 64, 0.5, 0.5, -1.5, {700}},
+      {{2}, {}, 45, 30, 77, 5, 3, 0.6, 1.0, 1.0, {45, 1}},
+      {{}, {3}, 48, 64, 64, 16, 16, 0.3, 0.0, 2.0, {}},
+      {{}, {}, 32, 32, 24, 16, 16, 0.0, 1.0, 1.0, {32, 24}},
+  };
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    for (const Case& c : cases) {
+      const RandomBsr a = random_bsr(c.bsr_batch, c.M, c.K, c.BM, c.BK, c.density, dtype, DType::i32);
+      std::vector<int64_t> dshape = c.dense_batch, oshape = c.bsr_batch.size() > c.dense_batch.size() ? c.bsr_batch
+                                                                                                   : c.dense_batch;
+      dshape.insert(dshape.end(), {c.K, c.N});
+      oshape.insert(oshape.end(), {c.M, c.N});
+      const Tensor d = random_floats(dshape, dtype);
+      const Tensor input = c.input_shape.empty() ? Tensor() : random_floats(c.input_shape, dtype);
+      Tensor want = Tensor::empty(Shape(oshape), dtype), got = Tensor::empty(Shape(oshape), dtype);
+      const auto args = [&](const Tensor& out) {
+        return BsrDenseAddmmArgs{input.defined() ? input.ref() : TensorRef{}, a.ref(c.M, c.K), d.ref(), c.beta,
+                                 c.alpha, out.ref()};
+      };
+      check(args(want));
+      ops::run_impl(reference, args(want), nullptr, Stream{});
+      ops::run_impl(fast, args(got), nullptr, Stream{});
+      // Each element's magnitude: the reference on absolute values.
+      Tensor mag = Tensor::empty(Shape(oshape), DType::f32);
+      const Tensor av = abs_of(a.values, DType::f32), dv = abs_of(d, DType::f32);
+      const Tensor iv = input.defined() ? abs_of(input, DType::f32) : Tensor();
+      ops::run_impl(reference,
+                    BsrDenseAddmmArgs{iv.defined() ? iv.ref() : TensorRef{},
+                                      BsrRef{a.crow.ref(), a.col.ref(), av.ref(), c.M, c.K}, dv.ref(),
+                                      std::fabs(c.beta), std::fabs(c.alpha), mag.ref()},
+                    nullptr, Stream{});
+      const std::vector<float> w = to_floats(want.ref()), g = to_floats(got.ref()), m = to_floats(mag.ref());
+      const double u = unit_roundoff(dtype);
+      for (size_t e = 0; e < w.size(); ++e) {
+        const double bound = 2 * u * std::fabs(w[e]) + static_cast<double>(c.K + 8) * 0x1p-24 * m[e] + 1e-30;
+        ASSERT_LE(std::fabs(double{g[e]} - w[e]), bound)
+            << dtype_name(dtype) << " M " << c.M << " N " << c.N << " block " << c.BM << "x" << c.BK << " element " << e;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,26 @@
+// The CPU BSR products (src/cpu/sparse/bsr.cpp: the float64 references and
+// the index checks; bsr_fast.cpp: the fast bsr_dense_addmm).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lowbit/ops/sparse.h"
+
+namespace lowbit::core::cpu {
+
+// The index arrays of every batch, as int64: crow [batches][rows + 1], col [batches][nnz].
+struct Indices {
+  std::vector<int64_t> crow, col;
+};
+
+// b's index arrays, checked (row pointers from 0 to nnz, never decreasing; columns in range and ascending
+// without repeats in each row); invalid_argument naming `op`, the array, the batch and the row otherwise.
+Indices indices_of(const char* op, const BsrRef& b);
+
+// float64 sums (int64 for int8), the reference every backend is tested against.
+void bsr_dense_addmm_reference(const BsrDenseAddmmArgs& a, void* workspace, Stream stream);
+// fp32 sums in block order, vectorized: float dtypes (int8 goes to the reference, already exact).
+void bsr_dense_addmm_fast(const BsrDenseAddmmArgs& a, void* workspace, Stream stream);
+
+}  // namespace lowbit::core::cpu
