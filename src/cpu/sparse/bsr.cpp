@@ -234,7 +234,9 @@ void register_sparse_ops() {
   OpRegistry<BsrDenseAddmmArgs>::add({"cpu-reference", DeviceType::cpu, 0, bsr_dense_addmm_reference});
   OpRegistry<BsrDenseAddmmArgs>::add({"cpu", DeviceType::cpu, 10, bsr_dense_addmm_fast});
   OpRegistry<SampledAddmmArgs>::add({"cpu-reference", DeviceType::cpu, 0, sampled_addmm_reference});
+  OpRegistry<SampledAddmmArgs>::add({"cpu", DeviceType::cpu, 10, sampled_addmm_fast});
   OpRegistry<BsrSoftmaxArgs>::add({"cpu-reference", DeviceType::cpu, 0, bsr_softmax_reference});
+  OpRegistry<BsrSoftmaxArgs>::add({"cpu", DeviceType::cpu, 10, bsr_softmax_fast});
   OpRegistry<ScatterMmArgs>::add({"cpu-reference", DeviceType::cpu, 0, scatter_mm_reference});
 }
 

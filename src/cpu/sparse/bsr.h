@@ -1,5 +1,6 @@
 // The CPU BSR products (src/cpu/sparse/bsr.cpp: the float64 references and
-// the index checks; bsr_fast.cpp: the fast bsr_dense_addmm).
+// the index checks; bsr_fast.cpp: the fast bsr_dense_addmm, sampled_addmm and
+// bsr_softmax).
 #pragma once
 
 #include <cstdint>
@@ -22,5 +23,9 @@ Indices indices_of(const char* op, const BsrRef& b);
 void bsr_dense_addmm_reference(const BsrDenseAddmmArgs& a, void* workspace, Stream stream);
 // fp32 sums in block order, vectorized: float dtypes (int8 goes to the reference, already exact).
 void bsr_dense_addmm_fast(const BsrDenseAddmmArgs& a, void* workspace, Stream stream);
+// fp32 sums over K ascending, vectorized.
+void sampled_addmm_fast(const SampledAddmmArgs& a, void* workspace, Stream stream);
+// fp32 maximum, exponentials and sum.
+void bsr_softmax_fast(const BsrSoftmaxArgs& a, void* workspace, Stream stream);
 
 }  // namespace lowbit::core::cpu

@@ -1,11 +1,13 @@
-// bsr_dense_addmm on the CPU, fast ("cpu", docs/sparse.md): a task is a block
+// bsr_dense_addmm, sampled_addmm and bsr_softmax on the CPU, fast ("cpu", docs/sparse.md).
+// bsr_dense_addmm: a task is a block
 // row of the BSR times a panel of up to 256 columns of dense, its outputs
 // summed in fp32 in a buffer of the task's thread. Per stored block the
 // block's values and dense's rows for it (converted to fp32 once, where the
-// dtype is 16-bit) meet in a vectorized kernel that keeps 4 rows by 64
-// columns of sums in registers across the block's K. The order of the sums is fixed (blocks in
+// dtype is 16-bit) meet in a vectorized kernel that keeps 4 rows by 64 (32,
+// 16) columns of sums in registers across the block's K. The order of the sums is fixed (blocks in
 // order, K ascending in each), so the result does not depend on the threads.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -21,54 +23,66 @@ namespace lowbit::core::cpu {
 namespace {
 
 constexpr int64_t kPanel = 256;  // dense columns a task
-constexpr int64_t kRun = 64;     // sums of a row kept in registers
 
-// acc[r][0, nc) += sum over k < BK of a[r][k] * d[k][0, nc), r < BM (acc rows kPanel apart, d rows ds apart):
-// 4 rows by 64 columns of sums in registers at a time, so each load of d serves 4 rows.
-LOWBIT_SIMD_CLONES void block_product(float* acc, const float* a, int64_t BM, int64_t BK, const float* d, int64_t ds,
-                                      int64_t nc) {
+// Rows r .. r + 3 of acc, columns n0 .. n0 + W - 1: the 4 x W sums in registers across k < BK.
+template <int W>
+[[gnu::always_inline]] inline void rows4(float* acc, int64_t as, const float* a, int64_t BK, const float* d,
+                                         int64_t ds, int64_t n0) {
+  float t0[W], t1[W], t2[W], t3[W];
+  float* o = acc + n0;
+  for (int u = 0; u < W; ++u) {
+    t0[u] = o[u];
+    t1[u] = o[as + u];
+    t2[u] = o[2 * as + u];
+    t3[u] = o[3 * as + u];
+  }
+  for (int64_t k = 0; k < BK; ++k) {
+    const float x0 = a[k], x1 = a[BK + k], x2 = a[2 * BK + k], x3 = a[3 * BK + k];
+    const float* dk = d + k * ds + n0;
+    for (int u = 0; u < W; ++u) {
+      const float y = dk[u];
+      t0[u] += x0 * y;
+      t1[u] += x1 * y;
+      t2[u] += x2 * y;
+      t3[u] += x3 * y;
+    }
+  }
+  for (int u = 0; u < W; ++u) {
+    o[u] = t0[u];
+    o[as + u] = t1[u];
+    o[2 * as + u] = t2[u];
+    o[3 * as + u] = t3[u];
+  }
+}
+
+// acc[r][0, nc) += sum over k < BK of a[r][k] * d[k][0, nc), r < BM (acc rows `as` apart, d rows ds apart):
+// 4 rows by 64 (then 32, then 16) columns of sums in registers at a time, so each load of d serves 4 rows.
+LOWBIT_SIMD_CLONES void block_product(float* acc, int64_t as, const float* a, int64_t BM, int64_t BK, const float* d,
+                                      int64_t ds, int64_t nc) {
   int64_t r = 0;
   for (; r + 4 <= BM; r += 4) {
-    const float* a0 = a + r * BK;
+    const float* ar = a + r * BK;
+    float* o = acc + r * as;
     int64_t n0 = 0;
-    for (; n0 + kRun <= nc; n0 += kRun) {
-      float t0[kRun], t1[kRun], t2[kRun], t3[kRun];
-      float* o = acc + r * kPanel + n0;
-      for (int64_t u = 0; u < kRun; ++u) {
-        t0[u] = o[u];
-        t1[u] = o[kPanel + u];
-        t2[u] = o[2 * kPanel + u];
-        t3[u] = o[3 * kPanel + u];
-      }
-      for (int64_t k = 0; k < BK; ++k) {
-        const float x0 = a0[k], x1 = a0[BK + k], x2 = a0[2 * BK + k], x3 = a0[3 * BK + k];
-        const float* dk = d + k * ds + n0;
-        for (int64_t u = 0; u < kRun; ++u) {
-          const float y = dk[u];
-          t0[u] += x0 * y;
-          t1[u] += x1 * y;
-          t2[u] += x2 * y;
-          t3[u] += x3 * y;
-        }
-      }
-      for (int64_t u = 0; u < kRun; ++u) {
-        o[u] = t0[u];
-        o[kPanel + u] = t1[u];
-        o[2 * kPanel + u] = t2[u];
-        o[3 * kPanel + u] = t3[u];
-      }
+    for (; n0 + 64 <= nc; n0 += 64) rows4<64>(o, as, ar, BK, d, ds, n0);
+    if (n0 + 32 <= nc) {
+      rows4<32>(o, as, ar, BK, d, ds, n0);
+      n0 += 32;
+    }
+    if (n0 + 16 <= nc) {
+      rows4<16>(o, as, ar, BK, d, ds, n0);
+      n0 += 16;
     }
     for (int64_t q = 0; q < 4 && n0 < nc; ++q) {
-      float* o = acc + (r + q) * kPanel;
       for (int64_t k = 0; k < BK; ++k) {
-        const float x = a0[q * BK + k];
+        const float x = ar[q * BK + k];
         const float* dk = d + k * ds;
-        for (int64_t n = n0; n < nc; ++n) o[n] += x * dk[n];
+        for (int64_t n = n0; n < nc; ++n) o[q * as + n] += x * dk[n];
       }
     }
   }
   for (; r < BM; ++r) {
-    float* o = acc + r * kPanel;
+    float* o = acc + r * as;
     for (int64_t k = 0; k < BK; ++k) {
       const float x = a[r * BK + k];
       const float* dk = d + k * ds;
@@ -116,7 +130,7 @@ void run_float(const BsrDenseAddmmArgs& a, const Indices& x) {
       const T* v = values + (sb * nnz + j) * BM * BK;
       const T* d = dense + db * K * N + ci[j] * BK * N + n0;
       if constexpr (std::is_same_v<T, float>) {
-        block_product(acc.data(), v, BM, BK, d, N, nc);
+        block_product(acc.data(), kPanel, v, BM, BK, d, N, nc);
       } else {
         blk.resize(static_cast<size_t>(BM * BK));
         rows_f32.resize(static_cast<size_t>(BK * kPanel));
@@ -124,7 +138,7 @@ void run_float(const BsrDenseAddmmArgs& a, const Indices& x) {
         for (int64_t k = 0; k < BK; ++k) {
           for (int64_t n = 0; n < nc; ++n) rows_f32[static_cast<size_t>(k * kPanel + n)] = to_f32(d[k * N + n]);
         }
-        block_product(acc.data(), blk.data(), BM, BK, rows_f32.data(), kPanel, nc);
+        block_product(acc.data(), kPanel, blk.data(), BM, BK, rows_f32.data(), kPanel, nc);
       }
     }
     for (int64_t r = 0; r < BM; ++r) {
@@ -140,7 +154,115 @@ void run_float(const BsrDenseAddmmArgs& a, const Indices& x) {
   });
 }
 
+// sampled_addmm: a task is a block row (of an output batch); its rows of mat1 (in fp32) times each stored block's
+// columns of mat2 through block_product, fp32 sums over K ascending.
+template <class T>
+void sampled_float(const SampledAddmmArgs& a, const Indices& x) {
+  const BsrRef& in = a.input;
+  const int64_t nnz = in.values.size(-3), BM = in.values.size(-2), BN = in.values.size(-1);
+  const int64_t rows = in.M / BM, N = in.K, Kd = a.mat1.size(-1);
+  const std::vector<int64_t> out_batch = lead(a.out_values, 3);
+  int64_t out_batches = 1;
+  for (int64_t v : out_batch) out_batches *= v;
+  const std::vector<int64_t> in_strides = broadcast_strides(lead(in.values, 3), out_batch);
+  const std::vector<int64_t> m1_strides = broadcast_strides(lead(a.mat1, 2), out_batch);
+  const std::vector<int64_t> m2_strides = broadcast_strides(lead(a.mat2, 2), out_batch);
+  const T* iv = in.values.ptr<const T>();
+  const T* m1 = a.mat1.ptr<const T>();
+  const T* m2 = a.mat2.ptr<const T>();
+  T* out = a.out_values.ptr<T>();
+  const float alpha = static_cast<float>(a.alpha), beta = static_cast<float>(a.beta);
+  parallel_for(out_batches * rows, out_batches * nnz * BM * BN * (Kd + 1), [&](int64_t task) {
+    const int64_t ob = task / rows, i = task % rows;
+    const int64_t sb = broadcast_offset(ob, out_batch, in_strides);
+    const T* a1 = m1 + broadcast_offset(ob, out_batch, m1_strides) * in.M * Kd + i * BM * Kd;
+    const T* a2 = m2 + broadcast_offset(ob, out_batch, m2_strides) * Kd * N;
+    const int64_t* cr = x.crow.data() + sb * (rows + 1);
+    const int64_t* ci = x.col.data() + sb * nnz;
+    if (cr[i] == cr[i + 1]) return;
+    thread_local std::vector<float> acc, arows, panel;
+    const float* af = nullptr;
+    if constexpr (std::is_same_v<T, float>) {
+      af = a1;
+    } else {
+      arows.resize(static_cast<size_t>(BM * Kd));
+      for (int64_t e = 0; e < BM * Kd; ++e) arows[static_cast<size_t>(e)] = to_f32(a1[e]);
+      af = arows.data();
+    }
+    for (int64_t j = cr[i]; j < cr[i + 1]; ++j) {
+      acc.assign(static_cast<size_t>(BM * BN), 0.0f);
+      const T* b = a2 + ci[j] * BN;
+      if constexpr (std::is_same_v<T, float>) {
+        block_product(acc.data(), BN, af, BM, Kd, b, N, BN);
+      } else {
+        panel.resize(static_cast<size_t>(Kd * BN));
+        for (int64_t k = 0; k < Kd; ++k) {
+          for (int64_t q = 0; q < BN; ++q) panel[static_cast<size_t>(k * BN + q)] = to_f32(b[k * N + q]);
+        }
+        block_product(acc.data(), BN, af, BM, Kd, panel.data(), BN, BN);
+      }
+      const T* src = iv + (sb * nnz + j) * BM * BN;
+      T* dst = out + (ob * nnz + j) * BM * BN;
+      for (int64_t e = 0; e < BM * BN; ++e) {
+        float y = alpha * acc[static_cast<size_t>(e)];
+        if (beta != 0.0f) y += beta * to_f32(src[e]);
+        dst[e] = from_f32<T>(y);
+      }
+    }
+  });
+}
+
+// bsr_softmax: a task is a block row of a batch; per row the maximum, then each exponential once (kept for the
+// division) and their sum, in fp32.
+template <class T>
+void softmax_float(const BsrSoftmaxArgs& a, const Indices& x) {
+  const BsrRef& in = a.input;
+  const int64_t nnz = in.values.size(-3), BM = in.values.size(-2), BK = in.values.size(-1);
+  const int64_t rows = in.M / BM, batches = static_cast<int64_t>(x.crow.size()) / (rows + 1);
+  const T* iv = in.values.ptr<const T>();
+  T* out = a.out_values.ptr<T>();
+  parallel_for(batches * rows, batches * nnz * BM * BK * 4, [&](int64_t task) {
+    const int64_t s = task / rows, i = task % rows;
+    const int64_t j0 = x.crow[static_cast<size_t>(s * (rows + 1) + i)];
+    const int64_t j1 = x.crow[static_cast<size_t>(s * (rows + 1) + i + 1)];
+    if (j0 == j1) return;
+    thread_local std::vector<float> e;
+    e.resize(static_cast<size_t>((j1 - j0) * BK));
+    for (int64_t r = 0; r < BM; ++r) {
+      float peak = -INFINITY;
+      for (int64_t j = j0; j < j1; ++j) {
+        const T* v = iv + ((s * nnz + j) * BM + r) * BK;
+        for (int64_t c = 0; c < BK; ++c) peak = std::max(peak, to_f32(v[c]));
+      }
+      float sum = 0.0f;
+      for (int64_t j = j0; j < j1; ++j) {
+        const T* v = iv + ((s * nnz + j) * BM + r) * BK;
+        float* ej = e.data() + (j - j0) * BK;
+        for (int64_t c = 0; c < BK; ++c) {
+          ej[c] = std::exp(to_f32(v[c]) - peak);
+          sum += ej[c];
+        }
+      }
+      for (int64_t j = j0; j < j1; ++j) {
+        T* o = out + ((s * nnz + j) * BM + r) * BK;
+        const float* ej = e.data() + (j - j0) * BK;
+        for (int64_t c = 0; c < BK; ++c) o[c] = from_f32<T>(ej[c] / sum);
+      }
+    }
+  });
+}
+
 }  // namespace
+
+void bsr_softmax_fast(const BsrSoftmaxArgs& a, void* /*workspace*/, Stream /*stream*/) {
+  const Indices x = indices_of(BsrSoftmaxArgs::kName, a.input);
+  with_float_type(a.input.values.dtype, BsrSoftmaxArgs::kName, [&](auto t) { softmax_float<decltype(t)>(a, x); });
+}
+
+void sampled_addmm_fast(const SampledAddmmArgs& a, void* /*workspace*/, Stream /*stream*/) {
+  const Indices x = indices_of(SampledAddmmArgs::kName, a.input);
+  with_float_type(a.input.values.dtype, SampledAddmmArgs::kName, [&](auto t) { sampled_float<decltype(t)>(a, x); });
+}
 
 void bsr_dense_addmm_fast(const BsrDenseAddmmArgs& a, void* workspace, Stream stream) {
   if (a.bsr.values.dtype == DType::i8) {  // the reference's int64 sums are exact already
