@@ -12,6 +12,7 @@
 
 #include "core/float_convert.h"
 #include "cpu/gemm/kernels.h"
+#include "cpu/gemm/onednn.h"
 #include "cpu/simd_clones.h"
 
 #if defined(__x86_64__)
@@ -124,6 +125,77 @@ __attribute__((target("avx512f"))) void decode_bnb4_avx512(const uint8_t* p, int
 }
 #endif
 
+// out[i] = table[code i of p] (4-bit codes, the low nibble first).
+void decode4_bf16_scalar(const uint8_t* p, int64_t len, const uint16_t* table, uint16_t* out) {
+  for (int64_t i = 0; i < len; ++i) out[i] = table[i & 1 ? p[i / 2] >> 4 : p[i / 2] & 15];
+}
+
+void decode4_row_bf16_scalar(const uint8_t* row, int64_t K, int64_t gl, const float* vtab16, DequantRule rule,
+                             const float* scales, const float* zeros, uint16_t* out) {
+  for (int64_t k = 0, g = 0; k < K; k += gl, ++g) {
+    float folded[16];
+    for (int c = 0; c < 16; ++c) folded[c] = dequant(rule, vtab16[c], scales ? scales[g] : 1.0f, zeros ? zeros[g] : 0.0f);
+    uint16_t tab[16];
+    round_bf16(folded, 16, tab);
+    decode4_bf16_scalar(row + k / 2, std::min(gl, K - k), tab, out + k);
+  }
+}
+
+#if defined(__x86_64__)
+// Per group: its 16 finished values by vector ops in dequant's order (no contraction: the file is built with
+// fp-contract=off), rounded to bf16 as round_bf16, then its codes looked up 32 at a time by vpermw (16 bytes
+// -> 32 codes as 16-bit lanes, the low nibble first).
+__attribute__((target("avx512f,avx512bw"))) void decode4_row_bf16_avx512(const uint8_t* row, int64_t K, int64_t gl,
+                                                                        const float* vtab16, DequantRule rule,
+                                                                        const float* scales, const float* zeros,
+                                                                        uint16_t* out) {
+  const __m512 v = _mm512_loadu_ps(vtab16);
+  const __m512i low4 = _mm512_set1_epi32(15);
+  for (int64_t k = 0, g = 0; k < K; k += gl, ++g) {
+    const __m512 sv = _mm512_set1_ps(scales ? scales[g] : 1.0f), zv = _mm512_set1_ps(zeros ? zeros[g] : 0.0f);
+    __m512 f = v;
+    switch (rule) {
+      case DequantRule::value: break;
+      case DequantRule::scale: f = _mm512_mul_ps(v, sv); break;
+      case DequantRule::subtract: f = _mm512_mul_ps(_mm512_sub_ps(v, zv), sv); break;
+      case DequantRule::rescale: f = _mm512_sub_ps(_mm512_mul_ps(v, sv), zv); break;
+    }
+    const __m512i u = _mm512_castps_si512(f);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    const __mmask16 nan = _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q);
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+    const __m256i t16 = _mm512_cvtepi32_epi16(r);
+    const __m512i tab = _mm512_inserti64x4(_mm512_castsi256_si512(t16), t16, 1);
+    const int64_t len = std::min(gl, K - k);
+    const uint8_t* p = row + k / 2;
+    uint16_t* o = out + k;
+    int64_t i = 0;
+    for (; i + 32 <= len; i += 32) {
+      const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i / 2)));
+      const __m512i pair = _mm512_or_si512(_mm512_and_si512(d, low4),
+                                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(d, 4), low4), 16));
+      _mm512_storeu_si512(o + i, _mm512_permutexvar_epi16(pair, tab));
+    }
+    if (i < len) {
+      alignas(32) uint16_t t[16];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(t), t16);
+      decode4_bf16_scalar(p + i / 2, len - i, t, o + i);
+    }
+  }
+}
+#endif
+
+using Decode4RowBf16 = void (*)(const uint8_t*, int64_t, int64_t, const float*, DequantRule, const float*,
+                                const float*, uint16_t*);
+
+Decode4RowBf16 pick_decode4_row_bf16() {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) return decode4_row_bf16_avx512;
+#endif
+  return decode4_row_bf16_scalar;
+}
+
 using DecodeSmall = void (*)(const uint8_t*, int, int64_t, const float*, float*);
 using DecodeBnb4 = void (*)(const uint8_t*, int64_t, const float*, float, float*);
 
@@ -142,6 +214,12 @@ DecodeSmall pick_decode_small() {
 }
 
 }  // namespace
+
+void decode4_row_bf16(const uint8_t* row, int64_t K, int64_t gl, const float* vtab16, DequantRule rule,
+                      const float* scales, const float* zeros, uint16_t* out) {
+  static const Decode4RowBf16 fn = pick_decode4_row_bf16();
+  fn(row, K, gl, vtab16, rule, scales, zeros, out);
+}
 
 void decode_small(const uint8_t* row, int bits, int64_t k0, int64_t len, const float* table16, float* out) {
   static const DecodeSmall fn = pick_decode_small();

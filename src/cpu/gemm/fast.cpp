@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/check.h"
@@ -17,8 +18,10 @@
 #include "core/weight_format.h"
 #include "cpu/gemm/impls.h"
 #include "cpu/gemm/kernels.h"
+#include "cpu/gemm/onednn.h"
 #include "cpu/gemm/tiles.h"
 #include "cpu/quant/elementwise.h"
+#include "cpu/quant/parallel.h"
 #include "cpu/quant/spans.h"
 
 namespace lowbit::core::cpu {
@@ -171,6 +174,26 @@ struct RowsDecoder {
     gemm::apply_rule(rule, t, end - k, s, z);
   }
 
+  // Rows n0 .. n0 + nr - 1 of 4-bit codes, whole, as bf16 (each group's finished table rounded once, then
+  // looked up): the large-M path's panels. Only when bits == 4.
+  void bf16_rows(int64_t n0, int nr, uint16_t* out) const {
+    const int64_t groups = f.groups();
+    thread_local std::vector<float> zs;
+    for (int r = 0; r < nr; ++r) {
+      const int64_t n = n0 + r;
+      const float* zp = nullptr;
+      if (zeros_q) {
+        zs.resize(static_cast<size_t>(groups));
+        for (int64_t g = 0; g < groups; ++g) zs[static_cast<size_t>(g)] = zero(n, g);
+        zp = zs.data();
+      } else if (zeros_f32) {
+        zp = zeros_f32 + n * groups;
+      }
+      gemm::decode4_row_bf16(q + n * row_bytes, f.K, f.group_length(), vtab, rule, scale ? scale + n * groups : nullptr,
+                             zp, out + r * f.K);
+    }
+  }
+
   void operator()(int64_t n0, int nr, int64_t k0, int64_t kc, int64_t kp, float* tile) const {
     const int64_t gl = f.group_length();
     for (int r = 0; r < nr; ++r) {
@@ -317,8 +340,64 @@ void bnb4_gemv_bf16(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, uint1
 
 }  // namespace
 
+// The large-M path: bf16 A of at least kLargeRows rows, no config forced, a build with oneDNN. W goes to bf16
+// kPanelRows rows at a time (cache-sized), each panel times A by oneDNN's bf16 matmul into fp32 sums.
+constexpr int64_t kLargeRows = 32;
+constexpr int64_t kPanelRows = 512;
+
+bool large_m(const KernelConfig& config, int64_t M, DType a_dtype) {
+  return config.empty() && M >= kLargeRows && a_dtype == DType::bf16 && gemm::onednn_available();
+}
+
+// The large-M path's workspace after Scratch's (whose a32 holds A gathered in bf16): a panel of W in bf16, and the
+// fp32 sums [M, N].
+struct LargeScratch {
+  uint16_t* panel;
+  float* sums;
+  static size_t bytes(int64_t M, int64_t K, int64_t N) {
+    return static_cast<size_t>(kPanelRows * K * 2 + M * N * 4) + 128;
+  }
+  LargeScratch(void* ws, int64_t K) {
+    const auto align = [](uintptr_t p) { return (p + 63) / 64 * 64; };
+    const uintptr_t p = align(reinterpret_cast<uintptr_t>(ws));
+    panel = reinterpret_cast<uint16_t*>(p);
+    sums = reinterpret_cast<float*>(align(p + static_cast<uintptr_t>(kPanelRows * K * 2)));
+  }
+};
+
+// out = a · W^T (+ bias) through oneDNN: decode(n0, nr, 0, K, K, tile) gives rows of W in fp32, rounded to bf16
+// once. a: bf16 [M, K] rows K apart.
+template <class Decode>
+void large_m_matmul(int64_t M, int64_t N, int64_t K, const uint16_t* a, const Decode& decode, uint16_t* panel,
+                    float* sums, const TensorRef& out, const float* bias, const char* op) {
+  constexpr int64_t kRows = 8;  // W rows a decoding task
+  for (int64_t n0 = 0; n0 < N; n0 += kPanelRows) {
+    const int64_t nr = std::min(kPanelRows, N - n0);
+    const int64_t tasks = (nr + kRows - 1) / kRows;
+    parallel_for(tasks, nr * K, [&](int64_t t) {
+      const int64_t r0 = t * kRows, rows = std::min(kRows, nr - r0);
+      if constexpr (std::is_same_v<Decode, RowsDecoder>) {
+        const int64_t gl = decode.f.group_length();
+        if (decode.bits == 4 && (gl % 2 == 0 || gl >= K)) {  // straight to bf16: the finished table rounded once
+          decode.bf16_rows(n0 + r0, static_cast<int>(rows), panel + r0 * K);
+          return;
+        }
+      }
+      thread_local std::vector<float> tile;
+      tile.resize(static_cast<size_t>(rows * K));
+      decode(n0 + r0, static_cast<int>(rows), 0, K, K, tile.data());
+      gemm::round_bf16(tile.data(), rows * K, panel + r0 * K);
+    });
+    gemm::onednn_bf16_matmul(M, nr, K, a, K, panel, sums + n0, N);
+  }
+  with_store(out, N, bias, op, [&](const auto& store) {
+    parallel_for(M, M * N, [&](int64_t m) { store(m, 0, static_cast<int>(N), sums + m * N); });
+  });
+}
+
 size_t matmul_fast_workspace(const MatmulArgs& a) {
-  return Scratch::bytes(rows_of(a.A), a.weight.format.K, a.weight.format.N);
+  const int64_t M = rows_of(a.A), K = a.weight.format.K, N = a.weight.format.N;
+  return Scratch::bytes(M, K, N) + (large_m(a.config, M, a.A.dtype) ? LargeScratch::bytes(M, K, N) : 0);
 }
 
 void matmul_fast(const MatmulArgs& a, void* workspace, Stream) {
@@ -363,6 +442,19 @@ void matmul_fast(const MatmulArgs& a, void* workspace, Stream) {
     });
     return;
   }
+  if (large_m(a.config, M, a.A.dtype)) {
+    const LargeScratch l(reinterpret_cast<uint8_t*>(workspace) + Scratch::bytes(M, K, N), K);
+    const uint16_t* A = a.A.ptr<const uint16_t>();
+    if (perm) {  // A's columns gathered into the bf16 buffer a32 holds room for
+      auto* ap = reinterpret_cast<uint16_t*>(s.a32);
+      parallel_for(M, M * K, [&](int64_t m) {
+        for (int64_t k = 0; k < K; ++k) ap[m * K + k] = A[m * K + perm[k]];
+      });
+      A = ap;
+    }
+    large_m_matmul(M, N, K, A, decode, l.panel, l.sums, a.out, bias, a.kName);
+    return;
+  }
   gemm::prepare_a(a.A, perm, M, K, lda, s.a32);
   with_store(a.out, N, bias, a.kName,
              [&](const auto& store) { gemm::run_tiles(M, N, K, s.a32, lda, cfg, decode, store); });
@@ -375,7 +467,10 @@ std::vector<KernelConfig> matmul_4bit_fast_configs(const Matmul4bitArgs& a) {
   return gemm::tile_configs(rows_of(a.A), 0);
 }
 
-size_t matmul_4bit_fast_workspace(const Matmul4bitArgs& a) { return Scratch::bytes(rows_of(a.A), a.A.size(-1), a.N); }
+size_t matmul_4bit_fast_workspace(const Matmul4bitArgs& a) {
+  const int64_t M = rows_of(a.A), K = a.A.size(-1), N = a.N;
+  return Scratch::bytes(M, K, N) + (large_m(a.config, M, a.A.dtype) ? LargeScratch::bytes(M, K, N) : 0);
+}
 
 void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream) {
   const int64_t M = rows_of(a.A), N = a.N, K = a.A.size(-1);
@@ -388,7 +483,8 @@ void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream) {
   const bool gemv = a.config.empty() && K % a.blocksize == 0 && a.blocksize % 32 == 0;
   const bool gemv_bf16 = gemv && M <= 16 && a.A.dtype == DType::bf16 && gemm::gemv4_bf16_fits(K, a.blocksize);
   const bool gemv_f32 = gemv && M <= 4 && !gemv_bf16 && gemm::bnb4_gemv_available();
-  if (!gemv_bf16) gemm::prepare_a(a.A, nullptr, M, K, lda, s.a32);
+  const bool large = large_m(a.config, M, a.A.dtype);
+  if (!gemv_bf16 && !large) gemm::prepare_a(a.A, nullptr, M, K, lda, s.a32);
   if (a.bias.present()) {
     with_float_type(a.bias.dtype, a.kName, [&](auto t) {
       using T = decltype(t);
@@ -396,6 +492,12 @@ void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream) {
     });
   }
   const Bnb4Decoder decode{a, K, a.packed.ptr<const uint8_t>(), a.type == Quant4Type::nf4 ? kNf4Table : kFp4Table};
+  if (large) {
+    const LargeScratch l(reinterpret_cast<uint8_t*>(workspace) + Scratch::bytes(M, K, N), K);
+    large_m_matmul(M, N, K, a.A.ptr<const uint16_t>(), decode, l.panel, l.sums, a.out,
+                   a.bias.present() ? s.bias : nullptr, a.kName);
+    return;
+  }
   with_store(a.out, N, a.bias.present() ? s.bias : nullptr, a.kName, [&](const auto& store) {
     if (gemv_bf16) {
       bnb4_gemv_bf16(decode, M, N, K, reinterpret_cast<uint16_t*>(s.a32), store);  // M x K halves fit in a32

@@ -14,6 +14,11 @@ namespace lowbit::core::cpu::gemm {
 // (1, 2 or 4) in a rows-layout stream; k0 % 8 == 0 (group and tile starts
 // are). table16 holds 16 floats, of which the first 2^bits are read.
 void decode_small(const uint8_t* row, int bits, int64_t k0, int64_t len, const float* table16, float* out);
+// A whole row of K 4-bit codes (groups of gl, gl even or >= K) as bf16: group g's value of code c is
+// dequant(rule, vtab16[c], scales[g], zeros[g]) (1 and 0 where null) rounded to bf16 as round_bf16; 32 codes
+// a vpermw on AVX-512 BW.
+void decode4_row_bf16(const uint8_t* row, int64_t K, int64_t gl, const float* vtab16, DequantRule rule,
+                      const float* scales, const float* zeros, uint16_t* out);
 // out[i] = table16[code of element e0 + i] * scale for i < len: bitsandbytes'
 // 4-bit stream (two codes a byte, the high nibble first), one block's run.
 void decode_bnb4(const uint8_t* packed, int64_t e0, int64_t len, const float* table16, float scale, float* out);

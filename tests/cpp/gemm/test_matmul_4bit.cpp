@@ -40,7 +40,8 @@ CloseCase<Matmul4bitArgs> bnb_case(const std::string& name, const Tensor& A, con
   const DType a_dtype = A.dtype(), out = A.dtype();
   c.tolerance = [a_dtype, out, K](DeviceType dev, const std::string& impl) {
     Tolerance t = matmul_tolerance(a_dtype, out, DType::f32, K, dev);
-    // The CPU fast path's few-rows kernel for bf16 A multiplies the table rounded to bf16 (docs/gemm.md).
+    // The CPU fast path on bf16 A multiplies weights rounded to bf16 (the few-rows kernel's table, the large-M
+    // path's panels; docs/gemm.md).
     if (dev == DeviceType::cpu && impl == "cpu" && a_dtype == DType::bf16) t.terms += unit_roundoff(DType::bf16);
     return t;
   };
@@ -76,7 +77,7 @@ TEST(Matmul4bit, EveryBackendOnStatesDirectly) {
 // Every blocksize bitsandbytes allows, with K fit for the CUDA fused kernel's
 // 64- and 32-element spans and blocks crossing rows (K not a multiple of the
 // blocksize, or blocks longer than a row), at M in one or several of its A
-// tiles; on CUDA every path (configs) runs each.
+// tiles and past the CPU's large-M threshold; on CUDA every path (configs) runs each.
 TEST(Matmul4bit, EveryBlocksizeOnEveryPath) {
   SCOPED_TRACE("impls: " + impl_names<Matmul4bitArgs>());
   struct Shape {
@@ -86,7 +87,7 @@ TEST(Matmul4bit, EveryBlocksizeOnEveryPath) {
   int i = 0;
   for (const Shape s : {Shape{16, 64, 32}, Shape{20, 96, 64}, Shape{17, 192, 128}, Shape{33, 256, 256},
                         Shape{40, 512, 4096}, Shape{7, 2048, 1024}, Shape{3, 160, 2048}, Shape{9, 32, 512}}) {
-    for (int64_t M : {1, 5, 16, 33}) {
+    for (int64_t M : {1, 5, 16, 33, 70}) {  // 70: the CPU's large-M path on bf16 A
       const Quant4Type type = i % 2 ? Quant4Type::fp4 : Quant4Type::nf4;
       const bool nested = (i / 2) % 2 == 1;
       auto [packed, st] = quantize_4bit(random_floats({s.N, s.K}, DType::f32), s.bs, type, nested);

@@ -141,6 +141,47 @@ TEST(MatmulLargeM, CommonFormats) {
   }
 }
 
+// bf16 A of 64 rows and more: the CPU's large-M path (the weight in bf16 panels through oneDNN, where the build
+// has it) on every kind of format, zeros mode, a permutation, a bias and each output dtype.
+TEST(MatmulLargeM, Bf16EveryFormat) {
+  SCOPED_TRACE("impls: " + impl_names<MatmulArgs>());
+  struct Format {
+    WeightType type;
+    int64_t group;
+    bool zeros;
+    ZerosMode mode;
+  };
+  int i = 0;
+  for (const Format f : {Format{WeightType::int4, 128, false, ZerosMode::original},
+                         Format{WeightType::uint4, 128, true, ZerosMode::quantized},
+                         Format{WeightType::uint4, 64, true, ZerosMode::rescale},
+                         Format{WeightType::nf4, 64, false, ZerosMode::original},
+                         Format{WeightType::int8, -1, false, ZerosMode::original},
+                         Format{WeightType::int2, 32, true, ZerosMode::original},
+                         Format{WeightType::fp8_e4m3, -1, false, ZerosMode::original},
+                         Format{WeightType::bf16, -1, false, ZerosMode::original}}) {
+    for (const int64_t M : {64, 130}) {
+      MatmulConfig c;
+      c.W_dtype = f.type;
+      c.N = 600 + 7 * i;  // a panel of 512 rows and a ragged one
+      c.K = 256;
+      c.with_scaling = f.type != WeightType::bf16;
+      c.group_size = f.group;
+      c.with_zeros = f.zeros;
+      c.zeros_mode = f.mode;
+      c.A_dtype = DType::bf16;
+      c.out_dtype = i % 3 == 0 ? DType::bf16 : i % 3 == 1 ? DType::f32 : DType::f16;
+      c.with_bias = i % 2 == 1;
+      const bool perm = i % 4 == 2;
+      const QuantizedWeight w = random_weight(c, DType::f16, perm);
+      run_on_all_backends_close(matmul_case(describe(c) + " M=" + std::to_string(M) + (perm ? " perm" : ""), w,
+                                            random_floats({M, c.K}, DType::bf16, 0.5f)));
+      ++i;
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
 // No rows: every implementation returns without touching anything.
 TEST(MatmulLargeM, EmptyA) {
   MatmulConfig c;

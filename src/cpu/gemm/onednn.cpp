@@ -1,0 +1,90 @@
+// oneDNN's bf16 matmul for the CPU matmuls' large-M path (onednn.h).
+#include "cpu/gemm/onednn.h"
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "core/check.h"
+#include "cpu/simd_clones.h"
+
+#if defined(LOWBIT_WITH_ONEDNN)
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace lowbit::core::cpu::gemm {
+
+LOWBIT_SIMD_CLONES void round_bf16(const float* x, int64_t count, uint16_t* out) {
+  for (int64_t i = 0; i < count; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, 4);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t quiet = (u >> 16) | 0x40u;
+    out[i] = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+  }
+}
+
+#if defined(LOWBIT_WITH_ONEDNN)
+
+bool onednn_available() { return true; }
+
+namespace {
+
+struct Cached {
+  dnnl::matmul prim;
+  dnnl::memory::desc a, w, c;
+};
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+}  // namespace
+
+void onednn_bf16_matmul(int64_t M, int64_t n, int64_t K, const uint16_t* a, int64_t lda, const uint16_t* w, float* c,
+                        int64_t ldc) {
+  using dt = dnnl::memory::data_type;
+  static std::mutex mu;
+  static std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, Cached> cache;
+  Cached k;
+  {
+    const std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find({M, n, K, lda, ldc});
+    if (it == cache.end()) {
+      Cached fresh;
+      fresh.a = dnnl::memory::desc({M, K}, dt::bf16, dnnl::memory::dims{lda, 1});
+      fresh.w = dnnl::memory::desc({K, n}, dt::bf16, dnnl::memory::dims{1, K});  // w's rows as columns
+      fresh.c = dnnl::memory::desc({M, n}, dt::f32, dnnl::memory::dims{ldc, 1});
+#if DNNL_VERSION_MAJOR >= 3
+      const dnnl::matmul::primitive_desc pd(engine(), fresh.a, fresh.w, fresh.c);
+#else
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(fresh.a, fresh.w, fresh.c), engine());
+#endif
+      fresh.prim = dnnl::matmul(pd);
+      it = cache.emplace(std::make_tuple(M, n, K, lda, ldc), fresh).first;
+    }
+    k = it->second;
+  }
+  // One call at a time: the primitives share oneDNN's library-held scratchpad (each call is itself parallel).
+  static std::mutex exec_mu;
+  const std::lock_guard<std::mutex> lock(exec_mu);
+  dnnl::stream s(engine());
+  dnnl::memory am(k.a, engine(), const_cast<uint16_t*>(a)), wm(k.w, engine(), const_cast<uint16_t*>(w)),
+      cm(k.c, engine(), c);
+  k.prim.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, cm}});
+  s.wait();
+}
+
+#else
+
+bool onednn_available() { return false; }
+
+void onednn_bf16_matmul(int64_t, int64_t, int64_t, const uint16_t*, int64_t, const uint16_t*, float*, int64_t) {
+  core::fail(ErrorCode::internal, "onednn_bf16_matmul: this build has no oneDNN");
+}
+
+#endif
+
+}  // namespace lowbit::core::cpu::gemm
