@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "lowbit/tensor.h"
+
 namespace lowbit::core {
 
 // *out = the broadcast of a and b (right-aligned; a size-1 dim repeats);
@@ -45,6 +47,12 @@ inline int64_t broadcast_offset(int64_t flat, const std::vector<int64_t>& to, co
     flat /= to[i];
   }
   return off;
+}
+
+// t's dims before its last `tail` dims (its batch dims, for the ops whose matrices broadcast).
+inline std::vector<int64_t> lead_dims(const TensorRef& t, int tail) {
+  const Shape s = t.sizes();
+  return std::vector<int64_t>(s.begin(), s.end() - tail);
 }
 
 }  // namespace lowbit::core

@@ -27,11 +27,6 @@
 namespace lowbit::core::cpu {
 namespace {
 
-std::vector<int64_t> lead(const TensorRef& t, int tail) {
-  const Shape s = t.sizes();
-  return std::vector<int64_t>(s.begin(), s.end() - tail);
-}
-
 int64_t prod(const std::vector<int64_t>& d) {
   int64_t n = 1;
   for (int64_t v : d) n *= v;
@@ -69,7 +64,7 @@ Indices read_indices(const char* op, const BsrRef& b, int64_t batches, int64_t r
 
 Indices indices_of(const char* op, const BsrRef& b) {
   const int64_t nnz = b.values.size(-3), rows = b.M / b.values.size(-2), cols = b.K / b.values.size(-1);
-  const int64_t batches = prod(lead(b.values, 3));
+  const int64_t batches = prod(lead_dims(b.values, 3));
   return b.crow_indices.dtype == DType::i32 ? read_indices<int32_t>(op, b, batches, rows, nnz, cols)
                                             : read_indices<int64_t>(op, b, batches, rows, nnz, cols);
 }
@@ -79,14 +74,14 @@ void bsr_dense_addmm_reference(const BsrDenseAddmmArgs& a, void*, Stream) {
   const BsrRef& b = a.bsr;
   const int64_t nnz = b.values.size(-3), BM = b.values.size(-2), BK = b.values.size(-1);
   const int64_t rows = b.M / BM, N = a.dense.size(-1), K = b.K;
-  const std::vector<int64_t> bsr_batch = lead(b.values, 3), dense_batch = lead(a.dense, 2), out_batch = lead(a.out, 2);
+  const std::vector<int64_t> bsr_batch = lead_dims(b.values, 3), dense_batch = lead_dims(a.dense, 2), out_batch = lead_dims(a.out, 2);
   const int64_t out_batches = prod(out_batch);
   const Indices x = indices_of(op, b);
   const std::vector<int64_t> bsr_strides = broadcast_strides(bsr_batch, out_batch);
   const std::vector<int64_t> dense_strides = broadcast_strides(dense_batch, out_batch);
   const bool beta_reads = a.beta != 0.0 && a.input.present();
-  std::vector<int64_t> input_strides, out_dims = lead(a.out, 0);
-  if (beta_reads) input_strides = broadcast_strides(lead(a.input, 0), out_dims);
+  std::vector<int64_t> input_strides, out_dims = lead_dims(a.out, 0);
+  if (beta_reads) input_strides = broadcast_strides(lead_dims(a.input, 0), out_dims);
   // T: the operands' element type; the sums in Acc (float64, or int64 for int8), out and input of type Out.
   const auto body = [&](auto t, auto acc_t, auto out_t) {
     using T = decltype(t);
@@ -155,10 +150,10 @@ void sampled_addmm_reference(const SampledAddmmArgs& a, void*, Stream) {
   const int64_t nnz = in.values.size(-3), BM = in.values.size(-2), BN = in.values.size(-1);
   const int64_t rows = in.M / BM, N = in.K, Kd = a.mat1.size(-1);
   const Indices x = indices_of(op, in);
-  const std::vector<int64_t> out_batch = lead(a.out_values, 3);
-  const std::vector<int64_t> in_strides = broadcast_strides(lead(in.values, 3), out_batch);
-  const std::vector<int64_t> m1_strides = broadcast_strides(lead(a.mat1, 2), out_batch);
-  const std::vector<int64_t> m2_strides = broadcast_strides(lead(a.mat2, 2), out_batch);
+  const std::vector<int64_t> out_batch = lead_dims(a.out_values, 3);
+  const std::vector<int64_t> in_strides = broadcast_strides(lead_dims(in.values, 3), out_batch);
+  const std::vector<int64_t> m1_strides = broadcast_strides(lead_dims(a.mat1, 2), out_batch);
+  const std::vector<int64_t> m2_strides = broadcast_strides(lead_dims(a.mat2, 2), out_batch);
   const int64_t out_batches = prod(out_batch);
   with_float_type(in.values.dtype, op, [&](auto t) {
     using T = decltype(t);
@@ -197,7 +192,7 @@ void bsr_softmax_reference(const BsrSoftmaxArgs& a, void*, Stream) {
   const char* op = BsrSoftmaxArgs::kName;
   const BsrRef& in = a.input;
   const int64_t nnz = in.values.size(-3), BM = in.values.size(-2), BK = in.values.size(-1);
-  const int64_t rows = in.M / BM, batches = prod(lead(in.values, 3));
+  const int64_t rows = in.M / BM, batches = prod(lead_dims(in.values, 3));
   const Indices x = indices_of(op, in);
   with_float_type(in.values.dtype, op, [&](auto t) {
     using T = decltype(t);

@@ -91,23 +91,18 @@ LOWBIT_SIMD_CLONES void block_product(float* acc, int64_t as, const float* a, in
   }
 }
 
-std::vector<int64_t> lead(const TensorRef& t, int tail) {
-  const Shape s = t.sizes();
-  return std::vector<int64_t>(s.begin(), s.end() - tail);
-}
-
 template <class T>
 void run_float(const BsrDenseAddmmArgs& a, const Indices& x) {
   const BsrRef& b = a.bsr;
   const int64_t nnz = b.values.size(-3), BM = b.values.size(-2), BK = b.values.size(-1);
   const int64_t rows = b.M / BM, N = a.dense.size(-1), K = b.K;
-  const std::vector<int64_t> out_batch = lead(a.out, 2), out_dims = lead(a.out, 0);
+  const std::vector<int64_t> out_batch = lead_dims(a.out, 2), out_dims = lead_dims(a.out, 0);
   int64_t out_batches = 1;
   for (int64_t v : out_batch) out_batches *= v;
-  const std::vector<int64_t> bsr_strides = broadcast_strides(lead(b.values, 3), out_batch);
-  const std::vector<int64_t> dense_strides = broadcast_strides(lead(a.dense, 2), out_batch);
+  const std::vector<int64_t> bsr_strides = broadcast_strides(lead_dims(b.values, 3), out_batch);
+  const std::vector<int64_t> dense_strides = broadcast_strides(lead_dims(a.dense, 2), out_batch);
   const bool beta_reads = a.beta != 0.0 && a.input.present();
-  const std::vector<int64_t> input_strides = beta_reads ? broadcast_strides(lead(a.input, 0), out_dims)
+  const std::vector<int64_t> input_strides = beta_reads ? broadcast_strides(lead_dims(a.input, 0), out_dims)
                                                         : std::vector<int64_t>{};
   const T* values = b.values.ptr<const T>();
   const T* dense = a.dense.ptr<const T>();
@@ -161,12 +156,12 @@ void sampled_float(const SampledAddmmArgs& a, const Indices& x) {
   const BsrRef& in = a.input;
   const int64_t nnz = in.values.size(-3), BM = in.values.size(-2), BN = in.values.size(-1);
   const int64_t rows = in.M / BM, N = in.K, Kd = a.mat1.size(-1);
-  const std::vector<int64_t> out_batch = lead(a.out_values, 3);
+  const std::vector<int64_t> out_batch = lead_dims(a.out_values, 3);
   int64_t out_batches = 1;
   for (int64_t v : out_batch) out_batches *= v;
-  const std::vector<int64_t> in_strides = broadcast_strides(lead(in.values, 3), out_batch);
-  const std::vector<int64_t> m1_strides = broadcast_strides(lead(a.mat1, 2), out_batch);
-  const std::vector<int64_t> m2_strides = broadcast_strides(lead(a.mat2, 2), out_batch);
+  const std::vector<int64_t> in_strides = broadcast_strides(lead_dims(in.values, 3), out_batch);
+  const std::vector<int64_t> m1_strides = broadcast_strides(lead_dims(a.mat1, 2), out_batch);
+  const std::vector<int64_t> m2_strides = broadcast_strides(lead_dims(a.mat2, 2), out_batch);
   const T* iv = in.values.ptr<const T>();
   const T* m1 = a.mat1.ptr<const T>();
   const T* m2 = a.mat2.ptr<const T>();

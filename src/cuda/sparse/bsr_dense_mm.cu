@@ -26,11 +26,6 @@ using sparse::BsrParams;
 using sparse::BsrTileShape;
 using sparse::BsrWgmmaShape;
 
-std::vector<int64_t> lead(const TensorRef& t, int tail) {
-  const Shape s = t.sizes();
-  return std::vector<int64_t>(s.begin(), s.end() - tail);
-}
-
 BsrParams params_of(const BsrDenseAddmmArgs& a) {
   const char* op = BsrDenseAddmmArgs::kName;
   const BsrRef& b = a.bsr;
@@ -49,13 +44,13 @@ BsrParams params_of(const BsrDenseAddmmArgs& a) {
   p.N = a.dense.size(-1);
   p.rows = b.M / p.BM;
   p.kcols = b.K / p.BK;
-  const std::vector<int64_t> out_batch = lead(a.out, 2);
+  const std::vector<int64_t> out_batch = core::lead_dims(a.out, 2);
   LOWBIT_REQUIRE(out_batch.size() <= static_cast<size_t>(sparse::kMaxBatchDims), ErrorCode::invalid_argument, op,
                  ": at most ", sparse::kMaxBatchDims, " batch dims on cuda (got ", out_batch.size(), ")");
   p.nd = static_cast<int>(out_batch.size());
   p.batches = 1;
-  const std::vector<int64_t> bs = core::broadcast_strides(lead(b.values, 3), out_batch);
-  const std::vector<int64_t> ds = core::broadcast_strides(lead(a.dense, 2), out_batch);
+  const std::vector<int64_t> bs = core::broadcast_strides(core::lead_dims(b.values, 3), out_batch);
+  const std::vector<int64_t> ds = core::broadcast_strides(core::lead_dims(a.dense, 2), out_batch);
   for (int i = 0; i < p.nd; ++i) {
     p.dims[i] = out_batch[static_cast<size_t>(i)];
     p.bsr_stride[i] = bs[static_cast<size_t>(i)];
@@ -64,7 +59,7 @@ BsrParams params_of(const BsrDenseAddmmArgs& a) {
   }
   if (a.beta != 0.0 && a.input.present()) {
     p.input = a.input.data;
-    const std::vector<int64_t> is = core::broadcast_strides(lead(a.input, 0), lead(a.out, 0));
+    const std::vector<int64_t> is = core::broadcast_strides(core::lead_dims(a.input, 0), core::lead_dims(a.out, 0));
     for (int i = 0; i < p.nd; ++i) p.input_stride[i] = is[static_cast<size_t>(i)];
     p.input_sm = is[static_cast<size_t>(p.nd)];
     p.input_sn = is[static_cast<size_t>(p.nd) + 1];

@@ -15,12 +15,6 @@
 namespace lowbit {
 namespace {
 
-// The dims of t before its last `tail` dims.
-std::vector<int64_t> lead_dims(const TensorRef& t, int tail) {
-  const Shape s = t.sizes();
-  return std::vector<int64_t>(s.begin(), s.end() - tail);
-}
-
 std::string dims_str(const std::vector<int64_t>& d) { return core::shape_str(Shape(d.data(), d.size())); }
 
 // The BSR operand: index dtypes, layout, block shape, M and K (values of a float dtype, or int8 where
@@ -48,14 +42,14 @@ std::vector<int64_t> check_bsr(const char* op, const BsrRef& b, bool int8 = fals
   core::require_present(op, "bsr.col_indices", b.col_indices);
   core::require_dtype(op, "bsr.col_indices", b.col_indices, {b.crow_indices.dtype});
   core::require_contiguous(op, "bsr.col_indices", b.col_indices);
-  const std::vector<int64_t> batch = lead_dims(b.values, 3);
+  const std::vector<int64_t> batch = core::lead_dims(b.values, 3);
   std::vector<int64_t> crow = batch, col = batch;
   crow.push_back(b.M / BM + 1);
   col.push_back(nnz);
-  LOWBIT_REQUIRE(b.crow_indices.ndim == batch_ndim + 1 && lead_dims(b.crow_indices, 0) == crow,
+  LOWBIT_REQUIRE(b.crow_indices.ndim == batch_ndim + 1 && core::lead_dims(b.crow_indices, 0) == crow,
                  ErrorCode::invalid_argument, op, ": bsr.crow_indices must have shape ", dims_str(crow),
                  " (values' batch dims, then M / BM + 1; got ", core::shape_str(b.crow_indices), ")");
-  LOWBIT_REQUIRE(b.col_indices.ndim == batch_ndim + 1 && lead_dims(b.col_indices, 0) == col,
+  LOWBIT_REQUIRE(b.col_indices.ndim == batch_ndim + 1 && core::lead_dims(b.col_indices, 0) == col,
                  ErrorCode::invalid_argument, op, ": bsr.col_indices must have shape ", dims_str(col),
                  " (values' batch dims, then nnz; got ", core::shape_str(b.col_indices), ")");
   return batch;
@@ -74,7 +68,7 @@ std::vector<int64_t> product_shape(const char* op, const BsrRef& bsr, const Tens
                  core::shape_str(dense), ")");
   LOWBIT_REQUIRE(dense.size(-2) == bsr.K, ErrorCode::invalid_argument, op, ": dense's rows (", dense.size(-2),
                  ") must equal bsr's K (", bsr.K, ")");
-  const std::vector<int64_t> dense_batch = lead_dims(dense, 2);
+  const std::vector<int64_t> dense_batch = core::lead_dims(dense, 2);
   std::vector<int64_t> out;
   LOWBIT_REQUIRE(core::broadcast_dims(batch, dense_batch, &out), ErrorCode::invalid_argument, op,
                  ": the batch dims of bsr ", dims_str(batch), " and dense ", dims_str(dense_batch),
@@ -100,10 +94,10 @@ std::vector<int64_t> sampled_shape(const char* op, const BsrRef& input, const Te
                  " must be [*, ", input.M, ", K] @ [*, K, ", input.K, "] for input's shape [", input.M, ", ", input.K,
                  "]");
   std::vector<int64_t> joined, out;
-  LOWBIT_REQUIRE(core::broadcast_dims(batch, lead_dims(mat1, 2), &joined) &&
-                     core::broadcast_dims(joined, lead_dims(mat2, 2), &out),
+  LOWBIT_REQUIRE(core::broadcast_dims(batch, core::lead_dims(mat1, 2), &joined) &&
+                     core::broadcast_dims(joined, core::lead_dims(mat2, 2), &out),
                  ErrorCode::invalid_argument, op, ": the batch dims of input ", dims_str(batch), ", mat1 ",
-                 dims_str(lead_dims(mat1, 2)), " and mat2 ", dims_str(lead_dims(mat2, 2)), " do not broadcast");
+                 dims_str(core::lead_dims(mat1, 2)), " and mat2 ", dims_str(core::lead_dims(mat2, 2)), " do not broadcast");
   const Shape v = input.values.sizes();
   out.insert(out.end(), v.end() - 3, v.end());
   return out;
@@ -128,7 +122,7 @@ void check(const BsrDenseAddmmArgs& a) {
     core::require_dtype(op, "input", a.input, {dtype});
     core::require_contiguous(op, "input", a.input);
     std::vector<int64_t> joined;
-    LOWBIT_REQUIRE(core::broadcast_dims(lead_dims(a.input, 0), shape, &joined) && joined == shape,
+    LOWBIT_REQUIRE(core::broadcast_dims(core::lead_dims(a.input, 0), shape, &joined) && joined == shape,
                    ErrorCode::invalid_argument, op, ": input ", core::shape_str(a.input),
                    " must broadcast to out's shape ", dims_str(shape));
   }
@@ -159,7 +153,7 @@ void run(const SampledAddmmArgs& a, void* ws, Stream s) { ops::dispatch(a, a.mat
 void check(const BsrSoftmaxArgs& a) {
   const char* op = BsrSoftmaxArgs::kName;
   check_bsr(op, a.input);
-  ops::require_shaped(op, "out_values", a.out_values, {a.input.values.dtype}, lead_dims(a.input.values, 0));
+  ops::require_shaped(op, "out_values", a.out_values, {a.input.values.dtype}, core::lead_dims(a.input.values, 0));
   core::require_same_device(op, {{"input.values", &a.input.values},
                                  {"input.crow_indices", &a.input.crow_indices},
                                  {"input.col_indices", &a.input.col_indices},
