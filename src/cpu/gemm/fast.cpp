@@ -383,6 +383,19 @@ void large_m_matmul(int64_t M, int64_t N, int64_t K, const uint16_t* a, const De
           return;
         }
       }
+      if constexpr (std::is_same_v<Decode, Bnb4Decoder>) {
+        const int64_t bs = decode.a.blocksize;
+        if (K % bs == 0) {  // whole blocks a row: the fused block decoder writes bf16 straight
+          thread_local std::vector<float> scales;
+          const int64_t b0 = (n0 + r0) * K / bs, nb = rows * K / bs;
+          scales.resize(static_cast<size_t>(nb));
+          for (int64_t b = 0; b < nb; ++b) scales[static_cast<size_t>(b)] = decode.absmax(b0 + b);
+          if (decode4_blocks_span(decode.packed + b0 * bs / 2, rows * K, bs, scales.data(), decode.table,
+                                  reinterpret_cast<BFloat16*>(panel + r0 * K))) {
+            return;
+          }
+        }
+      }
       thread_local std::vector<float> tile;
       tile.resize(static_cast<size_t>(rows * K));
       decode(n0 + r0, static_cast<int>(rows), 0, K, K, tile.data());
