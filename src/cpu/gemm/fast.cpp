@@ -338,8 +338,6 @@ void bnb4_gemv_bf16(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, uint1
       [](int64_t, float*) { return static_cast<const float*>(nullptr); }, store);
 }
 
-}  // namespace
-
 // The large-M path: bf16 A of at least kLargeRows rows, no config forced, a build with oneDNN. W goes to bf16
 // kPanelRows rows at a time (cache-sized), each panel times A by oneDNN's bf16 matmul into fp32 sums.
 constexpr int64_t kLargeRows = 32;
@@ -407,6 +405,8 @@ void large_m_matmul(int64_t M, int64_t N, int64_t K, const uint16_t* a, const De
     parallel_for(M, M * N, [&](int64_t m) { store(m, 0, static_cast<int>(N), sums + m * N); });
   });
 }
+
+}  // namespace
 
 size_t matmul_fast_workspace(const MatmulArgs& a) {
   const int64_t M = rows_of(a.A), K = a.weight.format.K, N = a.weight.format.N;
