@@ -338,42 +338,49 @@ void bnb4_gemv_bf16(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, uint1
       [](int64_t, float*) { return static_cast<const float*>(nullptr); }, store);
 }
 
-// The large-M path: bf16 A of at least kLargeRows rows, no config forced, a build with oneDNN. W goes to bf16
-// kPanelRows rows at a time (cache-sized), each panel times A by oneDNN's bf16 matmul into fp32 sums.
+// The large-M path: A of at least kLargeRows rows, no config forced, a build with oneDNN. W goes kPanelRows rows
+// at a time (cache-sized) to bf16 for bf16 A (each weight rounded once), else to fp32 with A in fp32 (no rounding
+// beyond the tile path's), and each panel times A goes to oneDNN's matmul of that type, into fp32 sums.
 constexpr int64_t kLargeRows = 32;
 constexpr int64_t kPanelRows = 512;
 
 bool large_m(const KernelConfig& config, int64_t M, DType a_dtype) {
-  return config.empty() && M >= kLargeRows && a_dtype == DType::bf16 && gemm::onednn_available();
+  return config.empty() && M >= (a_dtype == DType::bf16 ? kLargeRows : 2 * kLargeRows) && gemm::onednn_available();
 }
 
-// The large-M path's workspace after Scratch's (whose a32 holds A gathered in bf16): a panel of W in bf16, and the
-// fp32 sums [M, N].
+// The large-M path's workspace after Scratch's (whose a32 holds A, gathered in bf16 or prepared in fp32): a panel
+// of W (room for fp32), and the fp32 sums [M, N].
 struct LargeScratch {
-  uint16_t* panel;
+  void* panel;
   float* sums;
   static size_t bytes(int64_t M, int64_t K, int64_t N) {
-    return static_cast<size_t>(kPanelRows * K * 2 + M * N * 4) + 128;
+    return static_cast<size_t>(kPanelRows * K * 4 + M * N * 4) + 128;
   }
   LargeScratch(void* ws, int64_t K) {
     const auto align = [](uintptr_t p) { return (p + 63) / 64 * 64; };
     const uintptr_t p = align(reinterpret_cast<uintptr_t>(ws));
-    panel = reinterpret_cast<uint16_t*>(p);
-    sums = reinterpret_cast<float*>(align(p + static_cast<uintptr_t>(kPanelRows * K * 2)));
+    panel = reinterpret_cast<void*>(p);
+    sums = reinterpret_cast<float*>(align(p + static_cast<uintptr_t>(kPanelRows * K * 4)));
   }
 };
 
-// out = a · W^T (+ bias) through oneDNN: decode(n0, nr, 0, K, K, tile) gives rows of W in fp32, rounded to bf16
-// once. a: bf16 [M, K] rows K apart.
+// out = a · W^T (+ bias) through oneDNN: decode(n0, nr, 0, K, K, tile) gives rows of W in fp32 (4-bit formats
+// have direct bf16 decoders). a: [M, K] rows lda apart, bf16 where `bf16`, else fp32.
 template <class Decode>
-void large_m_matmul(int64_t M, int64_t N, int64_t K, const uint16_t* a, const Decode& decode, uint16_t* panel,
-                    float* sums, const TensorRef& out, const float* bias, const char* op) {
+void large_m_matmul(int64_t M, int64_t N, int64_t K, const void* a, int64_t lda, bool bf16, const Decode& decode,
+                    void* panel_mem, float* sums, const TensorRef& out, const float* bias, const char* op) {
   constexpr int64_t kRows = 8;  // W rows a decoding task
+  auto* panel = static_cast<uint16_t*>(panel_mem);
+  auto* panel32 = static_cast<float*>(panel_mem);
   for (int64_t n0 = 0; n0 < N; n0 += kPanelRows) {
     const int64_t nr = std::min(kPanelRows, N - n0);
     const int64_t tasks = (nr + kRows - 1) / kRows;
     parallel_for(tasks, nr * K, [&](int64_t t) {
       const int64_t r0 = t * kRows, rows = std::min(kRows, nr - r0);
+      if (!bf16) {
+        decode(n0 + r0, static_cast<int>(rows), 0, K, K, panel32 + r0 * K);
+        return;
+      }
       if constexpr (std::is_same_v<Decode, RowsDecoder>) {
         const int64_t gl = decode.f.group_length();
         if (decode.bits == 4 && (gl % 2 == 0 || gl >= K)) {  // straight to bf16: the finished table rounded once
@@ -399,7 +406,11 @@ void large_m_matmul(int64_t M, int64_t N, int64_t K, const uint16_t* a, const De
       decode(n0 + r0, static_cast<int>(rows), 0, K, K, tile.data());
       gemm::round_bf16(tile.data(), rows * K, panel + r0 * K);
     });
-    gemm::onednn_bf16_matmul(M, nr, K, a, K, panel, sums + n0, N);
+    if (bf16) {
+      gemm::onednn_bf16_matmul(M, nr, K, static_cast<const uint16_t*>(a), lda, panel, sums + n0, N);
+    } else {
+      gemm::onednn_f32_matmul(M, nr, K, static_cast<const float*>(a), lda, panel32, sums + n0, N);
+    }
   }
   with_store(out, N, bias, op, [&](const auto& store) {
     parallel_for(M, M * N, [&](int64_t m) { store(m, 0, static_cast<int>(N), sums + m * N); });
@@ -457,6 +468,11 @@ void matmul_fast(const MatmulArgs& a, void* workspace, Stream) {
   }
   if (large_m(a.config, M, a.A.dtype)) {
     const LargeScratch l(reinterpret_cast<uint8_t*>(workspace) + Scratch::bytes(M, K, N), K);
+    if (a.A.dtype != DType::bf16) {  // fp32 A (prepared as for the tiles) and fp32 panels
+      gemm::prepare_a(a.A, perm, M, K, lda, s.a32);
+      large_m_matmul(M, N, K, s.a32, lda, false, decode, l.panel, l.sums, a.out, bias, a.kName);
+      return;
+    }
     const uint16_t* A = a.A.ptr<const uint16_t>();
     if (perm) {  // A's columns gathered into the bf16 buffer a32 holds room for
       auto* ap = reinterpret_cast<uint16_t*>(s.a32);
@@ -465,7 +481,7 @@ void matmul_fast(const MatmulArgs& a, void* workspace, Stream) {
       });
       A = ap;
     }
-    large_m_matmul(M, N, K, A, decode, l.panel, l.sums, a.out, bias, a.kName);
+    large_m_matmul(M, N, K, A, K, true, decode, l.panel, l.sums, a.out, bias, a.kName);
     return;
   }
   gemm::prepare_a(a.A, perm, M, K, lda, s.a32);
@@ -496,8 +512,8 @@ void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream) {
   const bool gemv = a.config.empty() && K % a.blocksize == 0 && a.blocksize % 32 == 0;
   const bool gemv_bf16 = gemv && M <= 16 && a.A.dtype == DType::bf16 && gemm::gemv4_bf16_fits(K, a.blocksize);
   const bool gemv_f32 = gemv && M <= 4 && !gemv_bf16 && gemm::bnb4_gemv_available();
-  const bool large = large_m(a.config, M, a.A.dtype);
-  if (!gemv_bf16 && !large) gemm::prepare_a(a.A, nullptr, M, K, lda, s.a32);
+  const bool large = large_m(a.config, M, a.A.dtype), large_bf16 = large && a.A.dtype == DType::bf16;
+  if (!gemv_bf16 && !large_bf16) gemm::prepare_a(a.A, nullptr, M, K, lda, s.a32);
   if (a.bias.present()) {
     with_float_type(a.bias.dtype, a.kName, [&](auto t) {
       using T = decltype(t);
@@ -507,8 +523,13 @@ void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream) {
   const Bnb4Decoder decode{a, K, a.packed.ptr<const uint8_t>(), a.type == Quant4Type::nf4 ? kNf4Table : kFp4Table};
   if (large) {
     const LargeScratch l(reinterpret_cast<uint8_t*>(workspace) + Scratch::bytes(M, K, N), K);
-    large_m_matmul(M, N, K, a.A.ptr<const uint16_t>(), decode, l.panel, l.sums, a.out,
-                   a.bias.present() ? s.bias : nullptr, a.kName);
+    if (large_bf16) {
+      large_m_matmul(M, N, K, a.A.data, K, true, decode, l.panel, l.sums, a.out, a.bias.present() ? s.bias : nullptr,
+                     a.kName);
+    } else {
+      large_m_matmul(M, N, K, s.a32, lda, false, decode, l.panel, l.sums, a.out, a.bias.present() ? s.bias : nullptr,
+                     a.kName);
+    }
     return;
   }
   with_store(a.out, N, a.bias.present() ? s.bias : nullptr, a.kName, [&](const auto& store) {

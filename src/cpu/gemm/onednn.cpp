@@ -1,4 +1,4 @@
-// oneDNN's bf16 matmul for the CPU matmuls' large-M path (onednn.h).
+// oneDNN's matmul for the CPU matmuls' large-M path (onednn.h).
 #include "cpu/gemm/onednn.h"
 
 #include <cstring>
@@ -41,29 +41,28 @@ dnnl::engine& engine() {
   return e;
 }
 
-}  // namespace
-
-void onednn_bf16_matmul(int64_t M, int64_t n, int64_t K, const uint16_t* a, int64_t lda, const uint16_t* w, float* c,
-                        int64_t ldc) {
-  using dt = dnnl::memory::data_type;
+// c = a · wᵀ with a and w of type `t` (onednn.h).
+void onednn_matmul(dnnl::memory::data_type t, int64_t M, int64_t n, int64_t K, const void* a, int64_t lda,
+                   const void* w, float* c, int64_t ldc) {
   static std::mutex mu;
-  static std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, Cached> cache;
+  static std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t>, Cached> cache;
   Cached k;
   {
     const std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find({M, n, K, lda, ldc});
+    const auto key = std::make_tuple(static_cast<int>(t), M, n, K, lda, ldc);
+    auto it = cache.find(key);
     if (it == cache.end()) {
       Cached fresh;
-      fresh.a = dnnl::memory::desc({M, K}, dt::bf16, dnnl::memory::dims{lda, 1});
-      fresh.w = dnnl::memory::desc({K, n}, dt::bf16, dnnl::memory::dims{1, K});  // w's rows as columns
-      fresh.c = dnnl::memory::desc({M, n}, dt::f32, dnnl::memory::dims{ldc, 1});
+      fresh.a = dnnl::memory::desc({M, K}, t, dnnl::memory::dims{lda, 1});
+      fresh.w = dnnl::memory::desc({K, n}, t, dnnl::memory::dims{1, K});  // w's rows as columns
+      fresh.c = dnnl::memory::desc({M, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{ldc, 1});
 #if DNNL_VERSION_MAJOR >= 3
       const dnnl::matmul::primitive_desc pd(engine(), fresh.a, fresh.w, fresh.c);
 #else
       const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(fresh.a, fresh.w, fresh.c), engine());
 #endif
       fresh.prim = dnnl::matmul(pd);
-      it = cache.emplace(std::make_tuple(M, n, K, lda, ldc), fresh).first;
+      it = cache.emplace(key, fresh).first;
     }
     k = it->second;
   }
@@ -71,10 +70,21 @@ void onednn_bf16_matmul(int64_t M, int64_t n, int64_t K, const uint16_t* a, int6
   static std::mutex exec_mu;
   const std::lock_guard<std::mutex> lock(exec_mu);
   dnnl::stream s(engine());
-  dnnl::memory am(k.a, engine(), const_cast<uint16_t*>(a)), wm(k.w, engine(), const_cast<uint16_t*>(w)),
-      cm(k.c, engine(), c);
+  dnnl::memory am(k.a, engine(), const_cast<void*>(a)), wm(k.w, engine(), const_cast<void*>(w)), cm(k.c, engine(), c);
   k.prim.execute(s, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, cm}});
   s.wait();
+}
+
+}  // namespace
+
+void onednn_bf16_matmul(int64_t M, int64_t n, int64_t K, const uint16_t* a, int64_t lda, const uint16_t* w, float* c,
+                        int64_t ldc) {
+  onednn_matmul(dnnl::memory::data_type::bf16, M, n, K, a, lda, w, c, ldc);
+}
+
+void onednn_f32_matmul(int64_t M, int64_t n, int64_t K, const float* a, int64_t lda, const float* w, float* c,
+                       int64_t ldc) {
+  onednn_matmul(dnnl::memory::data_type::f32, M, n, K, a, lda, w, c, ldc);
 }
 
 #else
@@ -83,6 +93,10 @@ bool onednn_available() { return false; }
 
 void onednn_bf16_matmul(int64_t, int64_t, int64_t, const uint16_t*, int64_t, const uint16_t*, float*, int64_t) {
   core::fail(ErrorCode::internal, "onednn_bf16_matmul: this build has no oneDNN");
+}
+
+void onednn_f32_matmul(int64_t, int64_t, int64_t, const float*, int64_t, const float*, float*, int64_t) {
+  core::fail(ErrorCode::internal, "onednn_f32_matmul: this build has no oneDNN");
 }
 
 #endif
