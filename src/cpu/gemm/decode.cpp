@@ -12,7 +12,6 @@
 
 #include "core/float_convert.h"
 #include "cpu/gemm/kernels.h"
-#include "cpu/gemm/onednn.h"
 #include "cpu/simd_clones.h"
 
 #if defined(__x86_64__)
@@ -136,14 +135,14 @@ void decode4_row_bf16_scalar(const uint8_t* row, int64_t K, int64_t gl, const fl
     float folded[16];
     for (int c = 0; c < 16; ++c) folded[c] = dequant(rule, vtab16[c], scales ? scales[g] : 1.0f, zeros ? zeros[g] : 0.0f);
     uint16_t tab[16];
-    round_bf16(folded, 16, tab);
+    for (int c = 0; c < 16; ++c) tab[c] = f32_to_bf16(folded[c]);
     decode4_bf16_scalar(row + k / 2, std::min(gl, K - k), tab, out + k);
   }
 }
 
 #if defined(__x86_64__)
 // Per group: its 16 finished values by vector ops in dequant's order (no contraction: the file is built with
-// fp-contract=off), rounded to bf16 as round_bf16, then its codes looked up 32 at a time by vpermw (16 bytes
+// fp-contract=off), rounded to bf16 as f32_to_bf16, then its codes looked up 32 at a time by vpermw (16 bytes
 // -> 32 codes as 16-bit lanes, the low nibble first).
 __attribute__((target("avx512f,avx512bw"))) void decode4_row_bf16_avx512(const uint8_t* row, int64_t K, int64_t gl,
                                                                         const float* vtab16, DequantRule rule,

@@ -404,7 +404,7 @@ void large_m_matmul(int64_t M, int64_t N, int64_t K, const void* a, int64_t lda,
       thread_local std::vector<float> tile;
       tile.resize(static_cast<size_t>(rows * K));
       decode(n0 + r0, static_cast<int>(rows), 0, K, K, tile.data());
-      gemm::round_bf16(tile.data(), rows * K, panel + r0 * K);
+      from_f32_span(tile.data(), rows * K, reinterpret_cast<BFloat16*>(panel + r0 * K));
     });
     if (bf16) {
       gemm::onednn_bf16_matmul(M, nr, K, static_cast<const uint16_t*>(a), lda, panel, sums + n0, N);

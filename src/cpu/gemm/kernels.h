@@ -15,7 +15,7 @@ namespace lowbit::core::cpu::gemm {
 // are). table16 holds 16 floats, of which the first 2^bits are read.
 void decode_small(const uint8_t* row, int bits, int64_t k0, int64_t len, const float* table16, float* out);
 // A whole row of K 4-bit codes (groups of gl, gl even or >= K) as bf16: group g's value of code c is
-// dequant(rule, vtab16[c], scales[g], zeros[g]) (1 and 0 where null) rounded to bf16 as round_bf16; 32 codes
+// dequant(rule, vtab16[c], scales[g], zeros[g]) (1 and 0 where null) rounded to bf16 as f32_to_bf16; 32 codes
 // a vpermw on AVX-512 BW.
 void decode4_row_bf16(const uint8_t* row, int64_t K, int64_t gl, const float* vtab16, DequantRule rule,
                       const float* scales, const float* zeros, uint16_t* out);

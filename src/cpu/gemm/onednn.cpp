@@ -1,29 +1,17 @@
 // oneDNN's matmul for the CPU matmuls' large-M path (onednn.h).
 #include "cpu/gemm/onednn.h"
 
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
 
 #include "core/check.h"
-#include "cpu/simd_clones.h"
 
 #if defined(LOWBIT_WITH_ONEDNN)
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
 
 namespace lowbit::core::cpu::gemm {
-
-LOWBIT_SIMD_CLONES void round_bf16(const float* x, int64_t count, uint16_t* out) {
-  for (int64_t i = 0; i < count; ++i) {
-    uint32_t u;
-    std::memcpy(&u, x + i, 4);
-    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    const uint32_t quiet = (u >> 16) | 0x40u;
-    out[i] = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
-  }
-}
 
 #if defined(LOWBIT_WITH_ONEDNN)
 
@@ -52,6 +40,7 @@ void onednn_matmul(dnnl::memory::data_type t, int64_t M, int64_t n, int64_t K, c
     const auto key = std::make_tuple(static_cast<int>(t), M, n, K, lda, ldc);
     auto it = cache.find(key);
     if (it == cache.end()) {
+      if (cache.size() >= 64) cache.clear();  // a bound for callers whose M keeps changing (primitives are rebuilt)
       Cached fresh;
       fresh.a = dnnl::memory::desc({M, K}, t, dnnl::memory::dims{lda, 1});
       fresh.w = dnnl::memory::desc({K, n}, t, dnnl::memory::dims{1, K});  // w's rows as columns

@@ -19,7 +19,4 @@ void onednn_bf16_matmul(int64_t M, int64_t n, int64_t K, const uint16_t* a, int6
 void onednn_f32_matmul(int64_t M, int64_t n, int64_t K, const float* a, int64_t lda, const float* w, float* c,
                        int64_t ldc);
 
-// out[i] = x[i] rounded to bf16 (nearest even; NaN stays NaN), as core::f32_to_bf16.
-void round_bf16(const float* x, int64_t count, uint16_t* out);
-
 }  // namespace lowbit::core::cpu::gemm

@@ -87,14 +87,15 @@ inline RandomBsr random_bsr(const std::vector<int64_t>& batch, int64_t M, int64_
 }
 
 // |x| of a host tensor of a float dtype, as `dtype` (its own by default).
-inline Tensor abs_of(const Tensor& t, DType dtype = DType::u8) {
+inline Tensor abs_of(const Tensor& t, DType dtype) {
   const std::vector<float> v = to_floats(t.ref());
   std::vector<float> a(v.size());
   for (size_t i = 0; i < v.size(); ++i) a[i] = std::fabs(v[i]);
-  const Tensor flat = host_tensor(a, dtype == DType::u8 ? t.dtype() : dtype);
-  Tensor r = Tensor::empty(t.sizes(), flat.dtype());
+  const Tensor flat = host_tensor(a, dtype);
+  Tensor r = Tensor::empty(t.sizes(), dtype);
   std::memcpy(r.data(), flat.data(), r.nbytes());
   return r;
 }
+inline Tensor abs_of(const Tensor& t) { return abs_of(t, t.dtype()); }
 
 }  // namespace lowbit::test
