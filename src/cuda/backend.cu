@@ -84,6 +84,8 @@ void register_cuda_backend() {
   add<OptimizerUpdate8bitBlockwiseMultiArgs>(cuda::optimizer_update_8bit_blockwise_multi);
   add<PercentileClippingArgs>(cuda::percentile_clipping, cuda::percentile_clipping_workspace);
   add<BsrDenseAddmmArgs>(cuda::bsr_dense_addmm);
+  add<SampledAddmmArgs>(cuda::sampled_addmm, cuda::sampled_addmm_workspace);
+  add<BsrSoftmaxArgs>(cuda::bsr_softmax, cuda::bsr_softmax_workspace);
 }
 
 }  // namespace lowbit::core

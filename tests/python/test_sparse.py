@@ -252,3 +252,37 @@ def test_bsr_dense_mm_on_cuda_is_the_cpus(block, dtype):
     assert ((got.cpu().double() - want).abs() <= tol * (want.abs() + 1)).all()
     out = torch.empty_like(got)
     assert S.bsr_dense_mm(bsr, xg, out=out) is out and torch.equal(out, got)
+
+
+def test_attention_and_gradients_on_cuda_are_the_cpus():
+    """The composed attention (sampled_addmm, bsr_softmax, bsr_dense_mm) and bsr_dense_mm's gradients on CUDA
+    tensors: CUDA results, the CPU's values within fp32 rounding."""
+    from backends import torch_cuda_reason
+    reason = torch_cuda_reason()
+    if reason is not None:
+        pytest.skip(f"torch CUDA: {reason}")
+    import torch
+    g = torch.Generator().manual_seed(9)
+    L, Sk, E = 128, 192, 64
+    q, k, v = torch.randn(2, L, E, generator=g), torch.randn(2, Sk, E, generator=g), torch.randn(2, Sk, 32, generator=g)
+    keep = torch.rand(L // 64, Sk // 64, generator=g) < 0.6
+    keep[:, 0] = True
+    mask = keep.repeat_interleave(64, 0).repeat_interleave(64, 1)
+    fmask = mask.float()  # a float mask: torch's dense-to-BSR conversion of a boolean CUDA tensor is not relied on
+    want = S.scaled_dot_product_attention(q, k, v, fmask.to_sparse_bsr((64, 64)))
+    got = S.scaled_dot_product_attention(q.cuda(), k.cuda(), v.cuda(), fmask.cuda().to_sparse_bsr((64, 64)))
+    assert got.is_cuda and torch.allclose(got.cpu(), want, atol=1e-4)
+
+    rng = np.random.default_rng(10)
+    d = torch.from_numpy(_block_sparse(rng, 128, 128, 64, 64, 0.5))
+    bsr = d.to_sparse_bsr((64, 64))
+    x = torch.from_numpy(rng.standard_normal((128, 16)).astype(np.float32))
+    w = torch.from_numpy(rng.standard_normal((128, 16)).astype(np.float32))
+    grads = []
+    for dev in ("cpu", "cuda"):
+        vals = bsr.values().to(dev).clone().requires_grad_(True)
+        xd = x.to(dev, copy=True).requires_grad_(True)  # a copy: x itself stays without grad
+        y = S.bsr_dense_mm(S.BSR(bsr.crow_indices().to(dev), bsr.col_indices().to(dev), vals, (128, 128)), xd)
+        (y * w.to(dev)).sum().backward()
+        grads.append((vals.grad.cpu(), xd.grad.cpu()))
+    assert torch.allclose(grads[0][0], grads[1][0], atol=1e-4) and torch.allclose(grads[0][1], grads[1][1], atol=1e-4)

@@ -6,6 +6,8 @@
 // index arrays caught on the device (the row's outputs NaN, the others
 // intact); a call captured in a CUDA graph.
 #include <array>
+#include <algorithm>
+#include <tuple>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -209,6 +211,115 @@ TEST(CudaBsr, DenseMmCapturesInACudaGraph) {
   cudaGraphDestroy(graph);
   cudaStreamDestroy(s);
 #endif
+}
+
+}  // namespace
+
+namespace {
+
+// Values of a float tensor within rel * |cpu| + terms * mag + abs of the CPU's (mag: each element's magnitude,
+// none for 0); NaN where the CPU has NaN.
+void expect_near_cpu(const Tensor& want, const Tensor& got, double rel, double terms, const Tensor* mag, double abs,
+                     const std::string& what) {
+  const std::vector<float> w = to_floats(want.ref()), g = to_floats(got.ref());
+  const std::vector<float> m = mag != nullptr ? to_floats(mag->ref()) : std::vector<float>(w.size(), 0.0f);
+  ASSERT_EQ(w.size(), g.size()) << what;
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (std::isnan(w[i])) {
+      ASSERT_TRUE(std::isnan(g[i])) << what << " element " << i;
+      continue;
+    }
+    ASSERT_LE(std::fabs(double{g[i]} - w[i]), rel * std::fabs(w[i]) + terms * m[i] + abs)
+        << what << " element " << i << ": got " << g[i] << ", cpu " << w[i];
+  }
+}
+
+// The smallest normal number of a float dtype: below it the dtype's relative precision is gone.
+double min_normal(DType d) { return d == DType::f16 ? 0x1p-14 : 0x1p-126; }
+
+TEST(CudaBsr, SampledAddmmMatchesTheCpu) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+  struct S {
+    std::vector<int64_t> in_batch, m1_batch, m2_batch;
+    int64_t M, N, Kd, BM, BN;
+    double density, beta, alpha;
+    DType index;
+  };
+  const std::vector<S> cases = {
+      {{}, {}, {}, 128, 128, 64, 64, 64, 0.4, 0.0, 0.125, DType::i32},
+      {{}, {2}, {}, 96, 160, 40, 32, 32, 0.5, 0.5, -1.5, DType::i64},
+      {{3}, {}, {3}, 80, 48, 100, 16, 48, 0.6, 1.0, 1.0, DType::i32},
+      {{}, {}, {}, 256, 256, 24, 128, 128, 0.5, 0.0, 1.0, DType::i32},
+      {{}, {}, {}, 40, 30, 9, 8, 10, 0.7, 2.0, 1.0, DType::i32},
+      {{}, {}, {}, 64, 64, 16, 32, 32, 0.0, 0.0, 1.0, DType::i32},
+  };
+  for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
+    for (const S& c : cases) {
+      RandomBsr in = random_bsr(c.in_batch, c.M, c.N, c.BM, c.BN, c.density, dtype, c.index);
+      if (c.beta == 0.0 && in.values.ref().numel() > 0) put_nan(in.values);  // beta 0 must not read it
+      std::vector<int64_t> s1 = c.m1_batch, s2 = c.m2_batch;
+      s1.insert(s1.end(), {c.M, c.Kd});
+      s2.insert(s2.end(), {c.Kd, c.N});
+      const Tensor m1 = random_floats(s1, dtype), m2 = random_floats(s2, dtype);
+      const Tensor want = sampled_addmm(in.ref(c.M, c.N), m1.ref(), m2.ref(), c.beta, c.alpha);
+      const Tensor gc = in.crow.to(kGpu), gl = in.col.to(kGpu), gv = in.values.to(kGpu);
+      const Tensor got = sampled_addmm(BsrRef{gc.ref(), gl.ref(), gv.ref(), c.M, c.N}, m1.to(kGpu).ref(),
+                                       m2.to(kGpu).ref(), c.beta, c.alpha);
+      // fp32 sums of Kd products: within (Kd + 8) units of fp32 of the element's magnitude (the same op on
+      // absolute values), then the dtype's rounding.
+      const Tensor mag = sampled_addmm(BsrRef{in.crow.ref(), in.col.ref(), abs_of(in.values).ref(), c.M, c.N},
+                                       abs_of(m1).ref(), abs_of(m2).ref(), std::fabs(c.beta), std::fabs(c.alpha));
+      expect_near_cpu(want, got, 2.0 * unit_roundoff(dtype), static_cast<double>(c.Kd + 8) * 0x1p-23, &mag,
+                      min_normal(dtype), "sampled_addmm " + std::string(dtype_name(dtype)) + " M " +
+                                             std::to_string(c.M) + " block " + std::to_string(c.BM) + "x" +
+                                             std::to_string(c.BN));
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST(CudaBsr, SoftmaxMatchesTheCpu) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+  for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
+    for (const auto& [batch, M, K, BM, BK, density] :
+         std::vector<std::tuple<std::vector<int64_t>, int64_t, int64_t, int64_t, int64_t, double>>{
+             {{3}, 64, 96, 16, 32, 0.4}, {{}, 256, 512, 64, 64, 0.3}, {{2}, 30, 45, 5, 9, 0.5}, {{}, 64, 64, 32, 32, 0.0}}) {
+      const RandomBsr in = random_bsr(batch, M, K, BM, BK, density, dtype, DType::i64);
+      const Tensor want = bsr_softmax(in.ref(M, K));
+      const Tensor gc = in.crow.to(kGpu), gl = in.col.to(kGpu), gv = in.values.to(kGpu);
+      const Tensor got = bsr_softmax(BsrRef{gc.ref(), gl.ref(), gv.ref(), M, K});
+      // fp32 exponentials and sums: a few units of fp32 on top of the dtype's rounding, relative to each value
+      // down to the dtype's smallest normal number.
+      expect_near_cpu(want, got, 2.0 * unit_roundoff(dtype) + 1e-5, 0.0, nullptr, min_normal(dtype),
+                      "bsr_softmax " + std::string(dtype_name(dtype)) + " M " + std::to_string(M));
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// Bad index arrays make every value of their batch NaN (the other batch computed as usual).
+TEST(CudaBsr, SampledAddmmAndSoftmaxMarkABadBatchNaN) {
+  LOWBIT_REQUIRE_CUDA_DEVICE();
+  const int64_t M = 64, N = 64, Kd = 16, B = 16;
+  for (int variant = 0; variant < 3; ++variant) {
+    RandomBsr in = random_bsr({2}, M, N, B, B, 0.5, DType::f32, DType::i32);
+    const int64_t nnz = in.values.ref().size(-3), rows = M / B;
+    ASSERT_GT(nnz, 1);
+    int32_t* crow1 = in.crow.ptr<int32_t>() + rows + 1;  // batch 1's
+    int32_t* col1 = in.col.ptr<int32_t>() + nnz;
+    if (variant == 0) col1[0] = 99;                                     // a column out of range
+    if (variant == 1) crow1[rows] = static_cast<int32_t>(nnz + 3);      // row pointers past nnz
+    if (variant == 2) std::swap(crow1[1], crow1[2]), crow1[2] = -1;     // a decreasing, negative pointer
+    const Tensor gc = in.crow.to(kGpu), gl = in.col.to(kGpu), gv = in.values.to(kGpu);
+    const BsrRef g{gc.ref(), gl.ref(), gv.ref(), M, N};
+    const Tensor m1 = random_floats({M, Kd}, DType::f32), m2 = random_floats({Kd, N}, DType::f32);
+    for (const Tensor& got : {sampled_addmm(g, m1.to(kGpu).ref(), m2.to(kGpu).ref(), 0.0, 1.0), bsr_softmax(g)}) {
+      const std::vector<float> v = to_floats(got.ref());
+      const size_t per_batch = v.size() / 2;
+      for (size_t e = 0; e < per_batch; ++e) ASSERT_FALSE(std::isnan(v[e])) << "variant " << variant << " batch 0 " << e;
+      for (size_t e = per_batch; e < v.size(); ++e) ASSERT_TRUE(std::isnan(v[e])) << "variant " << variant << " " << e;
+    }
+  }
 }
 
 }  // namespace
