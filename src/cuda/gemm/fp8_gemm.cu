@@ -50,8 +50,9 @@ struct WgmmaShape {
   int bn() const { return wgn * wn; }
 };
 // The heuristic's ties that the row rule leaves go to the earlier shape: larger tiles first.
-constexpr WgmmaShape kWgmmaShapes[] = {{2, 1, 128, 2, 2}, {2, 1, 128, 1, 2}, {2, 1, 128, 2, 1}, {2, 1, 128, 1, 1},
-                                       {1, 2, 64, 1, 1},  {2, 1, 64, 1, 1},  {1, 1, 32, 1, 1},  {1, 1, 16, 1, 1}};
+constexpr WgmmaShape kWgmmaShapes[] = {{2, 1, 128, 2, 2}, {2, 1, 128, 1, 2}, {2, 1, 128, 2, 1},
+                                       {2, 1, 128, 1, 1}, {1, 2, 64, 1, 1},  {2, 1, 64, 1, 1},
+                                       {1, 1, 64, 1, 1},  {1, 1, 32, 1, 1},  {1, 1, 16, 1, 1}};
 
 // Calls fn with the shape's template arguments (WM, WN, WGN, C, WV as integral constants).
 template <int WM, int WN, int WGN, int C, int WV, class Fn>
@@ -69,6 +70,7 @@ void with_wgmma_shape(const WgmmaShape& s, Fn&& fn) {
   shape_case<2, 1, 128, 1, 1>(s, fn);
   shape_case<1, 2, 64, 1, 1>(s, fn);
   shape_case<2, 1, 64, 1, 1>(s, fn);
+  shape_case<1, 1, 64, 1, 1>(s, fn);
   shape_case<1, 1, 32, 1, 1>(s, fn);
   shape_case<1, 1, 16, 1, 1>(s, fn);
 }

@@ -233,7 +233,8 @@ bool device_is_sm90() {
 const char* const kWgmmaConfigs[] = {"wgmma_e4m3_x2_m256_n128_k128_s3", "wgmma_e4m3_m256_n128_k128_s3",
                                      "wgmma_e4m3_x2_m128_n128_k128_s5", "wgmma_e4m3_m128_n128_k128_s5",
                                      "wgmma_e4m3_m128_n64_k128_s8",     "wgmma_e4m3_m64_n128_k128_s8",
-                                     "wgmma_e4m3_m64_n32_k128_s8",      "wgmma_e4m3_m64_n16_k128_s8"};
+                                     "wgmma_e4m3_m64_n64_k128_s8",      "wgmma_e4m3_m64_n32_k128_s8",
+                                     "wgmma_e4m3_m64_n16_k128_s8"};
 
 TEST(CudaFp8Gemm, WgmmaConfigsMatchCpu) {
   LOWBIT_REQUIRE_CUDA_DEVICE();
