@@ -6,7 +6,9 @@
 // Text, one entry a line ('#' starts a comment):
 //   op | device name | version | key fields | parameters
 //   bsr_dense_addmm | NVIDIA H100 80GB HBM3 | float16 0.5 | 4096 4096 4096 32 32 | 4 2 3 4
-// key fields are words (shapes, dtypes), parameters integers.
+// key fields are words (shapes, dtypes); parameters integers, or one kernel
+// config name (KernelConfig::name; "default": the backend's own choice),
+// the form `lowbit tune` writes for ops that take a KernelConfig.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +23,8 @@ namespace lowbit {
 struct TuneEntry {
   std::string op, device, version;
   std::vector<std::string> key;
-  std::vector<int64_t> params;
+  std::vector<int64_t> params;  // integer parameters, or empty when `config` names the kernel
+  std::string config;           // a kernel config's name, "default", or empty
 };
 
 class TuneDb {
@@ -44,11 +47,18 @@ class TuneDb {
   // name); else nothing (the caller's heuristic).
   std::optional<std::vector<int64_t>> get(std::string_view op, std::string_view device, std::string_view version,
                                           const std::vector<std::string>& key, bool exact = false) const;
+  // The same lookup for an entry of the config form: its config name.
+  std::optional<std::string> get_config(std::string_view op, std::string_view device, std::string_view version,
+                                        const std::vector<std::string>& key, bool exact = false) const;
+  // Whether any entry is of `op` (a cheap test before a call builds its key).
+  bool has_op(std::string_view op) const;
   // Every entry of (op, device, version) whose key matches `key`, a field "*" matching any.
   std::vector<TuneEntry> match(std::string_view op, std::string_view device, std::string_view version,
                                const std::vector<std::string>& key) const;
 
  private:
+  const TuneEntry* find(std::string_view op, std::string_view device, std::string_view version,
+                        const std::vector<std::string>& key, bool exact) const;
   std::vector<TuneEntry> entries_;
 };
 
@@ -63,5 +73,8 @@ std::string device_family(std::string_view device);
 const TuneDb& tune_db();
 // The user's file, where `lowbit tune` writes.
 std::filesystem::path user_tune_db_path();
+// Writes db's dump to `path` through a temporary file renamed over it (a
+// reader sees the old file or the new one, never a part); io_error on failure.
+void save_tune_db(const TuneDb& db, const std::filesystem::path& path);
 
 }  // namespace lowbit

@@ -78,6 +78,11 @@ bool has_device_backend(DeviceType type) {
   return device_backends()[static_cast<size_t>(type)].alloc != nullptr;
 }
 
+std::string device_name(Device device) {
+  const DeviceBackend& b = device_backend(device.type);
+  return b.name != nullptr ? b.name(device.index) : device.str();
+}
+
 const DeviceBackend& device_backend(DeviceType type) {
   ensure_backends();
   const DeviceBackend& b = device_backends()[static_cast<size_t>(type)];

@@ -74,12 +74,17 @@ struct DeviceBackend {
   std::shared_ptr<void> (*managed)(size_t bytes, int index) = nullptr;
   // Moves managed pages to `target`, ordered on `stream`.
   void (*prefetch)(const void* data, size_t bytes, Device target, Stream stream) = nullptr;
+  // The model name of device `index` ("NVIDIA H100 80GB HBM3", the CPU's
+  // model), which keys the tuned-parameter database; kept once read.
+  std::string (*name)(int index) = nullptr;
 };
 
 void register_device_backend(DeviceType type, const DeviceBackend& backend);
 // Throws no_backend when the type has no backend built in.
 const DeviceBackend& device_backend(DeviceType type);
 bool has_device_backend(DeviceType type);
+// The device's model name (DeviceBackend::name), else its str().
+std::string device_name(Device device);
 
 // Registers every backend built into the library, once.
 void ensure_backends();

@@ -12,6 +12,7 @@
 
 #include "core/check.h"
 #include "core/tune_shipped.h"
+#include "lowbit/ops/kernel_config.h"
 
 namespace lowbit {
 namespace {
@@ -75,8 +76,21 @@ TuneDb TuneDb::parse(std::string_view text, const std::string& origin) {
     }
     LOWBIT_REQUIRE(fields.size() == 5 && !fields[0].empty() && !fields[1].empty(), ErrorCode::invalid_argument, origin,
                    ":", line_no, ": expected 'op | device | version | key | parameters' (got '", body, "')");
-    TuneEntry e{fields[0], fields[1], fields[2], words(fields[3]), {}};
-    for (const std::string& w : words(fields[4])) {
+    TuneEntry e{fields[0], fields[1], fields[2], words(fields[3]), {}, {}};
+    const std::vector<std::string> params = words(fields[4]);
+    if (params.size() == 1 && std::isalpha(static_cast<unsigned char>(params[0][0]))) {  // a kernel config's name
+      if (params[0] != "default") {
+        try {
+          (void)parse_kernel_config(params[0]);
+        } catch (const Error& err) {
+          core::fail(ErrorCode::invalid_argument, core::cat(origin, ":", line_no, ": ", err.what()));
+        }
+      }
+      e.config = params[0];
+      db.set(std::move(e));
+      continue;
+    }
+    for (const std::string& w : params) {
       size_t used = 0;
       long long v = 0;
       try {
@@ -85,7 +99,7 @@ TuneDb TuneDb::parse(std::string_view text, const std::string& origin) {
         used = 0;
       }
       LOWBIT_REQUIRE(used == w.size(), ErrorCode::invalid_argument, origin, ":", line_no,
-                     ": parameters must be integers (got '", w, "')");
+                     ": parameters must be integers or one kernel config name (got '", w, "')");
       e.params.push_back(v);
     }
     LOWBIT_REQUIRE(!e.params.empty(), ErrorCode::invalid_argument, origin, ":", line_no, ": no parameters");
@@ -121,7 +135,7 @@ void TuneDb::merge(const TuneDb& other) {
 std::string TuneDb::dump() const {
   std::string out = "# op | device | version | key | parameters\n";
   for (const TuneEntry& e : entries_) {
-    std::string params;
+    std::string params = e.config;
     for (int64_t p : e.params) {
       if (!params.empty()) params += ' ';
       params += std::to_string(p);
@@ -143,17 +157,52 @@ std::vector<TuneEntry> TuneDb::match(std::string_view op, std::string_view devic
   return out;
 }
 
-std::optional<std::vector<int64_t>> TuneDb::get(std::string_view op, std::string_view device, std::string_view version,
-                                                const std::vector<std::string>& key, bool exact) const {
+const TuneEntry* TuneDb::find(std::string_view op, std::string_view device, std::string_view version,
+                              const std::vector<std::string>& key, bool exact) const {
   for (const TuneEntry& e : entries_) {
-    if (e.op == op && e.device == device && e.version == version && e.key == key) return e.params;
+    if (e.op == op && e.device == device && e.version == version && e.key == key) return &e;
   }
-  if (exact) return std::nullopt;
+  if (exact) return nullptr;
   const std::string family = device_family(device);
   for (const TuneEntry& e : entries_) {  // sorted: the first device of the family by name
-    if (e.op == op && e.version == version && e.key == key && device_family(e.device) == family) return e.params;
+    if (e.op == op && e.version == version && e.key == key && device_family(e.device) == family) return &e;
   }
-  return std::nullopt;
+  return nullptr;
+}
+
+std::optional<std::vector<int64_t>> TuneDb::get(std::string_view op, std::string_view device, std::string_view version,
+                                                const std::vector<std::string>& key, bool exact) const {
+  const TuneEntry* e = find(op, device, version, key, exact);
+  if (e == nullptr || !e->config.empty()) return std::nullopt;
+  return e->params;
+}
+
+std::optional<std::string> TuneDb::get_config(std::string_view op, std::string_view device, std::string_view version,
+                                              const std::vector<std::string>& key, bool exact) const {
+  const TuneEntry* e = find(op, device, version, key, exact);
+  if (e == nullptr || e->config.empty()) return std::nullopt;
+  return e->config;
+}
+
+bool TuneDb::has_op(std::string_view op) const {
+  return std::any_of(entries_.begin(), entries_.end(), [&](const TuneEntry& e) { return e.op == op; });
+}
+
+void save_tune_db(const TuneDb& db, const std::filesystem::path& path) {
+  std::error_code ec;
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << db.dump();
+    f.flush();
+    LOWBIT_REQUIRE(f.good(), ErrorCode::io_error, tmp.string(), ": cannot be written");
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    core::fail(ErrorCode::io_error, core::cat(path.string(), ": cannot be replaced"));
+  }
 }
 
 std::filesystem::path user_tune_db_path() {

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <memory>
 
 #include "core/check.h"
@@ -31,6 +33,23 @@ std::shared_ptr<void> cpu_constant(const void* src, size_t bytes, int index) {
 }
 
 void cpu_synchronize(Stream /*stream*/) {}
+
+// /proc/cpuinfo's first "model name", else "cpu".
+std::string cpu_name(int /*index*/) {
+  static const std::string name = [] {
+    std::ifstream f("/proc/cpuinfo");
+    for (std::string line; std::getline(f, line);) {
+      if (line.rfind("model name", 0) != 0) continue;
+      const size_t colon = line.find(':');
+      if (colon == std::string::npos) break;
+      size_t b = colon + 1;
+      while (b < line.size() && line[b] == ' ') ++b;
+      if (b < line.size()) return line.substr(b);
+    }
+    return std::string("cpu");
+  }();
+  return name;
+}
 int cpu_device_count() { return 1; }
 void cpu_empty_cache(int /*index*/) {}
 
@@ -38,7 +57,8 @@ void cpu_empty_cache(int /*index*/) {}
 
 void register_cpu_backend() {
   register_device_backend(DeviceType::cpu, DeviceBackend{cpu_alloc, cpu_copy, cpu_synchronize, cpu_device_count,
-                                                         cpu_empty_cache, cpu_constant});
+                                                         cpu_empty_cache, cpu_constant, nullptr, nullptr,
+                                                         cpu_name});
   cpu::register_quant_ops();
   cpu::register_gemm_ops();
   cpu::register_optim_ops();

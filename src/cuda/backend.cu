@@ -3,6 +3,11 @@
 // 10 and "cpu-reference" 0).
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <vector>
+
 #include "core/check.h"
 #include "core/registry.h"
 #include "cuda/common/check.h"
@@ -35,6 +40,23 @@ void cuda_synchronize(Stream stream) {
   check(cudaStreamSynchronize(cuda::to_cuda(stream)), "synchronize", "cudaStreamSynchronize");
 }
 
+// cudaGetDeviceProperties' name, read once per device.
+std::string cuda_name(int index) {
+  static std::mutex mutex;
+  static std::vector<std::string> names;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (names.empty()) names.resize(static_cast<size_t>(std::max(cuda_device_count(), 0)));
+  LOWBIT_REQUIRE(index >= 0 && static_cast<size_t>(index) < names.size(), ErrorCode::invalid_argument,
+                 "device name: no cuda device ", index, " (", names.size(), " present)");
+  std::string& n = names[static_cast<size_t>(index)];
+  if (n.empty()) {
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, index), "device name", "cudaGetDeviceProperties");
+    n = prop.name;
+  }
+  return n;
+}
+
 template <class Args>
 void add(void (*run)(const Args&, void*, Stream), size_t (*workspace)(const Args&) = nullptr,
          std::vector<KernelConfig> (*configs)(const Args&) = nullptr,
@@ -47,7 +69,7 @@ void add(void (*run)(const Args&, void*, Stream), size_t (*workspace)(const Args
 void register_cuda_backend() {
   register_device_backend(DeviceType::cuda, DeviceBackend{cuda::allocate, cuda::copy, cuda_synchronize,
                                                           cuda_device_count, cuda::empty_cache, cuda::constant,
-                                                          cuda::managed, cuda::prefetch});
+                                                          cuda::managed, cuda::prefetch, cuda_name});
   add<QuantizeBlockwiseArgs>(cuda::quantize_blockwise);
   add<DequantizeBlockwiseArgs>(cuda::dequantize_blockwise);
   add<QuantizeNoAbsmaxArgs>(cuda::quantize_no_absmax);

@@ -79,8 +79,10 @@ TEST_F(Cli, TuneListsADatabase) {
   EXPECT_EQ(r.output.find("bsr_dense_addmm"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("# 1 entry"), std::string::npos) << r.output;
   r = lowbit_cli("tune --list", dir_, "LOWBIT_TUNE_DB=" + p("tune.txt") + " ");
-  EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("# 2 entries"), std::string::npos) << r.output;
+  EXPECT_EQ(r.status, 0) << r.output;  // the shipped entries, and both of the user's
+  EXPECT_NE(r.output.find("shipped entries, then"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("bsr_dense_addmm | NVIDIA H100 80GB HBM3 | float16 0.5"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("scatter_mm | NVIDIA H100 80GB HBM3 | float16 0.5"), std::string::npos) << r.output;
   {
     std::ofstream f(dir_ / "bad.txt");
     f << "# fine\nbsr_dense_addmm | dev | v | 1 2 | 3 x\n";
@@ -90,7 +92,32 @@ TEST_F(Cli, TuneListsADatabase) {
   EXPECT_NE(r.output.find("bad.txt:2: parameters must be integers"), std::string::npos) << r.output;
   r = lowbit_cli("tune", dir_);
   EXPECT_EQ(r.status, 1) << r.output;
-  EXPECT_NE(r.output.find("give --list"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("give an op to measure"), std::string::npos) << r.output;
+}
+
+// `lowbit tune OP`: every config of a shape measured and the fastest written; a second run keeps or replaces
+// that entry (one entry a key); bad ops and shapes are refused.
+TEST_F(Cli, TuneMeasuresAndWritesEntries) {
+  const std::string db = p("user_tune.txt");
+  CliRun r = lowbit_cli("tune matmul_4bit --device cpu --shapes 2x64x128,1x32x64 --reps 1 --db " + db, dir_);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("2x64x128 -> "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("new entry"), std::string::npos) << r.output;
+  r = lowbit_cli("tune --list --db " + db, dir_);
+  EXPECT_NE(r.output.find("| bfloat16 nf4 64 | 2 64 128 | "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("# 2 entries"), std::string::npos) << r.output;
+  r = lowbit_cli("tune matmul_4bit --device cpu --shapes 2x64x128 --reps 1 --db " + db, dir_);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(r.output.find("entry kept") != std::string::npos || r.output.find("replaces") != std::string::npos)
+      << r.output;
+  r = lowbit_cli("tune --list --db " + db, dir_);
+  EXPECT_NE(r.output.find("# 2 entries"), std::string::npos) << r.output;
+  r = lowbit_cli("tune matmul_8bit --shapes 1x2x3 --db " + db, dir_);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("no measured op 'matmul_8bit'"), std::string::npos) << r.output;
+  r = lowbit_cli("tune matmul_4bit --device cpu --shapes 2x64 --db " + db, dir_);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("MxNxK"), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, QuantizeInspectDequantize) {

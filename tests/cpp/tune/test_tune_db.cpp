@@ -78,6 +78,36 @@ TEST(TuneDb, MalformedLinesNameTheFileAndLine) {
                {"db.txt:1", "no parameters"});
 }
 
+// The form `lowbit tune` writes: one kernel config name ("default": the backend's choice).
+TEST(TuneDb, ConfigEntriesParseLookUpAndDump) {
+  const TuneDb db = TuneDb::parse(
+      "fp8_gemm | NVIDIA H200 | bfloat16 | 128 24576 1536 | wgmma_e4m3_m64_n128_k128_s8\n"
+      "fp8_gemm | NVIDIA H200 | bfloat16 | 64 2112 7168 | default\n",
+      "test");
+  const std::vector<std::string> key = {"128", "24576", "1536"};
+  EXPECT_EQ(db.get_config("fp8_gemm", "NVIDIA H200", "bfloat16", key), "wgmma_e4m3_m64_n128_k128_s8");
+  EXPECT_FALSE(db.get("fp8_gemm", "NVIDIA H200", "bfloat16", key));  // not an integer entry
+  EXPECT_EQ(db.get_config("fp8_gemm", "NVIDIA H200", "bfloat16", {"64", "2112", "7168"}), "default");
+  EXPECT_FALSE(db.get_config("fp8_gemm", "NVIDIA H100 80GB HBM3", "bfloat16", key));  // another family
+  EXPECT_TRUE(db.has_op("fp8_gemm"));
+  EXPECT_FALSE(db.has_op("matmul_4bit"));
+  EXPECT_EQ(TuneDb::parse(db.dump(), "dump").dump(), db.dump());
+  expect_error([] { TuneDb::parse("op | dev | v | 1 | Wgmma_m64\n", "db.txt"); }, ErrorCode::invalid_argument,
+               {"db.txt:1", "Wgmma"});
+}
+
+// save_tune_db writes through a temporary file: the file holds the old entries or the new ones.
+TEST(TuneDb, SavesAndLoadsBack) {
+  const auto dir = std::filesystem::temp_directory_path() / ("lowbit_tune_save_" + std::to_string(seed()));
+  const auto path = dir / "sub" / "tune.txt";
+  TuneDb db = TuneDb::parse(kText, "test");
+  db.set(TuneEntry{"fp8_gemm", "NVIDIA H200", "bfloat16", {"1", "2", "3"}, {}, "default"});
+  save_tune_db(db, path);
+  EXPECT_EQ(TuneDb::load(path).dump(), db.dump());
+  EXPECT_FALSE(std::filesystem::exists(path.string() + ".tmp"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TuneDb, TheDatabaseInUseReadsTheShippedEntries) {
   // The shipped text parses (it is read on first use of tune_db(); a user file may add to it).
   EXPECT_NO_THROW((void)tune_db());
