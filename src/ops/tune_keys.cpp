@@ -24,4 +24,12 @@ TuneKey tune_key(const Matmul4bitArgs& a) {
   return TuneKey{version, mnk(rows_of(a.A), a.N, a.A.size(-1))};
 }
 
+TuneKey tune_key(const MatmulArgs& a) {
+  const WeightFormat& f = a.weight.format;
+  const std::string groups = !f.with_scaling ? "noscale" : f.group_size > 0 ? core::cat('g', f.group_size) : "row";
+  std::string version = core::cat(dtype_name(a.A.dtype), ' ', weight_type_name(f.type), ' ', groups);
+  if (f.with_zeros) version += core::cat(' ', zeros_mode_name(f.zeros_mode));
+  return TuneKey{version, mnk(rows_of(a.A), f.N, f.K)};
+}
+
 }  // namespace lowbit::ops

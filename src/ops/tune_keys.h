@@ -21,5 +21,8 @@ struct TuneKey {
 TuneKey tune_key(const Fp8GemmArgs& a);
 // matmul_4bit: A's dtype, the 4-bit type, the blocksize, "nested" when the absmax is; M N K.
 TuneKey tune_key(const Matmul4bitArgs& a);
+// matmul (Matmul): A's dtype, the weight's type, its groups ("g128", "row", "noscale"), its zeros mode when it
+// has zeros; rows of A, N, K.
+TuneKey tune_key(const MatmulArgs& a);
 
 }  // namespace lowbit::ops

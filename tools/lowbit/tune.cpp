@@ -1,6 +1,6 @@
 // `lowbit tune`: the tuned-parameter database (lowbit/tune.h, docs/tune.md).
 //   lowbit tune --list [--db FILE] [--op OP]   the entries in use, or one file's
-//   lowbit tune OP --shapes MxNxK,... [...]     measures every kernel config the
+//   lowbit tune OP --shapes MxNxK,... [...]     (fp8_gemm, matmul_4bit, matmul) measures every kernel config the
 //       backend lists for each shape that gives the bits of the backend's own
 //       choice ("default"), and that choice, on random operands, and writes
 //       the fastest into the user's database
@@ -28,16 +28,18 @@
 #include "lowbit/ops/gemm.h"
 #include "lowbit/stream.h"
 #include "lowbit/tensor.h"
+#include "gemm/args.h"
+#include "gemm/weights.h"
 #include "ops/tune_keys.h"
 
 namespace lowbit::cli {
 namespace {
 
-constexpr const char* kOps[] = {"fp8_gemm", "matmul_4bit"};
+constexpr const char* kOps[] = {"fp8_gemm", "matmul_4bit", "matmul"};
 
 struct TuneArgs {
   bool list = false;
-  std::string db, op, device, dtype;
+  std::string db, op, device, dtype, type = "int4:g128";
   std::vector<std::string> shapes;
   int reps = 0, blocksize = 64;
 };
@@ -173,6 +175,34 @@ Call matmul_4bit_call(const Mnk& s, Device device, DType dtype, int64_t blocksiz
   return c;
 }
 
+// Matmul of a random weight of `type` ("TYPE[:gN|:row|:noscale][:zeros[=MODE]]", as `lowbit bench gemm`
+// takes it), A and out f16, prepared for M.
+Call matmul_call(const Mnk& s, Device device, const std::string& type, double cache, uint64_t& seed) {
+  const bench::TypeSpec t = bench::parse_type_spec(type);
+  Call c{"matmul", {}, {}, {}, {}, {}, copies_for(static_cast<double>(s.N) * s.K / 2, cache)};
+  struct Set {
+    bench::PreparedWeight w;
+    MatmulArgs args;
+  };
+  auto sets = std::make_shared<std::vector<Set>>();
+  Tensor A = bench::random_f16({s.M, s.K}, 1.0f, next(seed)).to(device);
+  Tensor out = Tensor::empty({s.M, s.N}, DType::f16, device);
+  c.keep.insert(c.keep.end(), {A, out});
+  for (int i = 0; i < c.copies; ++i) {
+    bench::PreparedWeight w = bench::prepare(t, bench::WeightShape{s.N, s.K}, {s.M}, device, next(seed));
+    LOWBIT_REQUIRE(w.error.empty(), w.code, "lowbit tune matmul: ", w.error);
+    const MatmulArgs args = w.mm->args(A.ref(), w.W.ref(), out.ref());
+    sets->push_back(Set{std::move(w), args});
+  }
+  c.key = ops::tune_key(sets->front().args);
+  c.configs = [sets] { return kernel_configs(sets->front().args); };
+  c.run = [sets, device](const KernelConfig& config, int copy, Stream stream) {
+    run_one((*sets)[static_cast<size_t>(copy)].args, config, device, stream);
+  };
+  c.result = [out] { return out.to(Device::cpu()); };
+  return c;
+}
+
 // Whether `config` gives the bits of the backend's own choice (`want`) on the first copy.
 bool same_result(const Call& c, const KernelConfig& config, const Tensor& want) {
   c.run(config, 0, Stream{});
@@ -198,7 +228,7 @@ double seconds(const Call& c, const KernelConfig& config, int reps) {
 
 void measure(const TuneArgs& a) {
   LOWBIT_REQUIRE(std::find(std::begin(kOps), std::end(kOps), a.op) != std::end(kOps), ErrorCode::invalid_argument,
-                 "lowbit tune: no measured op '", a.op, "' (fp8_gemm, matmul_4bit)");
+                 "lowbit tune: no measured op '", a.op, "' (fp8_gemm, matmul_4bit, matmul)");
   LOWBIT_REQUIRE(!a.shapes.empty(), ErrorCode::invalid_argument, "lowbit tune ", a.op,
                  ": give --shapes MxNxK[,MxNxK...]");
   const bool gpu = a.device.empty() ? core::has_device_backend(DeviceType::cuda) &&
@@ -222,8 +252,9 @@ void measure(const TuneArgs& a) {
     const Mnk s = parse_shape(text);
     // Caches the operands must overflow: the GPU's L2 (60 MB on an H200), a CPU's last level.
     const double cache = gpu ? 64e6 : 32e6;
-    const Call c = a.op == "fp8_gemm" ? fp8_call(s, device, dtype, cache, seed)
-                                      : matmul_4bit_call(s, device, dtype, a.blocksize, cache, seed);
+    const Call c = a.op == "fp8_gemm"      ? fp8_call(s, device, dtype, cache, seed)
+                   : a.op == "matmul_4bit" ? matmul_4bit_call(s, device, dtype, a.blocksize, cache, seed)
+                                           : matmul_call(s, device, a.type, cache, seed);
     const std::optional<std::string> before = db.get_config(c.op, name, c.key.version, c.key.key, /*exact=*/true);
     // The backend's own choice first, then each listed config that gives its bits (a parameter may change
     // the speed, never the result; kernels of another summation order are left out).
@@ -262,7 +293,7 @@ void run_tune(const TuneArgs& a) {
     return;
   }
   LOWBIT_REQUIRE(!a.op.empty(), ErrorCode::invalid_argument,
-                 "lowbit tune: give an op to measure (fp8_gemm, matmul_4bit) or --list");
+                 "lowbit tune: give an op to measure (fp8_gemm, matmul_4bit, matmul) or --list");
   measure(a);
 }
 
@@ -274,7 +305,7 @@ void add_tune_command(CLI::App& app) {
   cmd->footer(
       "The database in use: lowbit's shipped entries, then LOWBIT_TUNE_DB (or ~/.cache/lowbit/tune.txt) "
       "over them. See docs/tune.md.");
-  cmd->add_option("OP", a->op, "The op to measure: fp8_gemm or matmul_4bit (with --list: only its entries)");
+  cmd->add_option("OP", a->op, "The op to measure: fp8_gemm, matmul_4bit or matmul (with --list: only its entries)");
   cmd->add_flag("--list", a->list, "Print the entries, one a line: op | device | version | key | parameters");
   cmd->add_option("--db", a->db, "A database file instead of the one in use (--list) or the user's (measuring)");
   cmd->add_option("--op", a->op, "Only this op's entries (--list)");
@@ -283,6 +314,9 @@ void add_tune_command(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--dtype", a->dtype, "out's dtype (fp8_gemm) or A's (matmul_4bit); default bfloat16");
   cmd->add_option("--blocksize", a->blocksize, "matmul_4bit's blocksize (default 64)")->check(CLI::Range(16, 4096));
+  cmd->add_option("--type", a->type,
+                  "matmul's weight: TYPE[:gN|:row|:noscale][:zeros[=MODE]] as lowbit bench gemm takes it "
+                  "(default int4:g128); A and out float16");
   cmd->add_option("--reps", a->reps, "calls a round, 3 rounds (default 20 on cuda, 3 on cpu)")
       ->check(CLI::Range(1, 100000));
   cmd->callback([a] { run_tune(*a); });

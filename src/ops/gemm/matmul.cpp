@@ -142,7 +142,10 @@ void Matmul::forward(const TensorRef& A, const PackedWeight& W, const TensorRef&
   key.a_aligned = reinterpret_cast<uintptr_t>(A.data) % 16 == 0;
   key.perm = W.perm.defined();
   key.scale_dtype = W.scale.defined() ? W.scale.dtype() : DType::f32;
-  const MatmulPlans::Plan plan = plans_->get(key, impl, a);
+  // The plan of the tuned database's config for this shape, where it has one (the database is read once,
+  // so a key keeps one plan).
+  const std::optional<MatmulArgs> tuned = ops::tuned_call(a, A.device, impl, tune_db());
+  const MatmulPlans::Plan plan = plans_->get(key, impl, tuned ? *tuned : a);
   const Tensor ws = ops::workspace_on(plan->workspace(), A.device, stream);
   plan->run(a, ws.data(), stream);
 }

@@ -112,6 +112,12 @@ TEST_F(Cli, TuneMeasuresAndWritesEntries) {
       << r.output;
   r = lowbit_cli("tune --list --db " + db, dir_);
   EXPECT_NE(r.output.find("# 2 entries"), std::string::npos) << r.output;
+  r = lowbit_cli("tune matmul --device cpu --shapes 3x64x128 --type uint4:g32:zeros --reps 1 --db " + db, dir_);
+  ASSERT_EQ(r.status, 0) << r.output;
+  r = lowbit_cli("tune --list --db " + db + " --op matmul", dir_);
+  EXPECT_NE(r.output.find("| float16 uint4 g32 quantized | 3 64 128 | "), std::string::npos) << r.output;
+  r = lowbit_cli("tune matmul --device cpu --shapes 3x64x128 --type int5 --db " + db, dir_);
+  EXPECT_EQ(r.status, 1) << r.output;
   r = lowbit_cli("tune matmul_8bit --shapes 1x2x3 --db " + db, dir_);
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("no measured op 'matmul_8bit'"), std::string::npos) << r.output;
