@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "core/registry.h"
+#include "cpu/isa.h"
 #include "cpu/register.h"
 
 namespace lowbit::core {
@@ -56,6 +57,7 @@ void cpu_empty_cache(int /*index*/) {}
 }  // namespace
 
 void register_cpu_backend() {
+  (void)cpu::isa_cap();  // an unknown LOWBIT_CPU_ISA: refused before anything registers
   register_device_backend(DeviceType::cpu, DeviceBackend{cpu_alloc, cpu_copy, cpu_synchronize, cpu_device_count,
                                                          cpu_empty_cache, cpu_constant, nullptr, nullptr,
                                                          cpu_name});

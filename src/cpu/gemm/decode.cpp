@@ -12,6 +12,7 @@
 
 #include "core/float_convert.h"
 #include "cpu/gemm/kernels.h"
+#include "cpu/isa.h"
 #include "cpu/simd_clones.h"
 
 #if defined(__x86_64__)
@@ -190,7 +191,7 @@ using Decode4RowBf16 = void (*)(const uint8_t*, int64_t, int64_t, const float*, 
 
 Decode4RowBf16 pick_decode4_row_bf16() {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) return decode4_row_bf16_avx512;
+  if (supports(Feature::avx512f) && supports(Feature::avx512bw)) return decode4_row_bf16_avx512;
 #endif
   return decode4_row_bf16_scalar;
 }
@@ -200,14 +201,14 @@ using DecodeBnb4 = void (*)(const uint8_t*, int64_t, const float*, float, float*
 
 DecodeBnb4 pick_decode_bnb4() {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) return decode_bnb4_avx512;
+  if (supports(Feature::avx512f)) return decode_bnb4_avx512;
 #endif
   return decode_bnb4_scalar;
 }
 
 DecodeSmall pick_decode_small() {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) return decode_small_avx512;
+  if (supports(Feature::avx512f)) return decode_small_avx512;
 #endif
   return decode_small_scalar;
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "cpu/gemm/tiles.h"
+#include "cpu/isa.h"
 
 namespace lowbit::core::cpu::gemm {
 namespace {
@@ -81,8 +82,8 @@ void tile_dot_base(const float* a, int64_t lda, int mr, const float* w, int64_t 
 using TileDot = void (*)(const float*, int64_t, int, const float*, int64_t, int, int64_t, float*, int64_t);
 
 TileDot pick_tile_dot() {
-  if (__builtin_cpu_supports("avx512f")) return tile_dot_avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return tile_dot_avx2;
+  if (supports(Feature::avx512f)) return tile_dot_avx512;
+  if (supports(Feature::avx2) && supports(Feature::fma)) return tile_dot_avx2;
   return tile_dot_base;
 }
 

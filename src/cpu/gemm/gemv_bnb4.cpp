@@ -11,6 +11,7 @@
 
 #include "core/float_convert.h"
 #include "cpu/gemm/kernels.h"
+#include "cpu/isa.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -202,7 +203,7 @@ using RowBf16Fn = void (*)(const Gemv4Rows&, int64_t, int64_t, const Gemv4Table&
 RowBf16Fn row_bf16_fn() {
   static const RowBf16Fn fn = [] {
 #if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16")) return &rows_bf16_entry;
+    if (supports(Feature::avx512bw) && supports(Feature::avx512bf16)) return &rows_bf16_entry;
 #endif
     return static_cast<RowBf16Fn>(nullptr);
   }();
@@ -214,7 +215,7 @@ using RowFn = void (*)(const uint8_t*, int64_t, int64_t, const float*, const flo
 
 RowFn pick_row() {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) return row_avx512_any;
+  if (supports(Feature::avx512f)) return row_avx512_any;
 #endif
   return nullptr;
 }

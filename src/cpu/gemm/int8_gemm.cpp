@@ -19,6 +19,7 @@
 #include "cpu/quant/elementwise.h"
 #include "cpu/quant/parallel.h"
 #include "cpu/quant/spans.h"
+#include "cpu/isa.h"
 #include "cpu/simd_clones.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -66,8 +67,8 @@ LOWBIT_SIMD_CLONES void tile_generic(const int8_t* const* a, int ma, const int8_
 #define LOWBIT_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
 bool has_vnni() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vnni");
+  static const bool yes = supports(Feature::avx512f) && supports(Feature::avx512bw) &&
+                          supports(Feature::avx512vnni);
   return yes;
 }
 

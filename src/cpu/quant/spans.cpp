@@ -7,6 +7,7 @@
 
 #include "core/quant_math.h"
 #include "core/tables.h"
+#include "cpu/isa.h"
 #include "cpu/simd_clones.h"
 
 namespace lowbit::core::cpu {
@@ -47,7 +48,7 @@ __attribute__((target("f16c,avx"))) void from_f32_f16c(const float* x, int64_t n
 }
 
 bool has_f16c() {
-  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  static const bool yes = supports(Feature::f16c) && supports(Feature::avx);
   return yes;
 }
 
@@ -124,7 +125,7 @@ __attribute__((target("avx2"))) float absmax_avx2(const float* x, int64_t n) {
 }
 
 int simd_level() {
-  static const int level = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+  static const int level = supports(Feature::avx512f) ? 2 : supports(Feature::avx2) ? 1 : 0;
   return level;
 }
 
@@ -340,8 +341,8 @@ namespace {
 
 // The fused loop wants AVX-512 BW, DQ and BF16; other CPUs keep the per-block path.
 bool decode4_blocks_fits(int64_t bs) {
-  static const bool cpu = simd_level() == 2 && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bf16");
+  static const bool cpu = simd_level() == 2 && supports(Feature::avx512bw) &&
+                          supports(Feature::avx512dq) && supports(Feature::avx512bf16);
   return cpu && bs % 32 == 0;
 }
 

@@ -1,0 +1,75 @@
+// LOWBIT_CPU_ISA and the CPU's features (isa.h).
+#include "cpu/isa.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "core/check.h"
+
+namespace lowbit::core::cpu {
+namespace {
+
+const char* env_value() {
+  const char* v = std::getenv("LOWBIT_CPU_ISA");
+  return v != nullptr ? v : "";
+}
+
+// 2: every feature, 1: up to AVX2, 0: none of those isa.h names, -1: an unknown value.
+int parsed_level() {
+  static const int level = [] {
+    const std::string s = env_value();
+    if (s.empty() || s == "native" || s == "avx512") return 2;
+    if (s == "avx2") return 1;
+    if (s == "baseline") return 0;
+    return -1;
+  }();
+  return level;
+}
+
+// Kernels never throw here (they may run inside OpenMP regions): an unknown
+// value is refused by isa_cap(), which the CPU backend calls before it registers.
+int cap_level() { return parsed_level() < 0 ? 2 : parsed_level(); }
+
+bool has(Feature f) {
+#if defined(__x86_64__) || defined(__i386__)
+  switch (f) {  // __builtin_cpu_supports takes literals only
+    case Feature::avx: return __builtin_cpu_supports("avx");
+    case Feature::f16c: return __builtin_cpu_supports("f16c");
+    case Feature::avx2: return __builtin_cpu_supports("avx2");
+    case Feature::fma: return __builtin_cpu_supports("fma");
+    case Feature::avx512f: return __builtin_cpu_supports("avx512f");
+    case Feature::avx512bw: return __builtin_cpu_supports("avx512bw");
+    case Feature::avx512dq: return __builtin_cpu_supports("avx512dq");
+    case Feature::avx512bf16: return __builtin_cpu_supports("avx512bf16");
+    case Feature::avx512vnni: return __builtin_cpu_supports("avx512vnni");
+  }
+#endif
+  (void)f;
+  return false;
+}
+
+int level_of(Feature f) {
+  switch (f) {
+    case Feature::avx:
+    case Feature::f16c:
+    case Feature::avx2:
+    case Feature::fma: return 1;
+    default: return 2;
+  }
+}
+
+}  // namespace
+
+bool supports(Feature f) { return level_of(f) <= cap_level() && has(f); }
+
+std::string_view isa_cap() {
+  LOWBIT_REQUIRE(parsed_level() >= 0, ErrorCode::invalid_argument,
+                 "LOWBIT_CPU_ISA must be native, avx512, avx2 or baseline (got '", env_value(), "')");
+  switch (cap_level()) {
+    case 0: return "baseline";
+    case 1: return "avx2";
+    default: return "native";
+  }
+}
+
+}  // namespace lowbit::core::cpu
