@@ -112,7 +112,7 @@ TEST(Matmul4bit, Bf16FewRowsEveryBlocksize) {
   for (const int64_t K : {128, 384, 2048}) {
     for (const int64_t bs : {32, 64, 128, 256, 1024, 2048}) {
       if (K % bs != 0) continue;
-      for (const int64_t M : {1, 2, 3, 4, 7, 16}) {
+      for (const int64_t M : {1, 2, 3, 4, 7, 16, 37, 64}) {
         const Quant4Type type = i % 2 ? Quant4Type::fp4 : Quant4Type::nf4;
         const bool nested = (i / 2) % 2 == 1;
         const int64_t N = 19 + i % 3;

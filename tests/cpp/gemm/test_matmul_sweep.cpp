@@ -78,7 +78,7 @@ TEST(MatmulBf16FewRows, Every4bitTypeAndGroup) {
     for (const int64_t g : {0, -1, 32, 64, 128, 256, -2, 1128, 1256}) {  // -2, 1128, 1256: zeros, groups -1, 128, 256
       const bool zeros = g == -2 || g > 1000;
       if (zeros && !core::weight_is_integer(t)) continue;
-      for (const int64_t M : {1, 3, 4, 7, 16}) {
+      for (const int64_t M : {1, 3, 4, 7, 16, 29, 64}) {
         MatmulConfig c;
         c.W_dtype = t;
         c.with_scaling = g != 0;
