@@ -233,6 +233,7 @@ void register_sparse_ops() {
   OpRegistry<BsrSoftmaxArgs>::add({"cpu-reference", DeviceType::cpu, 0, bsr_softmax_reference});
   OpRegistry<BsrSoftmaxArgs>::add({"cpu", DeviceType::cpu, 10, bsr_softmax_fast});
   OpRegistry<ScatterMmArgs>::add({"cpu-reference", DeviceType::cpu, 0, scatter_mm_reference});
+  OpRegistry<ScatterMmArgs>::add({"cpu", DeviceType::cpu, 10, scatter_mm_fast});
 }
 
 }  // namespace lowbit::core::cpu

@@ -28,4 +28,9 @@ void sampled_addmm_fast(const SampledAddmmArgs& a, void* workspace, Stream strea
 // fp32 maximum, exponentials and sum.
 void bsr_softmax_fast(const BsrSoftmaxArgs& a, void* workspace, Stream stream);
 
+// acc[r][0, nc) += sum over k < BK of a[r][k] * d[k][0, nc), r < BM (acc rows `as` apart, d rows `ds` apart),
+// k ascending for every element, vectorized (bsr_fast.cpp; scatter_mm's fast path shares it).
+void block_product(float* acc, int64_t as, const float* a, int64_t BM, int64_t BK, const float* d, int64_t ds,
+                   int64_t nc);
+
 }  // namespace lowbit::core::cpu

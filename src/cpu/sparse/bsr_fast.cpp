@@ -55,7 +55,8 @@ template <int W>
   }
 }
 
-// acc[r][0, nc) += sum over k < BK of a[r][k] * d[k][0, nc), r < BM (acc rows `as` apart, d rows ds apart):
+}  // namespace
+
 // 4 rows by 64 (then 32, then 16) columns of sums in registers at a time, so each load of d serves 4 rows.
 LOWBIT_SIMD_CLONES void block_product(float* acc, int64_t as, const float* a, int64_t BM, int64_t BK, const float* d,
                                       int64_t ds, int64_t nc) {
@@ -90,6 +91,8 @@ LOWBIT_SIMD_CLONES void block_product(float* acc, int64_t as, const float* a, in
     }
   }
 }
+
+namespace {
 
 template <class T>
 void run_float(const BsrDenseAddmmArgs& a, const Indices& x) {

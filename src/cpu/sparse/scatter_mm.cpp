@@ -1,13 +1,16 @@
-// scatter_mm on the CPU (lowbit/ops/sparse.h): the reference. Every index is
-// checked before any block is read or written; then each listed output block,
-// in the order listed, takes its old value plus its products summed in
-// float64, rounded once (to float32, then to the dtype). Disjoint output
+// scatter_mm on the CPU (lowbit/ops/sparse.h). Every index is checked before
+// any block is read or written; then each listed output block, in the order
+// listed, takes its old value plus its products: the reference sums them in
+// float64 and rounds once (to float32, then to the dtype); the fast path sums
+// in fp32 (products in list order, K ascending in each) through
+// bsr_fast.cpp's vectorized block_product and rounds once. Disjoint output
 // blocks run in parallel; blocks that share elements (r_offsets may repeat
 // or overlap) make the whole call run in order.
 #include "cpu/sparse/scatter_mm.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "core/check.h"
@@ -15,6 +18,8 @@
 #include "core/registry.h"
 #include "cpu/quant/elementwise.h"
 #include "cpu/quant/parallel.h"
+#include "cpu/quant/spans.h"
+#include "cpu/sparse/bsr.h"
 #include "lowbit/ops/sparse.h"
 
 namespace lowbit::core::cpu {
@@ -126,70 +131,127 @@ std::vector<Target> targets_of(const ScatterMmArgs& a) {
   return out;
 }
 
-}  // namespace
-
-void scatter_mm_reference(const ScatterMmArgs& a, void*, Stream) {
-  const char* op = ScatterMmArgs::kName;
-  const std::vector<Target> targets = targets_of(a);
-  const bool strided = a.format != ScatterMmFormat::scatter_mm;
-  const int64_t Ms = a.blocks.size(1), Ks = a.blocks.size(2);
-  const int64_t Ns = strided ? a.others.size(2) / a.split_n : a.others.size(2);
-  // Row strides: the strided formats' panels and output blocks sit in N-wide rows.
-  const int64_t ld_out = strided ? a.accumulators.size(2) : Ns, ld_other = strided ? a.others.size(2) : Ns;
-  const int64_t batches = strided ? a.others.size(0) : 1;
-  const int64_t out_batch = strided ? a.accumulators.size(1) * a.accumulators.size(2) : 0;
-  const int64_t other_batch = strided ? a.others.size(1) * a.others.size(2) : 0;
-  // Output blocks that share an element (r_offsets may repeat or overlap) run in order.
+// What every implementation needs of a call: its checked targets, the block
+// sizes, the row strides (the strided formats' panels and output blocks sit
+// in N-wide rows), the batches, and whether output blocks share elements
+// (r_offsets may repeat or overlap: then the call runs in order).
+struct Plan {
+  std::vector<Target> targets;
+  int64_t Ms = 0, Ks = 0, Ns = 0, ld_out = 0, ld_other = 0, batches = 1, out_batch = 0, other_batch = 0;
   bool repeats = false;
+
+  int64_t tasks() const { return batches * static_cast<int64_t>(targets.size()); }
+  // Runs one(batch, target) over every task: in parallel unless output blocks share elements.
+  template <class Fn>
+  void run(Fn&& one) const {
+    const int64_t n = static_cast<int64_t>(targets.size());
+    const auto task = [&](int64_t t) { one(t / n, targets[static_cast<size_t>(t % n)]); };
+    if (repeats) {
+      for (int64_t t = 0; t < tasks(); ++t) task(t);
+    } else {
+      parallel_for(tasks(), tasks() * Ms * Ns * Ks, task);
+    }
+  }
+};
+
+Plan plan_of(const ScatterMmArgs& a) {
+  Plan s;
+  s.targets = targets_of(a);
+  const bool strided = a.format != ScatterMmFormat::scatter_mm;
+  s.Ms = a.blocks.size(1);
+  s.Ks = a.blocks.size(2);
+  s.Ns = strided ? a.others.size(2) / a.split_n : a.others.size(2);
+  s.ld_out = strided ? a.accumulators.size(2) : s.Ns;
+  s.ld_other = strided ? a.others.size(2) : s.Ns;
+  s.batches = strided ? a.others.size(0) : 1;
+  s.out_batch = strided ? a.accumulators.size(1) * a.accumulators.size(2) : 0;
+  s.other_batch = strided ? a.others.size(1) * a.others.size(2) : 0;
   if (strided) {
-    std::vector<uint8_t> covered(static_cast<size_t>(out_batch), 0);
-    for (const Target& t : targets) {
-      for (int64_t i = 0; i < Ms && !repeats; ++i) {
-        for (int64_t j = 0; j < Ns; ++j) {
-          uint8_t& c = covered[static_cast<size_t>(t.at + i * ld_out + j)];
-          repeats = repeats || c != 0;
+    std::vector<uint8_t> covered(static_cast<size_t>(s.out_batch), 0);
+    for (const Target& t : s.targets) {
+      for (int64_t i = 0; i < s.Ms && !s.repeats; ++i) {
+        for (int64_t j = 0; j < s.Ns; ++j) {
+          uint8_t& c = covered[static_cast<size_t>(t.at + i * s.ld_out + j)];
+          s.repeats = s.repeats || c != 0;
           c = 1;
         }
       }
     }
   }
+  return s;
+}
+
+}  // namespace
+
+void scatter_mm_reference(const ScatterMmArgs& a, void*, Stream) {
+  const char* op = ScatterMmArgs::kName;
+  const Plan s = plan_of(a);
+  const int64_t Ms = s.Ms, Ks = s.Ks, Ns = s.Ns;
   with_float_type(a.blocks.dtype, op, [&](auto type) {
     using T = decltype(type);
     const T* blocks = a.blocks.ptr<const T>();
     const T* others = a.others.ptr<const T>();
     T* acc = a.accumulators.ptr<T>();
-    const int64_t tasks = batches * static_cast<int64_t>(targets.size());
-    const auto one = [&](int64_t task) {
-      const int64_t b = task / static_cast<int64_t>(targets.size());
-      const Target& t = targets[static_cast<size_t>(task % static_cast<int64_t>(targets.size()))];
-      T* o = acc + b * out_batch + t.at;
+    s.run([&](int64_t b, const Target& t) {
+      T* o = acc + b * s.out_batch + t.at;
       std::vector<double> sum(static_cast<size_t>(Ms * Ns));
       for (int64_t i = 0; i < Ms; ++i) {
-        for (int64_t j = 0; j < Ns; ++j) sum[static_cast<size_t>(i * Ns + j)] = to_f32(o[i * ld_out + j]);
+        for (int64_t j = 0; j < Ns; ++j) sum[static_cast<size_t>(i * Ns + j)] = to_f32(o[i * s.ld_out + j]);
       }
       for (const Term& term : t.terms) {
         const T* x = blocks + term.p * Ms * Ks;
-        const T* y = others + b * other_batch + term.q;
+        const T* y = others + b * s.other_batch + term.q;
         for (int64_t i = 0; i < Ms; ++i) {
           for (int64_t k = 0; k < Ks; ++k) {
             const double xv = to_f32(x[i * Ks + k]);
             for (int64_t j = 0; j < Ns; ++j) {
-              sum[static_cast<size_t>(i * Ns + j)] += xv * static_cast<double>(to_f32(y[k * ld_other + j]));
+              sum[static_cast<size_t>(i * Ns + j)] += xv * static_cast<double>(to_f32(y[k * s.ld_other + j]));
             }
           }
         }
       }
       for (int64_t i = 0; i < Ms; ++i) {
         for (int64_t j = 0; j < Ns; ++j) {
-          o[i * ld_out + j] = from_f32<T>(static_cast<float>(sum[static_cast<size_t>(i * Ns + j)]));
+          o[i * s.ld_out + j] = from_f32<T>(static_cast<float>(sum[static_cast<size_t>(i * Ns + j)]));
         }
       }
-    };
-    if (repeats) {
-      for (int64_t task = 0; task < tasks; ++task) one(task);
-    } else {
-      parallel_for(tasks, tasks * Ms * Ns * Ks, one);
-    }
+    });
+  });
+}
+
+void scatter_mm_fast(const ScatterMmArgs& a, void*, Stream) {
+  const char* op = ScatterMmArgs::kName;
+  const Plan s = plan_of(a);
+  const int64_t Ms = s.Ms, Ks = s.Ks, Ns = s.Ns;
+  with_float_type(a.blocks.dtype, op, [&](auto type) {
+    using T = decltype(type);
+    const T* blocks = a.blocks.ptr<const T>();
+    const T* others = a.others.ptr<const T>();
+    T* acc = a.accumulators.ptr<T>();
+    s.run([&](int64_t b, const Target& t) {
+      // The thread's buffers, grown once: the block's sums, a block and a panel of others in fp32.
+      thread_local std::vector<float> sum, blk, pan;
+      sum.resize(static_cast<size_t>(Ms * Ns));
+      blk.resize(static_cast<size_t>(Ms * Ks));
+      pan.resize(static_cast<size_t>(Ks * Ns));
+      T* o = acc + b * s.out_batch + t.at;
+      for (int64_t i = 0; i < Ms; ++i) to_f32_span(o + i * s.ld_out, Ns, sum.data() + i * Ns);
+      for (const Term& term : t.terms) {
+        to_f32_span(blocks + term.p * Ms * Ks, Ms * Ks, blk.data());
+        const T* y = others + b * s.other_batch + term.q;
+        const float* d = nullptr;
+        int64_t ds = Ns;
+        if constexpr (std::is_same_v<T, float>) {
+          d = y;  // read in place
+          ds = s.ld_other;
+        } else {
+          for (int64_t k = 0; k < Ks; ++k) to_f32_span(y + k * s.ld_other, Ns, pan.data() + k * Ns);
+          d = pan.data();
+        }
+        block_product(sum.data(), Ns, blk.data(), Ms, Ks, d, ds, Ns);
+      }
+      for (int64_t i = 0; i < Ms; ++i) from_f32_span(sum.data() + i * Ns, Ns, o + i * s.ld_out);
+    });
   });
 }
 

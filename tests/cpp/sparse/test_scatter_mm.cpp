@@ -3,14 +3,17 @@
 // accumulator as it was), the two bsr_strided formats built from a random
 // BSR as torch's bsr_scatter_mm_indices_data builds them (equal to the
 // dense product, added onto accumulators that are not zero, over batches),
-// an output block listed twice, fp16; and the argument and index errors.
+// an output block listed twice, fp16 (bounds for the fast path's fp32 sums);
+// the fast path against the reference; and the argument and index errors.
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "core/registry.h"
 #include "harness/harness.h"
+#include "random_bsr.h"
 #include "lowbit/ops/sparse.h"
 
 namespace lowbit::test {
@@ -68,7 +71,7 @@ TEST(ScatterMm, ScatterMmFormatAddsEachListedProduct) {
     }
     const Tensor ci = index_tensor(c), pqt = index_tensor(pq, {3, 2});
     run(ScatterMmArgs{ScatterMmFormat::scatter_mm, blocks, others, ci, pqt, {}, {}, {}, 1, acc});
-    expect_near(want, acc, dtype == DType::f16 ? 2e-3 : 1e-6, "scatter_mm " + std::string(dtype_name(dtype)));
+    expect_near(want, acc, dtype == DType::f16 ? 2e-3 : 1e-5, "scatter_mm " + std::string(dtype_name(dtype)));
   }
 }
 
@@ -133,9 +136,40 @@ TEST(ScatterMm, StridedFormatsAreTheBsrProduct) {
       const ScatterMmFormat f =
           compressed ? ScatterMmFormat::bsr_strided_mm_compressed : ScatterMmFormat::bsr_strided_mm;
       run(ScatterMmArgs{f, values, other, c, {}, r, compressed ? TensorRef{} : p.ref(), q, split_n, acc});
-      expect_near(want, acc, 1e-6,
+      expect_near(want, acc, 1e-5,
                   std::string(scatter_mm_format_name(f)) + " split_n " + std::to_string(split_n) + " nnz " +
                       std::to_string(nnz));
+    }
+  }
+}
+
+// The fast path ("cpu": fp32 sums, vectorized) against the float64 reference on blocks wide enough for every
+// column width of its kernel (64, 32, 16 and a tail), each dtype: within fp32 rounding of the products'
+// magnitudes (the 16-bit outputs: their own rounding too).
+TEST(ScatterMm, FastPathMatchesTheReference) {
+  const auto& fast = core::OpRegistry<ScatterMmArgs>::find("cpu");
+  const auto& ref = core::OpRegistry<ScatterMmArgs>::find("cpu-reference");
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    const int64_t P = 4, Ms = 6, Ks = 40, Q = 3, Ns = 64 + 32 + 16 + 5, R = 3;
+    const Tensor blocks = random_floats({P, Ms, Ks}, dtype), others = random_floats({Q, Ks, Ns}, dtype);
+    const Tensor acc0 = random_floats({R, Ms, Ns}, dtype);
+    const std::vector<int64_t> c{0, 3, 3, 5}, pq{0, 1, 2, 0, 3, 2, 1, 1, 0, 0};
+    const Tensor ci = index_tensor(c), pqt = index_tensor(pq, {5, 2});
+    Tensor a1 = Tensor::copy_of(acc0.ref(), Device::cpu()), a2 = Tensor::copy_of(acc0.ref(), Device::cpu());
+    fast.run(ScatterMmArgs{ScatterMmFormat::scatter_mm, blocks, others, ci, pqt, {}, {}, {}, 1, a1}, nullptr, {});
+    ref.run(ScatterMmArgs{ScatterMmFormat::scatter_mm, blocks, others, ci, pqt, {}, {}, {}, 1, a2}, nullptr, {});
+    // The magnitudes: the same sums of absolute values (float32, through the reference).
+    Tensor mag = abs_of(acc0, DType::f32);
+    ref.run(ScatterMmArgs{ScatterMmFormat::scatter_mm, abs_of(blocks, DType::f32), abs_of(others, DType::f32), ci,
+                          pqt, {}, {}, {}, 1, mag},
+            nullptr, {});
+    const std::vector<float> f = to_floats(a1.ref()), r = to_floats(a2.ref()), m = to_floats(mag.ref());
+    // fp32 sums of up to 2 Ks + 1 terms, then each result rounded to the dtype (twice: ours and the reference's).
+    const double u = dtype == DType::f32 ? 0x1p-24 : dtype == DType::bf16 ? 0x1p-8 : 0x1p-11;
+    for (size_t i = 0; i < f.size(); ++i) {
+      const double bound = (2.0 * Ks + 2.0) * 0x1p-24 * m[i] + 2.0 * u * std::fabs(r[i]);
+      ASSERT_LE(std::fabs(f[i] - r[i]), bound) << dtype_name(dtype) << " element " << i << ": " << f[i] << " vs "
+                                               << r[i];
     }
   }
 }
