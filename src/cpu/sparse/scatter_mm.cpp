@@ -181,77 +181,77 @@ Plan plan_of(const ScatterMmArgs& a) {
   return s;
 }
 
-}  // namespace
-
-void scatter_mm_reference(const ScatterMmArgs& a, void*, Stream) {
-  const char* op = ScatterMmArgs::kName;
-  const Plan s = plan_of(a);
-  const int64_t Ms = s.Ms, Ks = s.Ks, Ns = s.Ns;
-  with_float_type(a.blocks.dtype, op, [&](auto type) {
+// Runs one(b, target, blocks, others, accumulators) over the plan's tasks, with a's arrays typed.
+template <class Fn>
+void run_typed(const ScatterMmArgs& a, const Plan& s, Fn&& one) {
+  with_float_type(a.blocks.dtype, ScatterMmArgs::kName, [&](auto type) {
     using T = decltype(type);
     const T* blocks = a.blocks.ptr<const T>();
     const T* others = a.others.ptr<const T>();
     T* acc = a.accumulators.ptr<T>();
-    s.run([&](int64_t b, const Target& t) {
-      T* o = acc + b * s.out_batch + t.at;
-      std::vector<double> sum(static_cast<size_t>(Ms * Ns));
+    s.run([&](int64_t b, const Target& t) { one(b, t, blocks, others, acc); });
+  });
+}
+
+}  // namespace
+
+void scatter_mm_reference(const ScatterMmArgs& a, void*, Stream) {
+  const Plan s = plan_of(a);
+  const int64_t Ms = s.Ms, Ks = s.Ks, Ns = s.Ns;
+  run_typed(a, s, [&](int64_t b, const Target& t, const auto* blocks, const auto* others, auto* acc) {
+    using T = std::remove_pointer_t<decltype(acc)>;
+    T* o = acc + b * s.out_batch + t.at;
+    std::vector<double> sum(static_cast<size_t>(Ms * Ns));
+    for (int64_t i = 0; i < Ms; ++i) {
+      for (int64_t j = 0; j < Ns; ++j) sum[static_cast<size_t>(i * Ns + j)] = to_f32(o[i * s.ld_out + j]);
+    }
+    for (const Term& term : t.terms) {
+      const T* x = blocks + term.p * Ms * Ks;
+      const T* y = others + b * s.other_batch + term.q;
       for (int64_t i = 0; i < Ms; ++i) {
-        for (int64_t j = 0; j < Ns; ++j) sum[static_cast<size_t>(i * Ns + j)] = to_f32(o[i * s.ld_out + j]);
-      }
-      for (const Term& term : t.terms) {
-        const T* x = blocks + term.p * Ms * Ks;
-        const T* y = others + b * s.other_batch + term.q;
-        for (int64_t i = 0; i < Ms; ++i) {
-          for (int64_t k = 0; k < Ks; ++k) {
-            const double xv = to_f32(x[i * Ks + k]);
-            for (int64_t j = 0; j < Ns; ++j) {
-              sum[static_cast<size_t>(i * Ns + j)] += xv * static_cast<double>(to_f32(y[k * s.ld_other + j]));
-            }
+        for (int64_t k = 0; k < Ks; ++k) {
+          const double xv = to_f32(x[i * Ks + k]);
+          for (int64_t j = 0; j < Ns; ++j) {
+            sum[static_cast<size_t>(i * Ns + j)] += xv * static_cast<double>(to_f32(y[k * s.ld_other + j]));
           }
         }
       }
-      for (int64_t i = 0; i < Ms; ++i) {
-        for (int64_t j = 0; j < Ns; ++j) {
-          o[i * s.ld_out + j] = from_f32<T>(static_cast<float>(sum[static_cast<size_t>(i * Ns + j)]));
-        }
+    }
+    for (int64_t i = 0; i < Ms; ++i) {
+      for (int64_t j = 0; j < Ns; ++j) {
+        o[i * s.ld_out + j] = from_f32<T>(static_cast<float>(sum[static_cast<size_t>(i * Ns + j)]));
       }
-    });
+    }
   });
 }
 
 void scatter_mm_fast(const ScatterMmArgs& a, void*, Stream) {
-  const char* op = ScatterMmArgs::kName;
   const Plan s = plan_of(a);
   const int64_t Ms = s.Ms, Ks = s.Ks, Ns = s.Ns;
-  with_float_type(a.blocks.dtype, op, [&](auto type) {
-    using T = decltype(type);
-    const T* blocks = a.blocks.ptr<const T>();
-    const T* others = a.others.ptr<const T>();
-    T* acc = a.accumulators.ptr<T>();
-    s.run([&](int64_t b, const Target& t) {
-      // The thread's buffers, grown once: the block's sums, a block and a panel of others in fp32.
-      thread_local std::vector<float> sum, blk, pan;
-      sum.resize(static_cast<size_t>(Ms * Ns));
-      blk.resize(static_cast<size_t>(Ms * Ks));
-      pan.resize(static_cast<size_t>(Ks * Ns));
-      T* o = acc + b * s.out_batch + t.at;
-      for (int64_t i = 0; i < Ms; ++i) to_f32_span(o + i * s.ld_out, Ns, sum.data() + i * Ns);
-      for (const Term& term : t.terms) {
-        to_f32_span(blocks + term.p * Ms * Ks, Ms * Ks, blk.data());
-        const T* y = others + b * s.other_batch + term.q;
-        const float* d = nullptr;
-        int64_t ds = Ns;
-        if constexpr (std::is_same_v<T, float>) {
-          d = y;  // read in place
-          ds = s.ld_other;
-        } else {
-          for (int64_t k = 0; k < Ks; ++k) to_f32_span(y + k * s.ld_other, Ns, pan.data() + k * Ns);
-          d = pan.data();
-        }
-        block_product(sum.data(), Ns, blk.data(), Ms, Ks, d, ds, Ns);
+  run_typed(a, s, [&](int64_t b, const Target& t, const auto* blocks, const auto* others, auto* acc) {
+    using T = std::remove_pointer_t<decltype(acc)>;
+    // The thread's buffers, grown once: the block's sums, a block and a panel of others in fp32.
+    thread_local std::vector<float> sum, blk, pan;
+    sum.resize(static_cast<size_t>(Ms * Ns));
+    blk.resize(static_cast<size_t>(Ms * Ks));
+    pan.resize(static_cast<size_t>(Ks * Ns));
+    T* o = acc + b * s.out_batch + t.at;
+    for (int64_t i = 0; i < Ms; ++i) to_f32_span(o + i * s.ld_out, Ns, sum.data() + i * Ns);
+    for (const Term& term : t.terms) {
+      to_f32_span(blocks + term.p * Ms * Ks, Ms * Ks, blk.data());
+      const T* y = others + b * s.other_batch + term.q;
+      const float* d = nullptr;
+      int64_t ds = Ns;
+      if constexpr (std::is_same_v<T, float>) {
+        d = y;  // read in place
+        ds = s.ld_other;
+      } else {
+        for (int64_t k = 0; k < Ks; ++k) to_f32_span(y + k * s.ld_other, Ns, pan.data() + k * Ns);
+        d = pan.data();
       }
-      for (int64_t i = 0; i < Ms; ++i) from_f32_span(sum.data() + i * Ns, Ns, o + i * s.ld_out);
-    });
+      block_product(sum.data(), Ns, blk.data(), Ms, Ks, d, ds, Ns);
+    }
+    for (int64_t i = 0; i < Ms; ++i) from_f32_span(sum.data() + i * Ns, Ns, o + i * s.ld_out);
   });
 }
 
