@@ -337,7 +337,9 @@ void bind_gemm(nb::module_& m) {
             c.K = required_dim("K", K);
             c.A_dtype = dtype_field(kConfig, "A_dtype", A_dtype);
             // BitBLAS: W_dtype defaults to A_dtype (unquantized weights).
-            c.W_dtype = W_dtype.is_none() ? (c.A_dtype == DType::bf16 ? WeightType::bf16 : WeightType::f16)
+            c.W_dtype = W_dtype.is_none() ? (c.A_dtype == DType::bf16  ? WeightType::bf16
+                                             : c.A_dtype == DType::i8 ? WeightType::int8
+                                                                      : WeightType::f16)
                                           : weight_type_arg(kConfig, W_dtype);
             c.accum_dtype = dtype_field(kConfig, "accum_dtype", accum_dtype);
             c.out_dtype = dtype_field(kConfig, "out_dtype", out_dtype);

@@ -371,7 +371,7 @@ def test_config_errors():
         c.check()
     with pytest.raises(TypeError, match="must be a lowbit.MatmulConfig"):
         lowbit.Matmul({"N": 8})
-    with pytest.raises(TypeError, match=r"^matmul: A_dtype must be one of float16, bfloat16 \(got float32\)$"):
+    with pytest.raises(TypeError, match=r"^matmul: A_dtype must be one of float16, bfloat16, int8 \(got float32\)$"):
         lowbit.Matmul(lowbit.MatmulConfig(N=8, K=64, A_dtype="float32", W_dtype="int4"))
 
 
@@ -756,3 +756,23 @@ def test_docs_example_runs():
     start = section.index("```python\n") + len("```python\n")
     code = section[start:section.index("```", start)]
     exec(compile(code, "docs/python.md (Matmul)", "exec"), {})
+
+
+def test_w8a8_is_the_exact_int32_product(dev):
+    """A_dtype int8 (BitBLAS' W8A8): int8 A times an int8 weight, the exact int32 product on every backend; W_dtype
+    defaults to int8, as BitBLAS' defaults to A_dtype."""
+    rng = np.random.default_rng(88)
+    N, K = 40, 144
+    cfg = lowbit.MatmulConfig(N=N, K=K, A_dtype="int8", accum_dtype="int32", out_dtype="int32")
+    assert cfg.W_dtype == "int8"
+    mm = lowbit.Matmul(cfg, device=dev.name)
+    w = rng.integers(-128, 128, (N, K), dtype=np.int8)
+    W = mm.transform_weight(dev.array(w))
+    for M in (1, 7, 70):
+        A = rng.integers(-128, 128, (M, K), dtype=np.int8)
+        got = dev.numpy(mm(dev.array(A), W))
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(got, A.astype(np.int64) @ w.astype(np.int64).T)
+    with pytest.raises(ValueError, match="W_dtype must be int8"):
+        lowbit.Matmul(lowbit.MatmulConfig(N=N, K=K, A_dtype="int8", W_dtype="int4", accum_dtype="int32",
+                                          out_dtype="int32", with_scaling=True))

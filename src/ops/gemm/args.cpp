@@ -118,6 +118,9 @@ void check_packed(const char* op, const PackedWeightRef& w) {
 void check(const MatmulArgs& a) {
   const char* op = MatmulArgs::kName;
   core::require_present(op, "A", a.A);
+  LOWBIT_REQUIRE(a.A.dtype != DType::i8, ErrorCode::invalid_argument, op,
+                 ": A int8 (W8A8) runs through Matmul::forward, which hands it to int8_linear_matmul; MatmulArgs "
+                 "take float16 or bfloat16 A");
   core::require_dtype(op, "A", a.A, {DType::f16, DType::bf16});
   ops::gemm::check_packed(op, a.weight);
   ops::gemm::check_rows_io(op, a.A, a.out, a.weight.format.K, a.weight.format.N);

@@ -46,8 +46,10 @@ WeightLayout layout_for(Device device, const MatmulConfig& c) {
   switch (device.type) {
     case DeviceType::cpu: return WeightLayout::rows;
     // The tile kernels take the common quantized formats; the rest (fp8,
-    // f16/bf16 weights, float zeros, groups smaller than a tile) stay `rows`.
+    // f16/bf16 weights, float zeros, groups smaller than a tile) stay `rows`,
+    // as does W8A8's int8 weight, which the int8 GEMM reads as it is.
     case DeviceType::cuda:
+      if (c.A_dtype == DType::i8) return WeightLayout::rows;
       return core::tiles_supported(format_of(c, WeightLayout::tiles)) ? WeightLayout::tiles : WeightLayout::rows;
   }
   core::fail(ErrorCode::no_backend, core::cat(kMatmul, ": no weight layout for device ", device.str()));
@@ -84,9 +86,26 @@ void check(const MatmulConfig& c) {
   for (int64_t m : c.M) {
     LOWBIT_REQUIRE(m >= 1, ErrorCode::invalid_argument, op, ": every prepared M must be positive (got ", m, ")");
   }
-  ops::gemm::require_dtype_field(op, "A_dtype", c.A_dtype, {DType::f16, DType::bf16});
-  ops::gemm::require_dtype_field(op, "accum_dtype", c.accum_dtype, {DType::f32, DType::f16});
-  ops::gemm::require_dtype_field(op, "out_dtype", c.out_dtype, {DType::f16, DType::bf16, DType::f32});
+  ops::gemm::require_dtype_field(op, "A_dtype", c.A_dtype, {DType::f16, DType::bf16, DType::i8});
+  if (c.A_dtype == DType::i8) {  // W8A8 (BitBLAS' int8 x int8): the exact int32 product, through int8_linear_matmul
+    const char* why = " (A_dtype int8 is W8A8: int8 weights, int32 accumulation and output)";
+    LOWBIT_REQUIRE(c.W_dtype == WeightType::int8, ErrorCode::invalid_argument, op, ": W_dtype must be int8",
+                   why, " (got ", weight_type_name(c.W_dtype), ")");
+    ops::gemm::require_dtype_field(op, "accum_dtype", c.accum_dtype, {DType::i32});
+    ops::gemm::require_dtype_field(op, "out_dtype", c.out_dtype, {DType::i32});
+    LOWBIT_REQUIRE(!c.with_scaling && !c.with_zeros && !c.with_bias && c.group_size == -1,
+                   ErrorCode::invalid_argument, op,
+                   ": A_dtype int8 takes no scaling, zeros, bias or groups (the int32 product is exact; scale it "
+                   "afterwards, e.g. with int8_mm_dequant; got with_scaling ", c.with_scaling ? "true" : "false",
+                   ", with_zeros ", c.with_zeros ? "true" : "false", ", with_bias ", c.with_bias ? "true" : "false",
+                   ", group_size ", c.group_size, ")");
+    LOWBIT_REQUIRE(c.K % 16 == 0, ErrorCode::invalid_argument, op,
+                   ": A_dtype int8 needs K a multiple of 16 (the packed rows, 16-byte multiples, are the int8 "
+                   "GEMM's B as they are; got K = ", c.K, ")");
+  } else {
+    ops::gemm::require_dtype_field(op, "accum_dtype", c.accum_dtype, {DType::f32, DType::f16});
+    ops::gemm::require_dtype_field(op, "out_dtype", c.out_dtype, {DType::f16, DType::bf16, DType::f32});
+  }
   LOWBIT_REQUIRE(c.layout == "nt", ErrorCode::invalid_argument, op,
                  ": layout must be \"nt\" (A [M, K] times W [N, K] transposed; got \"", c.layout, "\")");
   ops::gemm::check_format(op, c.W_dtype, c.N, c.K, c.group_size, c.with_scaling, c.with_zeros, c.zeros_mode);

@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "core/registry.h"
 #include "core/weight_format.h"
+#include "lowbit/ops/int8_gemm.h"
 #include "ops/common.h"
 #include "ops/dispatch.h"
 #include "ops/gemm/common.h"
@@ -129,6 +130,11 @@ void Matmul::forward(const TensorRef& A, const PackedWeight& W, const TensorRef&
                  ": out dtype must be the config's out_dtype ", dtype_name(config_.out_dtype), " (got ",
                  dtype_name(out.dtype), ")");
   check_weight_matches(config_, W.format);
+  if (config_.A_dtype == DType::i8) {  // W8A8: the packed int8 rows are int8_linear_matmul's B [N, K]
+    TensorRef b = TensorRef::contiguous(W.qweight.data(), DType::i8, {config_.N, config_.K}, W.qweight.device());
+    ops::run_with_workspace(Int8LinearMatmulArgs{A, b, out, {}}, A.device, stream);
+    return;
+  }
   const MatmulArgs a = args(A, W.ref(), out);
   const core::OpImpl<MatmulArgs>& impl = core::OpRegistry<MatmulArgs>::select(A.device);
   if (impl.prepare == nullptr || A.numel() == 0 || plans_ == nullptr) {

@@ -40,7 +40,7 @@ TEST(MatmulErrors, Config) {
   c = int4_config(), c.N = 128, c.K = (int64_t{1} << 62) + 128;
   expect_config_error(c, bad, {"matmul: the weight [N, K]"});
   c = int4_config(), c.A_dtype = DType::f32;
-  expect_config_error(c, dtype, {"matmul: A_dtype must be one of float16, bfloat16 (got float32)"});
+  expect_config_error(c, dtype, {"matmul: A_dtype must be one of float16, bfloat16, int8 (got float32)"});
   c = int4_config(), c.accum_dtype = DType::i32;
   expect_config_error(c, dtype, {"matmul: accum_dtype", "(got int32)"});
   c = int4_config(), c.out_dtype = DType::i8;
