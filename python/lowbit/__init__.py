@@ -24,6 +24,7 @@ See docs/python.md.
 """
 
 from . import _lowbit, functional, sparse
+from ._attention import FlashAtten, FlashAttenConfig
 from ._matmul import (
     Matmul,
     MatmulConfig,
@@ -51,6 +52,7 @@ from .functional import (
     dequantize_nf4,
     dequantize_no_absmax,
     estimate_quantiles,
+    flash_attention,
     fp8_gemm,
     fp8_grouped_gemm_contiguous,
     fp8_grouped_gemm_masked,
@@ -123,4 +125,4 @@ def synchronize(stream=None) -> None:
     _lowbit.synchronize(0 if handle is None else handle)
 
 
-__all__ = functional.__all__ + _matmul_all + ["cuda_available", "cuda_device_count", "synchronize", "functional", "sparse", "__version__"]
+__all__ = functional.__all__ + _matmul_all + ["FlashAtten", "FlashAttenConfig", "cuda_available", "cuda_device_count", "synchronize", "functional", "sparse", "__version__"]

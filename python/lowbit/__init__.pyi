@@ -5,6 +5,8 @@ from typing import Any, List
 
 from . import functional as functional
 from . import sparse as sparse
+from ._attention import FlashAtten as FlashAtten
+from ._attention import FlashAttenConfig as FlashAttenConfig
 from ._matmul import Matmul as Matmul
 from ._matmul import MatmulConfig as MatmulConfig
 from ._matmul import PackedWeight as PackedWeight
@@ -16,6 +18,7 @@ from ._matmul import import_gptq as import_gptq
 from ._matmul import unpack_weight as unpack_weight
 from .functional import QuantState as QuantState
 from .functional import act_quant as act_quant
+from .functional import flash_attention as flash_attention
 from .functional import fp8_gemm as fp8_gemm
 from .functional import fp8_grouped_gemm_contiguous as fp8_grouped_gemm_contiguous
 from .functional import fp8_grouped_gemm_masked as fp8_grouped_gemm_masked

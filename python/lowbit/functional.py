@@ -53,6 +53,7 @@ __all__ = [
     "dequantize_no_absmax",
     "elementwise_func",
     "estimate_quantiles",
+    "flash_attention",
     "fp8_gemm",
     "int8_linear",
     "int8_linear_grad_input",
@@ -1346,6 +1347,9 @@ def _percentile_scale(history: np.ndarray, step: int, percentile: int) -> Tuple[
     gnorm_scale = clip_value / current_gnorm if current_gnorm > clip_value else np.float32(1.0)
     return current_gnorm, clip_value, gnorm_scale
 
+
+# Attention (docs/attention.md).
+from ._attention import flash_attention  # noqa: E402
 
 # bitsandbytes' older int8 names (igemm, igemmlt, transform, mm_dequant, ...), on the ops above.
 from ._int8_seed import (  # noqa: E402

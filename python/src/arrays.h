@@ -148,5 +148,6 @@ void bind_fp8_gemm(nb::module_& m);
 void bind_int8_gemm(nb::module_& m);
 void bind_optim(nb::module_& m);
 void bind_sparse(nb::module_& m);
+void bind_attention(nb::module_& m);
 
 }  // namespace lowbit::python

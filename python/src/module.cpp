@@ -48,4 +48,5 @@ NB_MODULE(_lowbit, m) {
   lowbit::python::bind_int8_gemm(m);
   lowbit::python::bind_optim(m);
   lowbit::python::bind_sparse(m);
+  lowbit::python::bind_attention(m);
 }

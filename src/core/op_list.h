@@ -2,6 +2,7 @@
 // registry's explicit instantiations and by tests that iterate over ops.
 #pragma once
 
+#include "lowbit/ops/attention.h"
 #include "lowbit/ops/fp8_gemm.h"
 #include "lowbit/ops/gemm.h"
 #include "lowbit/ops/int8_gemm.h"
@@ -47,4 +48,5 @@
   X(BsrDenseAddmmArgs)                     \
   X(SampledAddmmArgs)                      \
   X(BsrSoftmaxArgs)                        \
-  X(ScatterMmArgs)
+  X(ScatterMmArgs)                         \
+  X(FlashAttentionArgs)

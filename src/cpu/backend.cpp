@@ -65,6 +65,7 @@ void register_cpu_backend() {
   cpu::register_gemm_ops();
   cpu::register_optim_ops();
   cpu::register_sparse_ops();
+  cpu::register_attention_ops();
 }
 
 }  // namespace lowbit::core

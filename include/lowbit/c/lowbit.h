@@ -255,6 +255,14 @@ LOWBIT_C_API lowbit_status lowbit_scatter_mm(int format, const DLTensor* blocks,
                                              const DLTensor* p_offsets, const DLTensor* q_offsets, int64_t split_n,
                                              DLTensor* accumulators, void* stream);
 
+/* Attention (docs/attention.md): out [B, Sq, H, Dv] = softmax(scale * q * k^T) * v per batch and head, q [B, Sq, H,
+ * D], k [B, Skv, Hkv, D] (k_layout 0; 1: [B, D, Hkv, Skv]), v [B, Skv, Hkv, Dv], one float dtype, H a multiple of
+ * Hkv; scale 0: 1 / sqrt(D); causal: query i sees keys j <= i + Skv - Sq. lse (NULL, or float32 [B, H, Sq]): each
+ * query's log-sum-exp. CPU only for now. */
+LOWBIT_C_API lowbit_status lowbit_flash_attention(const DLTensor* q, const DLTensor* k, const DLTensor* v, int causal,
+                                                  double scale, int k_layout, DLTensor* out, DLTensor* lse,
+                                                  void* stream);
+
 /* 256 quantiles of input (n >= 256) at linspace(offset, 1 - offset, 256);
  * out float32 [256]. */
 LOWBIT_C_API lowbit_status lowbit_estimate_quantiles(const DLTensor* input, DLTensor* out, float offset, void* stream);

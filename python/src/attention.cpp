@@ -1,0 +1,49 @@
+// Bindings of the attention ops (include/lowbit/ops/attention.h): into `out`
+// (and `lse`) when given, else new arrays; returns (out, lse or None).
+#include "lowbit/ops/attention.h"
+
+#include <optional>
+#include <string>
+
+#include "arrays.h"
+
+namespace lowbit::python {
+namespace {
+
+KLayout k_layout_of(const std::string& name) {
+  if (name == "bshd") return KLayout::bshd;
+  if (name == "bdhs") return KLayout::bdhs;
+  throw Error(ErrorCode::invalid_argument,
+              "flash_attention: k_layout must be 'bshd' or 'bdhs' (got '" + name + "')");
+}
+
+nb::object flash_attention_py(const InArray& q, const InArray& k, const InArray& v, bool causal, double scale,
+                              const std::string& k_layout, bool return_lse, const std::optional<OutArray>& out,
+                              const std::optional<OutArray>& lse, nb::handle stream_arg) {
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const char* op = FlashAttentionArgs::kName;
+  FlashAttentionArgs x{to_ref(op, "q", q), to_ref(op, "k", k), to_ref(op, "v", v), {}, {}, scale, causal,
+                       k_layout_of(k_layout)};
+  if (out) {
+    x.out = to_ref(op, "out", *out);
+    if (lse) x.lse = to_ref(op, "lse", *lse);
+    run_op(x, x.q.device, ctx.stream);
+    return nb::none();
+  }
+  const FlashAttentionResult r =
+      without_gil([&] { return flash_attention(x.q, x.k, x.v, causal, scale, return_lse, x.k_layout, ctx.stream); });
+  if (!return_lse) return nb::make_tuple(to_py(r.out), nb::none());
+  return nb::make_tuple(to_py(r.out), to_py(r.lse, "lse"));
+}
+
+}  // namespace
+
+void bind_attention(nb::module_& m) {
+  using nb::arg;
+  m.def("flash_attention", &flash_attention_py, arg("q"), arg("k"), arg("v"), arg("causal"), arg("scale"),
+        arg("k_layout"), arg("return_lse"), arg("out").none(), arg("lse").none(), arg("stream") = 0,
+        "Attention softmax(scale q k^T) v; (out, lse or None), or None when out was given.");
+}
+
+}  // namespace lowbit::python

@@ -1,0 +1,79 @@
+// flash_attention's front end (lowbit/ops/attention.h): the checks, the
+// dispatch and the allocating call.
+#include "lowbit/ops/attention.h"
+
+#include <cmath>
+#include <vector>
+
+#include "core/check.h"
+#include "ops/common.h"
+#include "ops/dispatch.h"
+
+namespace lowbit {
+namespace {
+
+struct Dims {
+  int64_t B, Sq, H, D, Skv, Hkv, Dv;
+};
+
+// The dims of a call, its q, k and v checked.
+Dims dims_of(const char* op, const TensorRef& q, const TensorRef& k, const TensorRef& v, KLayout layout) {
+  LOWBIT_REQUIRE(layout == KLayout::bshd || layout == KLayout::bdhs, ErrorCode::invalid_argument, op,
+                 ": k_layout must be bshd or bdhs (got value ", static_cast<int>(layout), ")");
+  core::require_present(op, "q", q);
+  core::require_dtype(op, "q", q, {DType::f16, DType::bf16, DType::f32});
+  for (const auto& [name, t] : {std::pair<const char*, const TensorRef*>{"q", &q}, {"k", &k}, {"v", &v}}) {
+    core::require_present(op, name, *t);
+    LOWBIT_REQUIRE(t->ndim == 4, ErrorCode::invalid_argument, op, ": ", name, " must be 4-D (",
+                   name == std::string("k") && layout == KLayout::bdhs ? "[B, D, Hkv, Skv]"
+                   : name == std::string("q")                          ? "[B, Sq, H, D]"
+                                                                       : "[B, Skv, Hkv, D]",
+                   "; got ", t->ndim, "-D ", core::shape_str(*t), ")");
+    if (t != &q) core::require_dtype(op, name, *t, {q.dtype});
+    core::require_contiguous(op, name, *t);
+  }
+  Dims d{};
+  d.B = q.size(0), d.Sq = q.size(1), d.H = q.size(2), d.D = q.size(3);
+  const bool t = layout == KLayout::bdhs;
+  d.Skv = t ? k.size(3) : k.size(1), d.Hkv = k.size(2);
+  const int64_t kD = t ? k.size(1) : k.size(3);
+  d.Dv = v.size(3);
+  LOWBIT_REQUIRE(d.D >= 1 && d.Dv >= 1, ErrorCode::invalid_argument, op, ": head dims must be positive (got D = ", d.D,
+                 ", Dv = ", d.Dv, ")");
+  LOWBIT_REQUIRE(k.size(0) == d.B && v.size(0) == d.B, ErrorCode::invalid_argument, op,
+                 ": q, k and v must share the batch (got ", d.B, ", ", k.size(0), ", ", v.size(0), ")");
+  LOWBIT_REQUIRE(kD == d.D, ErrorCode::invalid_argument, op, ": k's head dim must be q's ", d.D, " (got ", kD, ")");
+  LOWBIT_REQUIRE(v.size(1) == d.Skv && v.size(2) == d.Hkv, ErrorCode::invalid_argument, op,
+                 ": v must be [B, Skv, Hkv, Dv] with k's Skv ", d.Skv, " and Hkv ", d.Hkv, " (got ",
+                 core::shape_str(v), ")");
+  LOWBIT_REQUIRE(d.Hkv >= 1 && d.H % d.Hkv == 0, ErrorCode::invalid_argument, op,
+                 ": q's heads must be a multiple of k's and v's (grouped-query; got H = ", d.H, ", Hkv = ", d.Hkv,
+                 ")");
+  return d;
+}
+
+}  // namespace
+
+void check(const FlashAttentionArgs& a) {
+  const char* op = FlashAttentionArgs::kName;
+  const Dims d = dims_of(op, a.q, a.k, a.v, a.k_layout);
+  ops::require_shaped(op, "out", a.out, {a.q.dtype}, {d.B, d.Sq, d.H, d.Dv});
+  if (a.lse.present()) ops::require_shaped(op, "lse", a.lse, {DType::f32}, {d.B, d.H, d.Sq});
+  LOWBIT_REQUIRE(std::isfinite(a.scale), ErrorCode::invalid_argument, op,
+                 ": scale must be finite (0: 1 / sqrt(D); got ", a.scale, ")");
+  core::require_same_device(op, {{"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"out", &a.out}, {"lse", &a.lse}});
+}
+size_t workspace_size(const FlashAttentionArgs& a) { return ops::backend_workspace(a, a.q.device); }
+void run(const FlashAttentionArgs& a, void* ws, Stream s) { ops::dispatch(a, a.q.device, ws, s); }
+
+FlashAttentionResult flash_attention(const TensorRef& q, const TensorRef& k, const TensorRef& v, bool causal,
+                                     double scale, bool return_lse, KLayout k_layout, Stream stream) {
+  const Dims d = dims_of(FlashAttentionArgs::kName, q, k, v, k_layout);
+  FlashAttentionResult r;
+  r.out = Tensor::empty({d.B, d.Sq, d.H, d.Dv}, q.dtype, q.device, stream);
+  if (return_lse) r.lse = Tensor::empty({d.B, d.H, d.Sq}, DType::f32, q.device, stream);
+  ops::run_with_workspace(FlashAttentionArgs{q, k, v, r.out, r.lse.ref(), scale, causal, k_layout}, q.device, stream);
+  return r;
+}
+
+}  // namespace lowbit

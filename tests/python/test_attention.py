@@ -1,0 +1,139 @@
+"""flash_attention and BitBLAS' FlashAtten against attention written out in NumPy float64: grouped-query and
+multi-query heads, the bottom-right causal mask (with queries that see no key), the log-sum-exp, K in both
+layouts, out= buffers, every float dtype; torch's SDPA where torch is installed; the errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lowbit
+import lowbit.functional as F
+from backends import ml_dtypes, torch_cuda_reason
+
+
+def attention64(q, k, v, causal, scale=None):
+    """(out, lse) in float64; k [B, Skv, Hkv, D]."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    B, Sq, H, D = q.shape
+    Skv, Hkv = k.shape[1], k.shape[2]
+    scale = 1.0 / np.sqrt(D) if scale is None else scale
+    kk, vv = np.repeat(k, H // Hkv, axis=2), np.repeat(v, H // Hkv, axis=2)
+    s = np.einsum("bihd,bjhd->bhij", q, kk) * scale
+    if causal:
+        allowed = np.arange(Skv)[None, :] <= np.arange(Sq)[:, None] + Skv - Sq
+        s = np.where(allowed, s, -np.inf)
+    peak = s.max(-1, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(peak), peak, 0.0))
+    total = e.sum(-1, keepdims=True)
+    p = np.where(total > 0, e / np.where(total > 0, total, 1.0), 0.0)
+    out = np.einsum("bhij,bjhd->bihd", p, vv)
+    with np.errstate(divide="ignore"):
+        lse = np.where(total[..., 0] > 0, np.log(np.where(total[..., 0] > 0, total[..., 0], 1.0)) + peak[..., 0],
+                       -np.inf)
+    return out, lse
+
+
+CASES = [  # B, Sq, Skv, H, Hkv, D, causal
+    (2, 5, 7, 4, 2, 16, False),
+    (1, 6, 6, 3, 3, 32, True),
+    (2, 3, 9, 4, 1, 64, True),
+    (1, 8, 5, 2, 1, 16, True),  # Sq > Skv: the first three queries see no key
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "B{}_Sq{}_Skv{}_H{}_{}_D{}{}".format(*c[:6], "_causal" * c[6]))
+def test_matches_float64_attention(case):
+    B, Sq, Skv, H, Hkv, D, causal = case
+    rng = np.random.default_rng(sum(case))
+    q = rng.standard_normal((B, Sq, H, D), dtype=np.float32)
+    k = rng.standard_normal((B, Skv, Hkv, D), dtype=np.float32)
+    v = rng.standard_normal((B, Skv, Hkv, D), dtype=np.float32)
+    out, lse = F.flash_attention(q, k, v, is_causal=causal, return_lse=True)
+    want, want_lse = attention64(q, k, v, causal)
+    assert out.dtype == np.float32 and lse.dtype == np.float32 and lse.shape == (B, H, Sq)
+    np.testing.assert_allclose(out, want, rtol=2e-6, atol=1e-6)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-5, atol=1e-6)
+    # k as [B, D, Hkv, Skv], a scale of its own, into buffers.
+    o2, l2 = np.empty_like(out), np.empty_like(lse)
+    F.flash_attention(q, np.ascontiguousarray(k.transpose(0, 3, 2, 1)), v, causal, 0.25, o2, True, k_layout="bdhs",
+                      lse=l2)
+    want2, want_lse2 = attention64(q, k, v, causal, 0.25)
+    np.testing.assert_allclose(o2, want2, rtol=2e-6, atol=1e-6)
+    np.testing.assert_allclose(l2, want_lse2, rtol=1e-5, atol=1e-6)
+
+
+def test_16_bit_dtypes_round_once():
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((1, 4, 2, 32)).astype(np.float16) for _ in range(3))
+    want, _ = attention64(q, k, v, True)
+    np.testing.assert_allclose(F.flash_attention(q, k, v, is_causal=True).astype(np.float64), want, rtol=2**-10,
+                               atol=1e-6)
+    mld = ml_dtypes()
+    if mld is not None:
+        bf = [x.astype(np.float32).astype(mld.bfloat16) for x in (q, k, v)]
+        want, _ = attention64(*bf, False)
+        np.testing.assert_allclose(F.flash_attention(*bf).astype(np.float64), want, rtol=2**-7, atol=1e-6)
+
+
+def test_against_torch_sdpa():
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(2, 6, 4, 32, generator=g) for _ in range(3))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    for causal in (False, True):  # Sq == Skv: torch's top-left causal mask is the bottom-right one
+        got = F.flash_attention(q, k, v, is_causal=causal)
+        want = sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal).transpose(1, 2)
+        assert isinstance(got, torch.Tensor)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_flash_atten_class():
+    rng = np.random.default_rng(9)
+    cfg = lowbit.FlashAttenConfig(batch=2, heads=3, seq_len=5, dim=16, Q_dtype="float32", K_dtype="float32",
+                                  V_dtype="float32", Out_dtype="float32", layout="ntn", is_causal=True)
+    fa = lowbit.FlashAtten(cfg)
+    assert (fa.batch, fa.heads, fa.seq_len, fa.dim, fa.layout, fa.is_causal, fa.Accu_dtype) == (
+        2, 3, 5, 16, "ntn", True, "float32")
+    Q = rng.standard_normal((2, 5, 3, 16), dtype=np.float32)
+    K = rng.standard_normal((2, 5, 3, 16), dtype=np.float32)
+    V = rng.standard_normal((2, 5, 3, 16), dtype=np.float32)
+    want, _ = attention64(Q, K, V, True)
+    out = np.empty_like(Q)
+    assert fa(Q, np.ascontiguousarray(K.transpose(0, 3, 2, 1)), V, output=out) is out
+    np.testing.assert_allclose(out, want, rtol=2e-6, atol=1e-6)
+    with pytest.raises(ValueError, match=r"FlashAtten.forward: K must be \[2, 16, 3, 5\] for this config \(ntn"):
+        fa(Q, K, V)
+    with pytest.raises(ValueError, match="layout must be 'nnn' or 'ntn'"):
+        lowbit.FlashAttenConfig(1, 1, 1, 8, layout="tnn")
+    with pytest.raises(ValueError, match="Accu_dtype must be 'float32'"):
+        lowbit.FlashAttenConfig(1, 1, 1, 8, Accu_dtype="float16")
+    with pytest.raises(ValueError, match="must be one dtype"):
+        lowbit.FlashAttenConfig(1, 1, 1, 8, K_dtype="bfloat16")
+    with pytest.raises(ValueError, match="seq_len must be a positive int"):
+        lowbit.FlashAttenConfig(1, 1, 0, 8)
+
+
+def test_errors():
+    q = np.zeros((1, 4, 4, 8), np.float32)
+    k = np.zeros((1, 6, 2, 8), np.float32)
+    with pytest.raises(ValueError, match=r"flash_attention: q's heads must be a multiple of k's"):
+        F.flash_attention(q, np.zeros((1, 6, 3, 8), np.float32), np.zeros((1, 6, 3, 8), np.float32))
+    with pytest.raises(TypeError, match=r"flash_attention: k .*\(got float16\)"):
+        F.flash_attention(q, k.astype(np.float16), k)
+    with pytest.raises(ValueError, match="k_layout must be 'bshd' or 'bdhs'"):
+        F.flash_attention(q, k, k, k_layout="bhsd")
+    with pytest.raises(ValueError, match="scale must be nonzero"):
+        F.flash_attention(q, k, k, scale=0.0)
+    with pytest.raises(ValueError, match="return_lse with out= needs lse="):
+        F.flash_attention(q, k, k, out=np.empty_like(q), return_lse=True)
+
+
+def test_cuda_is_not_there_yet():
+    reason = torch_cuda_reason()
+    if reason is not None:
+        pytest.skip(f"torch CUDA: {reason}")
+    import torch
+    q = torch.zeros(1, 2, 2, 8, device="cuda")
+    with pytest.raises(Exception, match="flash_attention"):
+        F.flash_attention(q, q, q)
