@@ -53,6 +53,7 @@ from .functional import (
     dequantize_no_absmax,
     estimate_quantiles,
     flash_attention,
+    flash_attention_kvcache,
     fp8_gemm,
     fp8_grouped_gemm_contiguous,
     fp8_grouped_gemm_masked,

@@ -12,7 +12,7 @@ from . import _arrays, _lowbit
 
 Array = Any
 
-__all__ = ["FlashAtten", "FlashAttenConfig", "flash_attention"]
+__all__ = ["FlashAtten", "FlashAttenConfig", "flash_attention", "flash_attention_kvcache"]
 
 
 def flash_attention(q: Array, k: Array, v: Array, is_causal: bool = False, scale: Optional[float] = None,
@@ -61,6 +61,47 @@ def flash_attention(q: Array, k: Array, v: Array, is_causal: bool = False, scale
         call.done()
         return (out, lse) if return_lse else out
     raw_out, raw_lse = _lowbit.flash_attention(*args, bool(return_lse), None, None, call.ctx)
+    result = call.result(raw_out)
+    lse_result = call.result(raw_lse) if return_lse else None
+    call.done()
+    return (result, lse_result) if return_lse else result
+
+
+def flash_attention_kvcache(q: Array, k_cache: Array, v_cache: Array, cache_seqlens: Array,
+                            block_table: Optional[Array] = None, is_causal: bool = False,
+                            scale: Optional[float] = None, out: Optional[Array] = None, return_lse: bool = False, *,
+                            lse: Optional[Array] = None, stream: Any = None) -> Union[Array, Tuple[Array, Array]]:
+    """Attention of q against a KV cache (decode, chunked prefill), as :func:`flash_attention` otherwise.
+
+    Parameters
+    ----------
+    q : array
+        [B, Sq, H, D].
+    k_cache, v_cache : array
+        Contiguous: [B, S_max, Hkv, D] and [B, S_max, Hkv, Dv]. Paged (with ``block_table``, as vLLM lays it
+        out): [pages, P, Hkv, D] and [pages, P, Hkv, Dv], token ``j`` of sequence ``b`` at row ``j % P`` of page
+        ``block_table[b, j // P]``.
+    cache_seqlens : array
+        int32 [B]: the cache tokens sequence ``b``'s queries see (the first ``cache_seqlens[b]``); causal masks
+        align bottom-right against that length. On a GPU it stays there: no host synchronization.
+    block_table : array, optional
+        int32 [B, max_pages].
+    """
+    call = _arrays.Call("flash_attention_kvcache", q, "q", stream)
+    sc = 0.0 if scale is None else _arrays.real(scale, call.op, "scale")
+    if sc == 0.0 and scale is not None:
+        raise ValueError("flash_attention_kvcache: scale must be nonzero (None: 1 / sqrt(D); got 0)")
+    if lse is not None and out is None:
+        raise ValueError("flash_attention_kvcache: lse= needs out= (without out, return_lse=True returns a new one)")
+    args = (call.arg(q, "q"), call.arg(k_cache, "k_cache"), call.arg(v_cache, "v_cache"),
+            call.arg(cache_seqlens, "cache_seqlens"), call.opt(block_table, "block_table"), bool(is_causal), sc)
+    if out is not None:
+        if return_lse and lse is None:
+            raise ValueError("flash_attention_kvcache: return_lse with out= needs lse= (a float32 [B, H, Sq] buffer)")
+        _lowbit.flash_attention_kvcache(*args, bool(return_lse), call.out(out, "out"), call.out(lse, "lse"), call.ctx)
+        call.done()
+        return (out, lse) if return_lse else out
+    raw_out, raw_lse = _lowbit.flash_attention_kvcache(*args, bool(return_lse), None, None, call.ctx)
     result = call.result(raw_out)
     lse_result = call.result(raw_lse) if return_lse else None
     call.done()

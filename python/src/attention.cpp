@@ -37,6 +37,35 @@ nb::object flash_attention_py(const InArray& q, const InArray& k, const InArray&
   return nb::make_tuple(to_py(r.out), to_py(r.lse, "lse"));
 }
 
+nb::object kvcache_py(const InArray& q, const InArray& k_cache, const InArray& v_cache, const InArray& cache_seqlens,
+                      const std::optional<InArray>& block_table, bool causal, double scale, bool return_lse,
+                      const std::optional<OutArray>& out, const std::optional<OutArray>& lse, nb::handle stream_arg) {
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const char* op = FlashAttentionKvcacheArgs::kName;
+  FlashAttentionKvcacheArgs x{to_ref(op, "q", q),
+                              to_ref(op, "k_cache", k_cache),
+                              to_ref(op, "v_cache", v_cache),
+                              to_ref(op, "cache_seqlens", cache_seqlens),
+                              to_ref(op, "block_table", block_table),
+                              {},
+                              {},
+                              scale,
+                              causal};
+  if (out) {
+    x.out = to_ref(op, "out", *out);
+    if (lse) x.lse = to_ref(op, "lse", *lse);
+    run_op(x, x.q.device, ctx.stream);
+    return nb::none();
+  }
+  const FlashAttentionResult r = without_gil([&] {
+    return flash_attention_kvcache(x.q, x.k_cache, x.v_cache, x.cache_seqlens, x.block_table, causal, scale,
+                                   return_lse, ctx.stream);
+  });
+  if (!return_lse) return nb::make_tuple(to_py(r.out), nb::none());
+  return nb::make_tuple(to_py(r.out), to_py(r.lse, "lse"));
+}
+
 }  // namespace
 
 void bind_attention(nb::module_& m) {
@@ -44,6 +73,10 @@ void bind_attention(nb::module_& m) {
   m.def("flash_attention", &flash_attention_py, arg("q"), arg("k"), arg("v"), arg("causal"), arg("scale"),
         arg("k_layout"), arg("return_lse"), arg("out").none(), arg("lse").none(), arg("stream") = 0,
         "Attention softmax(scale q k^T) v; (out, lse or None), or None when out was given.");
+  m.def("flash_attention_kvcache", &kvcache_py, arg("q"), arg("k_cache"), arg("v_cache"), arg("cache_seqlens"),
+        arg("block_table").none(), arg("causal"), arg("scale"), arg("return_lse"), arg("out").none(),
+        arg("lse").none(), arg("stream") = 0,
+        "Attention against a KV cache (contiguous, or paged with block_table); as flash_attention.");
 }
 
 }  // namespace lowbit::python

@@ -18,3 +18,21 @@ lowbit_status lowbit_flash_attention(const DLTensor* q, const DLTensor* k, const
     run_op(x, x.q.device, stream);
   });
 }
+
+lowbit_status lowbit_flash_attention_kvcache(const DLTensor* q, const DLTensor* k_cache, const DLTensor* v_cache,
+                                             const DLTensor* cache_seqlens, const DLTensor* block_table, int causal,
+                                             double scale, DLTensor* out, DLTensor* lse, void* stream) {
+  constexpr const char* op = FlashAttentionKvcacheArgs::kName;
+  return guarded(op, [&] {
+    const FlashAttentionKvcacheArgs x{to_ref(op, "q", q),
+                                      to_ref(op, "k_cache", k_cache),
+                                      to_ref(op, "v_cache", v_cache),
+                                      to_ref(op, "cache_seqlens", cache_seqlens),
+                                      to_ref(op, "block_table", block_table),
+                                      to_ref(op, "out", out),
+                                      to_ref(op, "lse", lse),
+                                      scale,
+                                      causal != 0};
+    run_op(x, x.q.device, stream);
+  });
+}

@@ -49,4 +49,5 @@
   X(SampledAddmmArgs)                      \
   X(BsrSoftmaxArgs)                        \
   X(ScatterMmArgs)                         \
-  X(FlashAttentionArgs)
+  X(FlashAttentionArgs)                    \
+  X(FlashAttentionKvcacheArgs)

@@ -31,8 +31,31 @@ static void test_attention(void) {
   CHECK_FAILS(lowbit_flash_attention(&tq, &tk, &tv, 0, 1.0, 0, NULL, NULL, NULL), LOWBIT_INVALID_ARGUMENT, "out");
 }
 
+/* The cache form: the two keys above as a one-sequence cache of length 2 give the same output; a length of 1
+ * gives v[0]; a length past the cache is refused by name. */
+static void test_kvcache(void) {
+  static float q[2] = {1.0f, 0.0f}, k[4] = {1.0f, 0.0f, 0.0f, 1.0f}, v[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+  static float out[2], want[2];
+  static int32_t two[1] = {2}, one[1] = {1}, three[1] = {3};
+  int64_t qs[4] = {1, 1, 1, 2}, ks[4] = {1, 2, 1, 2}, ns[1] = {1};
+  DLTensor tq = make_tensor(q, kDLFloat, 32, 4, qs), tk = make_tensor(k, kDLFloat, 32, 4, ks);
+  DLTensor tv = make_tensor(v, kDLFloat, 32, 4, ks), tout = make_tensor(out, kDLFloat, 32, 4, qs);
+  DLTensor twant = make_tensor(want, kDLFloat, 32, 4, qs);
+  DLTensor t2 = make_tensor(two, kDLInt, 32, 1, ns), t1 = make_tensor(one, kDLInt, 32, 1, ns);
+  DLTensor t3 = make_tensor(three, kDLInt, 32, 1, ns);
+  CHECK_OK(lowbit_flash_attention(&tq, &tk, &tv, 0, 1.0, 0, &twant, NULL, NULL));
+  CHECK_OK(lowbit_flash_attention_kvcache(&tq, &tk, &tv, &t2, NULL, 0, 1.0, &tout, NULL, NULL));
+  CHECK(out[0] == want[0] && out[1] == want[1], "kvcache: the dense result (got %g %g, want %g %g)", out[0], out[1],
+        want[0], want[1]);
+  CHECK_OK(lowbit_flash_attention_kvcache(&tq, &tk, &tv, &t1, NULL, 0, 1.0, &tout, NULL, NULL));
+  CHECK(out[0] == 1.0f && out[1] == 2.0f, "kvcache: one token (got %g %g)", out[0], out[1]);
+  CHECK_FAILS(lowbit_flash_attention_kvcache(&tq, &tk, &tv, &t3, NULL, 0, 1.0, &tout, NULL, NULL),
+              LOWBIT_INVALID_ARGUMENT, "cache_seqlens[0] must be in [0, 2] (got 3)");
+}
+
 int main(void) {
   test_attention();
+  test_kvcache();
   printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

@@ -18,6 +18,8 @@ def attention64(q, k, v, causal, scale=None):
     B, Sq, H, D = q.shape
     Skv, Hkv = k.shape[1], k.shape[2]
     scale = 1.0 / np.sqrt(D) if scale is None else scale
+    if Skv == 0:  # no key: zeros and -inf
+        return np.zeros((B, Sq, H, v.shape[3])), np.full((B, H, Sq), -np.inf)
     kk, vv = np.repeat(k, H // Hkv, axis=2), np.repeat(v, H // Hkv, axis=2)
     s = np.einsum("bihd,bjhd->bhij", q, kk) * scale
     if causal:
@@ -137,3 +139,36 @@ def test_cuda_is_not_there_yet():
     q = torch.zeros(1, 2, 2, 8, device="cuda")
     with pytest.raises(Exception, match="flash_attention"):
         F.flash_attention(q, q, q)
+
+
+def test_kvcache_paged_and_contiguous():
+    """Decode against a KV cache: contiguous and paged (shuffled pages) caches give flash_attention's result over
+    each sequence's first cache_seqlens tokens."""
+    rng = np.random.default_rng(21)
+    B, Sq, H, Hkv, D, S_max, P, pages = 3, 2, 4, 2, 16, 11, 4, 3
+    lens = np.array([11, 0, 6], np.int32)
+    q = rng.standard_normal((B, Sq, H, D), dtype=np.float32)
+    kc = rng.standard_normal((B, S_max, Hkv, D), dtype=np.float32)
+    vc = rng.standard_normal((B, S_max, Hkv, D), dtype=np.float32)
+    perm = rng.permutation(B * pages).astype(np.int32).reshape(B, pages)
+    kp = np.zeros((B * pages, P, Hkv, D), np.float32)
+    vp = np.zeros_like(kp)
+    for b in range(B):
+        for j in range(S_max):
+            kp[perm[b, j // P], j % P] = kc[b, j]
+            vp[perm[b, j // P], j % P] = vc[b, j]
+    for causal in (False, True):
+        out_c, lse_c = F.flash_attention_kvcache(q, kc, vc, lens, is_causal=causal, return_lse=True)
+        out_p = F.flash_attention_kvcache(q, kp, vp, lens, perm, is_causal=causal)
+        np.testing.assert_array_equal(out_c, out_p)
+        for b in range(B):
+            n = int(lens[b])
+            want, want_lse = attention64(q[b:b + 1], kc[b:b + 1, :n], vc[b:b + 1, :n], causal)
+            np.testing.assert_allclose(out_c[b:b + 1], want, rtol=2e-6, atol=1e-6)
+            np.testing.assert_allclose(lse_c[b:b + 1], want_lse, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"cache_seqlens\[0\] must be in \[0, 11\] \(got 12\)"):
+        F.flash_attention_kvcache(q, kc, vc, np.array([12, 0, 0], np.int32))
+    with pytest.raises(ValueError, match=r"block_table\[1, 0\] must be a page of the cache"):
+        bad = perm.copy()
+        bad[1, 0] = 99
+        F.flash_attention_kvcache(q, kp, vp, np.array([1, 1, 1], np.int32), bad)

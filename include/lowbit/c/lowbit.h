@@ -262,6 +262,13 @@ LOWBIT_C_API lowbit_status lowbit_scatter_mm(int format, const DLTensor* blocks,
 LOWBIT_C_API lowbit_status lowbit_flash_attention(const DLTensor* q, const DLTensor* k, const DLTensor* v, int causal,
                                                   double scale, int k_layout, DLTensor* out, DLTensor* lse,
                                                   void* stream);
+/* The same against a KV cache (docs/attention.md): sequence b's keys are the first cache_seqlens[b] (int32 [B])
+ * tokens of k_cache [B, S_max, Hkv, D] / v_cache [B, S_max, Hkv, Dv], or with block_table (int32 [B, max_pages];
+ * NULL: contiguous) of the paged caches [pages, P, Hkv, D] / [pages, P, Hkv, Dv]. CPU only for now. */
+LOWBIT_C_API lowbit_status lowbit_flash_attention_kvcache(const DLTensor* q, const DLTensor* k_cache,
+                                                          const DLTensor* v_cache, const DLTensor* cache_seqlens,
+                                                          const DLTensor* block_table, int causal, double scale,
+                                                          DLTensor* out, DLTensor* lse, void* stream);
 
 /* 256 quantiles of input (n >= 256) at linspace(offset, 1 - offset, 256);
  * out float32 [256]. */

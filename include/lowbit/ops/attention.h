@@ -11,6 +11,13 @@
 //     key gives zeros and a log-sum-exp of -inf. lse (optional) [B, H, Sq]
 //     float32: log(sum_j exp(s_j)) of each query's scores s_j (natural
 //     log), so callers can merge partial attentions.
+//   flash_attention_kvcache: the same for queries against a KV cache (decode,
+//     chunked prefill): sequence b's keys are the first cache_seqlens[b]
+//     tokens of its cache, token j at k_cache[b, j] (contiguous, k_cache
+//     [B, S_max, Hkv, D]) or at row j % P of page block_table[b, j / P]
+//     (paged as vLLM lays it out, k_cache [pages, P, Hkv, D]); causal as
+//     above with Skv = cache_seqlens[b]. The lengths and pages live on the
+//     device: the CPU checks them (an error naming the entry).
 //   The reference sums in float64 and rounds each output once.
 #pragma once
 
@@ -40,6 +47,21 @@ struct FlashAttentionArgs {
 
 LOWBIT_DECLARE_OP(FlashAttentionArgs)
 
+struct FlashAttentionKvcacheArgs {
+  static constexpr const char* kName = "flash_attention_kvcache";
+  TensorRef q;              // f16/bf16/f32 [B, Sq, H, D], contiguous
+  TensorRef k_cache;        // q's dtype: [B, S_max, Hkv, D], or [pages, P, Hkv, D] with block_table; contiguous
+  TensorRef v_cache;        // q's dtype, k_cache's leading dims, then Dv; contiguous
+  TensorRef cache_seqlens;  // i32 [B]: the cache tokens sequence b's queries see
+  TensorRef block_table;    // i32 [B, max_pages]: optional (paged); the first ceil(cache_seqlens[b] / P) are read
+  TensorRef out;            // q's dtype [B, Sq, H, Dv], contiguous
+  TensorRef lse;            // f32 [B, H, Sq], contiguous; optional
+  double scale = 0.0;
+  bool causal = false;
+};
+
+LOWBIT_DECLARE_OP(FlashAttentionKvcacheArgs)
+
 struct FlashAttentionResult {
   Tensor out;
   Tensor lse;  // absent unless asked for
@@ -49,5 +71,11 @@ struct FlashAttentionResult {
 FlashAttentionResult flash_attention(const TensorRef& q, const TensorRef& k, const TensorRef& v, bool causal = false,
                                      double scale = 0.0, bool return_lse = false, KLayout k_layout = KLayout::bshd,
                                      Stream stream = {});
+
+// The allocating call of flash_attention_kvcache (block_table absent: a contiguous cache).
+FlashAttentionResult flash_attention_kvcache(const TensorRef& q, const TensorRef& k_cache, const TensorRef& v_cache,
+                                             const TensorRef& cache_seqlens, const TensorRef& block_table = {},
+                                             bool causal = false, double scale = 0.0, bool return_lse = false,
+                                             Stream stream = {});
 
 }  // namespace lowbit

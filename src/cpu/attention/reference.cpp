@@ -1,4 +1,4 @@
-// flash_attention on the CPU: the reference (lowbit/ops/attention.h). Per
+// flash_attention and flash_attention_kvcache on the CPU: the reference (lowbit/ops/attention.h). Per
 // (batch, head, query): the scores in float64, their maximum, the exponentials'
 // sum, the weighted sum of v in float64, each output rounded once (to float32,
 // then to the dtype); the log-sum-exp in float64, rounded to float32.
@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/check.h"
 #include "core/float_convert.h"
 #include "core/registry.h"
 #include "cpu/quant/elementwise.h"
@@ -17,51 +18,106 @@
 namespace lowbit::core::cpu {
 namespace {
 
+// One query's attention over `count` keys: k_at(j, d) and v_row(j) read
+// them; out_row gets the result (zeros when count is 0), *lse its log-sum-exp
+// (-inf then) when lse is not null.
+template <class T, class KAt, class VRow>
+void attend(const T* qi, int64_t D, int64_t Dv, int64_t count, double scale, const KAt& k_at, const VRow& v_row,
+            T* out_row, float* lse) {
+  if (count <= 0) {  // no key: zeros, and a log-sum-exp of -inf
+    for (int64_t e = 0; e < Dv; ++e) out_row[e] = from_f32<T>(0.0f);
+    if (lse) *lse = -std::numeric_limits<float>::infinity();
+    return;
+  }
+  std::vector<double> s(static_cast<size_t>(count));
+  double peak = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < count; ++j) {
+    double dot = 0.0;
+    for (int64_t d = 0; d < D; ++d) dot += static_cast<double>(to_f32(qi[d])) * to_f32(k_at(j, d));
+    s[static_cast<size_t>(j)] = scale * dot;
+    peak = std::max(peak, s[static_cast<size_t>(j)]);
+  }
+  double sum = 0.0;
+  for (int64_t j = 0; j < count; ++j) sum += std::exp(s[static_cast<size_t>(j)] - peak);
+  std::vector<double> acc(static_cast<size_t>(Dv), 0.0);
+  for (int64_t j = 0; j < count; ++j) {
+    const double p = std::exp(s[static_cast<size_t>(j)] - peak) / sum;
+    const T* vj = v_row(j);
+    for (int64_t e = 0; e < Dv; ++e) acc[static_cast<size_t>(e)] += p * to_f32(vj[e]);
+  }
+  for (int64_t e = 0; e < Dv; ++e) out_row[e] = from_f32<T>(static_cast<float>(acc[static_cast<size_t>(e)]));
+  if (lse) *lse = static_cast<float>(peak + std::log(sum));
+}
+
+// The keys query i of Sq sees among `keys`: all, or causally those j <= i + keys - Sq (bottom-right).
+int64_t visible(bool causal, int64_t i, int64_t Sq, int64_t keys) {
+  return causal ? std::max<int64_t>(0, std::min(keys, i + keys - Sq + 1)) : keys;
+}
+
+double scale_of(double scale, int64_t D) { return scale != 0.0 ? scale : 1.0 / std::sqrt(static_cast<double>(D)); }
+
 template <class T>
 void reference(const FlashAttentionArgs& a) {
   const bool t = a.k_layout == KLayout::bdhs;
   const int64_t B = a.q.size(0), Sq = a.q.size(1), H = a.q.size(2), D = a.q.size(3);
   const int64_t Skv = t ? a.k.size(3) : a.k.size(1), Hkv = a.k.size(2), Dv = a.v.size(3);
   const int64_t group = H / Hkv;
-  const double scale = a.scale != 0.0 ? a.scale : 1.0 / std::sqrt(static_cast<double>(D));
+  const double scale = scale_of(a.scale, D);
   const T* q = a.q.ptr<const T>();
   const T* k = a.k.ptr<const T>();
   const T* v = a.v.ptr<const T>();
   T* out = a.out.ptr<T>();
   float* lse = a.lse.present() ? a.lse.ptr<float>() : nullptr;
-  // k[b, j, g, d] (bshd) or k[b, d, g, j] (bdhs).
-  const auto k_at = [&](int64_t b, int64_t j, int64_t g, int64_t d) {
-    return t ? k[((b * D + d) * Hkv + g) * Skv + j] : k[((b * Skv + j) * Hkv + g) * D + d];
-  };
   parallel_for(B * H * Sq, B * H * Sq * Skv * (D + Dv), [&](int64_t task) {
     const int64_t i = task % Sq, h = task / Sq % H, b = task / Sq / H, g = h / group;
-    // Bottom-right causal alignment: query i sees keys j <= i + Skv - Sq.
-    const int64_t last = a.causal ? std::min(Skv - 1, i + Skv - Sq) : Skv - 1;
-    const T* qi = q + ((b * Sq + i) * H + h) * D;
-    T* oi = out + ((b * Sq + i) * H + h) * Dv;
-    std::vector<double> s(static_cast<size_t>(std::max<int64_t>(last + 1, 0)));
-    double peak = -std::numeric_limits<double>::infinity();
-    for (int64_t j = 0; j <= last; ++j) {
-      double dot = 0.0;
-      for (int64_t d = 0; d < D; ++d) dot += static_cast<double>(to_f32(qi[d])) * to_f32(k_at(b, j, g, d));
-      s[static_cast<size_t>(j)] = scale * dot;
-      peak = std::max(peak, s[static_cast<size_t>(j)]);
+    // k[b, j, g, d] (bshd) or k[b, d, g, j] (bdhs).
+    const auto k_at = [&](int64_t j, int64_t d) {
+      return t ? k[((b * D + d) * Hkv + g) * Skv + j] : k[((b * Skv + j) * Hkv + g) * D + d];
+    };
+    const auto v_row = [&](int64_t j) { return v + ((b * Skv + j) * Hkv + g) * Dv; };
+    attend(q + ((b * Sq + i) * H + h) * D, D, Dv, visible(a.causal, i, Sq, Skv), scale, k_at, v_row,
+           out + ((b * Sq + i) * H + h) * Dv, lse ? lse + (b * H + h) * Sq + i : nullptr);
+  });
+}
+
+// The cache's keys of each sequence: the first cache_seqlens[b] tokens, row j at
+// k_cache[b, j] (contiguous) or k_cache[block_table[b, j / P], j % P] (paged).
+template <class T>
+void kvcache_reference(const FlashAttentionKvcacheArgs& a) {
+  const char* op = FlashAttentionKvcacheArgs::kName;
+  const bool paged = a.block_table.present();
+  const int64_t B = a.q.size(0), Sq = a.q.size(1), H = a.q.size(2), D = a.q.size(3);
+  const int64_t rows = a.k_cache.size(1), Hkv = a.k_cache.size(2), Dv = a.v_cache.size(3);
+  const int64_t pages = paged ? a.block_table.size(1) : 1, slots = a.k_cache.size(0);
+  const int64_t capacity = paged ? pages * rows : rows, group = H / Hkv;
+  const int32_t* lens = a.cache_seqlens.ptr<const int32_t>();
+  const int32_t* table = paged ? a.block_table.ptr<const int32_t>() : nullptr;
+  // Every length and every page a sequence uses, checked before anything is written.
+  for (int64_t b = 0; b < B; ++b) {
+    LOWBIT_REQUIRE(lens[b] >= 0 && lens[b] <= capacity, ErrorCode::invalid_argument, op, ": cache_seqlens[", b,
+                   "] must be in [0, ", capacity, "] (got ", lens[b], ")");
+    for (int64_t p = 0; paged && p * rows < lens[b]; ++p) {
+      const int32_t page = table[b * pages + p];
+      LOWBIT_REQUIRE(page >= 0 && page < slots, ErrorCode::invalid_argument, op, ": block_table[", b, ", ", p,
+                     "] must be a page of the cache in [0, ", slots, ") (got ", page, ")");
     }
-    if (last < 0) {  // no key: zeros, and a log-sum-exp of -inf
-      for (int64_t e = 0; e < Dv; ++e) oi[e] = from_f32<T>(0.0f);
-      if (lse) lse[(b * H + h) * Sq + i] = -std::numeric_limits<float>::infinity();
-      return;
-    }
-    double sum = 0.0;
-    for (int64_t j = 0; j <= last; ++j) sum += std::exp(s[static_cast<size_t>(j)] - peak);
-    std::vector<double> acc(static_cast<size_t>(Dv), 0.0);
-    for (int64_t j = 0; j <= last; ++j) {
-      const double p = std::exp(s[static_cast<size_t>(j)] - peak) / sum;
-      const T* vj = v + ((b * Skv + j) * Hkv + g) * Dv;
-      for (int64_t e = 0; e < Dv; ++e) acc[static_cast<size_t>(e)] += p * to_f32(vj[e]);
-    }
-    for (int64_t e = 0; e < Dv; ++e) oi[e] = from_f32<T>(static_cast<float>(acc[static_cast<size_t>(e)]));
-    if (lse) lse[(b * H + h) * Sq + i] = static_cast<float>(peak + std::log(sum));
+  }
+  const double scale = scale_of(a.scale, D);
+  const T* q = a.q.ptr<const T>();
+  const T* k = a.k_cache.ptr<const T>();
+  const T* v = a.v_cache.ptr<const T>();
+  T* out = a.out.ptr<T>();
+  float* lse = a.lse.present() ? a.lse.ptr<float>() : nullptr;
+  parallel_for(B * H * Sq, B * H * Sq * capacity * (D + Dv), [&](int64_t task) {
+    const int64_t i = task % Sq, h = task / Sq % H, b = task / Sq / H, g = h / group;
+    // The cache row of token j: [slot, row within it].
+    const auto row_of = [&](int64_t j) {
+      return paged ? int64_t{table[b * pages + j / rows]} * rows + j % rows : b * rows + j;
+    };
+    const auto k_at = [&](int64_t j, int64_t d) { return k[(row_of(j) * Hkv + g) * D + d]; };
+    const auto v_row = [&](int64_t j) { return v + (row_of(j) * Hkv + g) * Dv; };
+    attend(q + ((b * Sq + i) * H + h) * D, D, Dv, visible(a.causal, i, Sq, lens[b]), scale, k_at, v_row,
+           out + ((b * Sq + i) * H + h) * Dv, lse ? lse + (b * H + h) * Sq + i : nullptr);
   });
 }
 
@@ -70,10 +126,18 @@ void flash_attention_reference(const FlashAttentionArgs& a, void* /*workspace*/,
   with_float_type(a.q.dtype, FlashAttentionArgs::kName, [&](auto type) { reference<decltype(type)>(a); });
 }
 
+void flash_attention_kvcache_reference(const FlashAttentionKvcacheArgs& a, void* /*workspace*/, Stream /*stream*/) {
+  if (a.out.numel() == 0) return;
+  with_float_type(a.q.dtype, FlashAttentionKvcacheArgs::kName,
+                  [&](auto type) { kvcache_reference<decltype(type)>(a); });
+}
+
 }  // namespace
 
 void register_attention_ops() {
   OpRegistry<FlashAttentionArgs>::add({"cpu-reference", DeviceType::cpu, 0, flash_attention_reference});
+  OpRegistry<FlashAttentionKvcacheArgs>::add(
+      {"cpu-reference", DeviceType::cpu, 0, flash_attention_kvcache_reference});
 }
 
 }  // namespace lowbit::core::cpu

@@ -52,7 +52,80 @@ Dims dims_of(const char* op, const TensorRef& q, const TensorRef& k, const Tenso
   return d;
 }
 
+// The dims of a kvcache call, its q, caches, lengths and block table checked.
+Dims kvcache_dims_of(const FlashAttentionKvcacheArgs& a) {
+  const char* op = FlashAttentionKvcacheArgs::kName;
+  core::require_present(op, "q", a.q);
+  core::require_dtype(op, "q", a.q, {DType::f16, DType::bf16, DType::f32});
+  const bool paged = a.block_table.present();
+  for (const auto& [name, t] : {std::pair<const char*, const TensorRef*>{"q", &a.q}, {"k_cache", &a.k_cache},
+                                {"v_cache", &a.v_cache}}) {
+    core::require_present(op, name, *t);
+    LOWBIT_REQUIRE(t->ndim == 4, ErrorCode::invalid_argument, op, ": ", name, " must be 4-D (",
+                   t == &a.q ? "[B, Sq, H, D]" : paged ? "[pages, P, Hkv, D]" : "[B, S_max, Hkv, D]", "; got ",
+                   t->ndim, "-D ", core::shape_str(*t), ")");
+    if (t != &a.q) core::require_dtype(op, name, *t, {a.q.dtype});
+    core::require_contiguous(op, name, *t);
+  }
+  Dims d{};
+  d.B = a.q.size(0), d.Sq = a.q.size(1), d.H = a.q.size(2), d.D = a.q.size(3);
+  d.Skv = a.k_cache.size(1), d.Hkv = a.k_cache.size(2), d.Dv = a.v_cache.size(3);
+  LOWBIT_REQUIRE(d.D >= 1 && d.Dv >= 1, ErrorCode::invalid_argument, op, ": head dims must be positive (got D = ", d.D,
+                 ", Dv = ", d.Dv, ")");
+  LOWBIT_REQUIRE(a.k_cache.size(3) == d.D, ErrorCode::invalid_argument, op, ": k_cache's head dim must be q's ", d.D,
+                 " (got ", a.k_cache.size(3), ")");
+  LOWBIT_REQUIRE(a.v_cache.size(0) == a.k_cache.size(0) && a.v_cache.size(1) == d.Skv && a.v_cache.size(2) == d.Hkv,
+                 ErrorCode::invalid_argument, op, ": v_cache must share k_cache's leading dims ",
+                 core::shape_str(a.k_cache), " (got ", core::shape_str(a.v_cache), ")");
+  LOWBIT_REQUIRE(d.Hkv >= 1 && d.H % d.Hkv == 0, ErrorCode::invalid_argument, op,
+                 ": q's heads must be a multiple of the caches' (grouped-query; got H = ", d.H, ", Hkv = ", d.Hkv,
+                 ")");
+  if (!paged) {
+    LOWBIT_REQUIRE(a.k_cache.size(0) == d.B, ErrorCode::invalid_argument, op,
+                   ": a contiguous k_cache holds one sequence per batch row: ", d.B, " (got ", a.k_cache.size(0),
+                   "; give block_table for a paged cache)");
+  } else {
+    // [B, max_pages]: the shape check names both shapes.
+    ops::require_shaped(op, "block_table", a.block_table, {DType::i32},
+                        {d.B, a.block_table.ndim == 2 ? a.block_table.size(1) : 0});
+  }
+  ops::require_shaped(op, "cache_seqlens", a.cache_seqlens, {DType::i32}, {d.B});
+  return d;
+}
+
 }  // namespace
+
+void check(const FlashAttentionKvcacheArgs& a) {
+  const char* op = FlashAttentionKvcacheArgs::kName;
+  const Dims d = kvcache_dims_of(a);
+  ops::require_shaped(op, "out", a.out, {a.q.dtype}, {d.B, d.Sq, d.H, d.Dv});
+  if (a.lse.present()) ops::require_shaped(op, "lse", a.lse, {DType::f32}, {d.B, d.H, d.Sq});
+  LOWBIT_REQUIRE(std::isfinite(a.scale), ErrorCode::invalid_argument, op,
+                 ": scale must be finite (0: 1 / sqrt(D); got ", a.scale, ")");
+  core::require_same_device(op, {{"q", &a.q},
+                                 {"k_cache", &a.k_cache},
+                                 {"v_cache", &a.v_cache},
+                                 {"cache_seqlens", &a.cache_seqlens},
+                                 {"block_table", &a.block_table},
+                                 {"out", &a.out},
+                                 {"lse", &a.lse}});
+}
+size_t workspace_size(const FlashAttentionKvcacheArgs& a) { return ops::backend_workspace(a, a.q.device); }
+void run(const FlashAttentionKvcacheArgs& a, void* ws, Stream s) { ops::dispatch(a, a.q.device, ws, s); }
+
+FlashAttentionResult flash_attention_kvcache(const TensorRef& q, const TensorRef& k_cache, const TensorRef& v_cache,
+                                             const TensorRef& cache_seqlens, const TensorRef& block_table, bool causal,
+                                             double scale, bool return_lse, Stream stream) {
+  FlashAttentionKvcacheArgs x{q, k_cache, v_cache, cache_seqlens, block_table, {}, {}, scale, causal};
+  const Dims d = kvcache_dims_of(x);
+  FlashAttentionResult r;
+  r.out = Tensor::empty({d.B, d.Sq, d.H, d.Dv}, q.dtype, q.device, stream);
+  if (return_lse) r.lse = Tensor::empty({d.B, d.H, d.Sq}, DType::f32, q.device, stream);
+  x.out = r.out.ref();
+  x.lse = r.lse.ref();
+  ops::run_with_workspace(x, q.device, stream);
+  return r;
+}
 
 void check(const FlashAttentionArgs& a) {
   const char* op = FlashAttentionArgs::kName;

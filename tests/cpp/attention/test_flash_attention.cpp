@@ -2,9 +2,13 @@
 // dtype, grouped-query and multi-query heads, Sq < Skv, Sq == Skv and
 // Sq > Skv under the bottom-right causal mask (queries that see no key give
 // zeros and a log-sum-exp of -inf), no keys at all, K in either layout, a
-// scale of its own, different head dims for k and v; and the errors.
+// scale of its own, different head dims for k and v; and the errors. The
+// KV-cache form: a paged cache, a contiguous one and the dense op agree bit for
+// bit; its errors.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -133,6 +137,98 @@ TEST(FlashAttention, Errors) {
   Tensor out = Tensor::empty({1, 4, 4, 7}, DType::f32);
   expect_error([&] { run(FlashAttentionArgs{q, k, v, out, {}, 0.0, false, KLayout::bshd}); }, bad,
                {"flash_attention: out", "[1, 4, 4, 8]"});
+}
+
+}  // namespace
+}  // namespace lowbit::test
+
+namespace lowbit::test {
+namespace {
+
+Tensor i32_tensor(const std::vector<int32_t>& v, std::vector<int64_t> shape) {
+  Tensor t = Tensor::empty(Shape(shape), DType::i32);
+  std::memcpy(t.data(), v.data(), v.size() * sizeof(int32_t));
+  return t;
+}
+
+// Rows [b, 0, g, 0] .. [b, n - 1, g, last] of t [B, S, G, E], as a [1, n, G, E] tensor.
+Tensor first_rows(const Tensor& t, int64_t b, int64_t n) {
+  const int64_t S = t.size(1), G = t.size(2), E = t.size(3);
+  const size_t row = static_cast<size_t>(G * E) * dtype_storage_bytes(t.dtype(), 1);
+  Tensor r = Tensor::empty({1, n, G, E}, t.dtype());
+  std::memcpy(r.data(), static_cast<const uint8_t*>(t.data()) + static_cast<size_t>(b * S) * row,
+              static_cast<size_t>(n) * row);
+  return r;
+}
+
+// The cache of each sequence given three ways: contiguous [B, S_max, Hkv, D], paged over shuffled pages of P
+// tokens, and as its own first tokens to the dense op; the three give the same bits (the same sums in the same
+// order), and the dense op is checked against float64 above.
+TEST(FlashAttentionKvcache, PagedContiguousAndDenseAgree) {
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (bool causal : {false, true}) {
+      const int64_t B = 3, Sq = 2, H = 4, Hkv = 2, D = 16, Dv = 8, S_max = 13, P = 4, max_pages = 4;
+      const std::vector<int32_t> lens{13, 1, 7};
+      const Tensor q = random_floats({B, Sq, H, D}, dtype);
+      const Tensor kc = random_floats({B, S_max, Hkv, D}, dtype), vc = random_floats({B, S_max, Hkv, Dv}, dtype);
+      // Pages: sequence b's page p holds tokens p*P .. p*P + P - 1, at slot perm[b * max_pages + p].
+      std::vector<int32_t> perm(static_cast<size_t>(B * max_pages));
+      for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int32_t>(i);
+      std::shuffle(perm.begin(), perm.end(), rng());
+      const int64_t slots = B * max_pages;
+      Tensor kp = Tensor::empty({slots, P, Hkv, D}, dtype), vp = Tensor::empty({slots, P, Hkv, Dv}, dtype);
+      std::memset(kp.data(), 0, kp.nbytes());
+      std::memset(vp.data(), 0, vp.nbytes());
+      const size_t e = dtype_storage_bytes(dtype, 1);
+      for (int64_t b = 0; b < B; ++b) {
+        for (int64_t j = 0; j < S_max && j < max_pages * P; ++j) {
+          const int64_t slot = perm[static_cast<size_t>(b * max_pages + j / P)], r = j % P;
+          std::memcpy(static_cast<uint8_t*>(kp.data()) + ((slot * P + r) * Hkv * D) * e,
+                      static_cast<const uint8_t*>(kc.data()) + ((b * S_max + j) * Hkv * D) * e, Hkv * D * e);
+          std::memcpy(static_cast<uint8_t*>(vp.data()) + ((slot * P + r) * Hkv * Dv) * e,
+                      static_cast<const uint8_t*>(vc.data()) + ((b * S_max + j) * Hkv * Dv) * e, Hkv * Dv * e);
+        }
+      }
+      const Tensor seqlens = i32_tensor(lens, {B}), table = i32_tensor(perm, {B, max_pages});
+      const FlashAttentionResult contiguous = flash_attention_kvcache(q, kc, vc, seqlens, {}, causal, 0.0, true);
+      const FlashAttentionResult paged = flash_attention_kvcache(q, kp, vp, seqlens, table, causal, 0.0, true);
+      ASSERT_EQ(std::memcmp(contiguous.out.data(), paged.out.data(), paged.out.nbytes()), 0);
+      ASSERT_EQ(std::memcmp(contiguous.lse.data(), paged.lse.data(), paged.lse.nbytes()), 0);
+      const size_t q_row = static_cast<size_t>(Sq * H * D) * e, o_row = static_cast<size_t>(Sq * H * Dv) * e;
+      for (int64_t b = 0; b < B; ++b) {
+        Tensor qb = Tensor::empty({1, Sq, H, D}, dtype);
+        std::memcpy(qb.data(), static_cast<const uint8_t*>(q.data()) + b * q_row, q_row);
+        const FlashAttentionResult dense = flash_attention(qb, first_rows(kc, b, lens[static_cast<size_t>(b)]),
+                                                           first_rows(vc, b, lens[static_cast<size_t>(b)]), causal,
+                                                           0.0, true);
+        EXPECT_EQ(std::memcmp(dense.out.data(), static_cast<const uint8_t*>(paged.out.data()) + b * o_row, o_row), 0)
+            << dtype_name(dtype) << (causal ? " causal" : "") << " sequence " << b;
+        EXPECT_EQ(std::memcmp(dense.lse.data(), static_cast<const float*>(paged.lse.data()) + b * H * Sq,
+                              static_cast<size_t>(H * Sq) * 4),
+                  0)
+            << "lse, sequence " << b;
+      }
+    }
+  }
+}
+
+TEST(FlashAttentionKvcache, Errors) {
+  const ErrorCode bad = ErrorCode::invalid_argument;
+  const Tensor q = random_floats({2, 1, 2, 8}, DType::f32);
+  const Tensor kc = random_floats({2, 6, 1, 8}, DType::f32), vc = random_floats({2, 6, 1, 8}, DType::f32);
+  const Tensor kp = random_floats({5, 4, 1, 8}, DType::f32), vp = random_floats({5, 4, 1, 8}, DType::f32);
+  expect_error([&] { flash_attention_kvcache(q, kc, vc, i32_tensor({6, 7}, {2})); }, bad,
+               {"flash_attention_kvcache: cache_seqlens[1] must be in [0, 6] (got 7)"});
+  expect_error([&] { flash_attention_kvcache(q, kp, vp, i32_tensor({5, 2}, {2}), i32_tensor({0, 5, 1, 2}, {2, 2})); },
+               bad, {"flash_attention_kvcache: block_table[0, 1] must be a page of the cache in [0, 5) (got 5)"});
+  expect_error([&] { flash_attention_kvcache(q, kp, vp, i32_tensor({5, 2}, {2})); }, bad,
+               {"a contiguous k_cache holds one sequence per batch row: 2 (got 5", "block_table"});
+  expect_error([&] { flash_attention_kvcache(q, kp, vp, i32_tensor({1, 1}, {2}), i32_tensor({0, 1, 2}, {3})); },
+               bad, {"flash_attention_kvcache: block_table", "[2, 0]"});
+  expect_error([&] { flash_attention_kvcache(q, kc, vc, i32_tensor({1}, {1})); }, bad,
+               {"flash_attention_kvcache: cache_seqlens", "[2]"});
+  expect_error([&] { flash_attention_kvcache(q, kc, random_floats({2, 5, 1, 8}, DType::f32), i32_tensor({1, 1}, {2})); },
+               bad, {"v_cache must share k_cache's leading dims"});
 }
 
 }  // namespace
