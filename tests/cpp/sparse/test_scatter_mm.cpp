@@ -43,6 +43,23 @@ void expect_near(const std::vector<double>& want, const Tensor& got, double tol,
   }
 }
 
+// got within `rel` of each element's magnitude (the sum of its terms' absolute values: the fast path sums in
+// fp32, and the test's values, random_floats with scales up to 20, cancel) plus `out_rel` of the result (the
+// output dtype's rounding).
+void expect_near_mag(const std::vector<double>& want, const std::vector<double>& mag, const Tensor& got, double rel,
+                     double out_rel, const std::string& what) {
+  const std::vector<float> g = to_floats(got.ref());
+  ASSERT_EQ(want.size(), g.size()) << what;
+  int bad = 0;
+  for (size_t i = 0; i < want.size() && bad < 5; ++i) {
+    if (!(std::fabs(g[i] - want[i]) <= rel * mag[i] + out_rel * std::fabs(want[i]) + 1e-30)) {
+      ADD_FAILURE() << what << ": element " << i << " = " << g[i] << ", want " << want[i] << " (magnitude " << mag[i]
+                    << ")";
+      ++bad;
+    }
+  }
+}
+
 std::vector<double> doubles(const Tensor& t) {
   const std::vector<float> f = to_floats(t.ref());
   return std::vector<double>(f.begin(), f.end());
@@ -53,7 +70,8 @@ TEST(ScatterMm, ScatterMmFormatAddsEachListedProduct) {
     const int64_t P = 3, Ms = 2, Ks = 3, Q = 2, Ns = 4;
     const Tensor blocks = random_floats({P, Ms, Ks}, dtype), others = random_floats({Q, Ks, Ns}, dtype);
     Tensor acc = random_floats({3, Ms, Ns}, dtype);
-    std::vector<double> want = doubles(acc);
+    std::vector<double> want = doubles(acc), mag(want.size());
+    for (size_t i = 0; i < want.size(); ++i) mag[i] = std::fabs(want[i]);
     const std::vector<double> x = doubles(blocks), y = doubles(others);
     // Accumulator 0: blocks 0 x others 1 and blocks 2 x others 0; 1: nothing; 2: blocks 1 x others 1.
     const std::vector<int64_t> c{0, 2, 2, 3}, pq{0, 1, 2, 0, 1, 1};
@@ -62,16 +80,22 @@ TEST(ScatterMm, ScatterMmFormatAddsEachListedProduct) {
         const int64_t p = pq[2 * g], q = pq[2 * g + 1];
         for (int64_t i = 0; i < Ms; ++i) {
           for (int64_t j = 0; j < Ns; ++j) {
-            double s = 0.0;
-            for (int64_t k = 0; k < Ks; ++k) s += x[(p * Ms + i) * Ks + k] * y[(q * Ks + k) * Ns + j];
+            double s = 0.0, m = 0.0;
+            for (int64_t k = 0; k < Ks; ++k) {
+              s += x[(p * Ms + i) * Ks + k] * y[(q * Ks + k) * Ns + j];
+              m += std::fabs(x[(p * Ms + i) * Ks + k] * y[(q * Ks + k) * Ns + j]);
+            }
             want[(r * Ms + i) * Ns + j] += s;
+            mag[(r * Ms + i) * Ns + j] += m;
           }
         }
       }
     }
     const Tensor ci = index_tensor(c), pqt = index_tensor(pq, {3, 2});
     run(ScatterMmArgs{ScatterMmFormat::scatter_mm, blocks, others, ci, pqt, {}, {}, {}, 1, acc});
-    expect_near(want, acc, dtype == DType::f16 ? 2e-3 : 1e-5, "scatter_mm " + std::string(dtype_name(dtype)));
+    // fp32 sums of a few terms (2^-24 each, with room), then the dtype's rounding of the result.
+    expect_near_mag(want, mag, acc, 1e-6, dtype == DType::f16 ? 0x1p-10 : 0.0,
+                    "scatter_mm " + std::string(dtype_name(dtype)));
   }
 }
 
@@ -115,16 +139,21 @@ TEST(ScatterMm, StridedFormatsAreTheBsrProduct) {
       const int64_t nnz = static_cast<int64_t>(col.size());
       const Tensor values = random_floats({nnz, Ms, Ks}, DType::f32), other = random_floats({B, K, N}, DType::f32);
       Tensor acc = random_floats({B, M, N}, DType::f32);
-      std::vector<double> want = doubles(acc);
+      std::vector<double> want = doubles(acc), mag(want.size());
+      for (size_t i = 0; i < want.size(); ++i) mag[i] = std::fabs(want[i]);
       const std::vector<double> v = doubles(values), o = doubles(other);
       for (int64_t b = 0; b < B; ++b) {
         for (int64_t i = 0; i < M / Ms; ++i) {
           for (int64_t j = crow[i]; j < crow[i + 1]; ++j) {
             for (int64_t a = 0; a < Ms; ++a) {
               for (int64_t n = 0; n < N; ++n) {
-                double s = 0.0;
-                for (int64_t k = 0; k < Ks; ++k) s += v[(j * Ms + a) * Ks + k] * o[(b * K + col[j] * Ks + k) * N + n];
+                double s = 0.0, m = 0.0;
+                for (int64_t k = 0; k < Ks; ++k) {
+                  s += v[(j * Ms + a) * Ks + k] * o[(b * K + col[j] * Ks + k) * N + n];
+                  m += std::fabs(v[(j * Ms + a) * Ks + k] * o[(b * K + col[j] * Ks + k) * N + n]);
+                }
                 want[(b * M + i * Ms + a) * N + n] += s;
+                mag[(b * M + i * Ms + a) * N + n] += m;
               }
             }
           }
@@ -136,7 +165,7 @@ TEST(ScatterMm, StridedFormatsAreTheBsrProduct) {
       const ScatterMmFormat f =
           compressed ? ScatterMmFormat::bsr_strided_mm_compressed : ScatterMmFormat::bsr_strided_mm;
       run(ScatterMmArgs{f, values, other, c, {}, r, compressed ? TensorRef{} : p.ref(), q, split_n, acc});
-      expect_near(want, acc, 1e-5,
+      expect_near_mag(want, mag, acc, 1e-6, 0.0,
                   std::string(scatter_mm_format_name(f)) + " split_n " + std::to_string(split_n) + " nnz " +
                       std::to_string(nnz));
     }
