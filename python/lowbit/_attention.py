@@ -15,6 +15,32 @@ Array = Any
 __all__ = ["FlashAtten", "FlashAttenConfig", "flash_attention", "flash_attention_kvcache"]
 
 
+def _scale(call: _arrays.Call, scale: Optional[float]) -> float:
+    """The op's scale argument: 0.0 for the default 1 / sqrt(D); an explicit 0 is refused."""
+    sc = 0.0 if scale is None else _arrays.real(scale, call.op, "scale")
+    if sc == 0.0 and scale is not None:
+        raise ValueError(f"{call.op}: scale must be nonzero (None: 1 / sqrt(D); got 0)")
+    return sc
+
+
+def _run(call: _arrays.Call, fn: Any, args: tuple, out: Optional[Array], lse: Optional[Array],
+         return_lse: bool) -> Union[Array, Tuple[Array, Array]]:
+    """fn(*args, return_lse, out, lse, ctx) into the caller's buffers, or into new arrays of q's framework."""
+    if lse is not None and out is None:
+        raise ValueError(f"{call.op}: lse= needs out= (without out, return_lse=True returns a new one)")
+    if out is not None:
+        if return_lse and lse is None:
+            raise ValueError(f"{call.op}: return_lse with out= needs lse= (a float32 [B, H, Sq] buffer)")
+        fn(*args, bool(return_lse), call.out(out, "out"), call.out(lse, "lse"), call.ctx)
+        call.done()
+        return (out, lse) if return_lse else out
+    raw_out, raw_lse = fn(*args, bool(return_lse), None, None, call.ctx)
+    result = call.result(raw_out)
+    lse_result = call.result(raw_lse) if return_lse else None
+    call.done()
+    return (result, lse_result) if return_lse else result
+
+
 def flash_attention(q: Array, k: Array, v: Array, is_causal: bool = False, scale: Optional[float] = None,
                     out: Optional[Array] = None, return_lse: bool = False, *, k_layout: str = "bshd",
                     lse: Optional[Array] = None, stream: Any = None) -> Union[Array, Tuple[Array, Array]]:
@@ -48,23 +74,8 @@ def flash_attention(q: Array, k: Array, v: Array, is_causal: bool = False, scale
     out, or ``(out, lse)`` with ``return_lse``, in q's framework and on its device.
     """
     call = _arrays.Call("flash_attention", q, "q", stream)
-    sc = 0.0 if scale is None else _arrays.real(scale, call.op, "scale")
-    if sc == 0.0 and scale is not None:
-        raise ValueError("flash_attention: scale must be nonzero (None: 1 / sqrt(D); got 0)")
-    if lse is not None and out is None:
-        raise ValueError("flash_attention: lse= needs out= (without out, return_lse=True returns a new one)")
-    args = (call.arg(q, "q"), call.arg(k, "k"), call.arg(v, "v"), bool(is_causal), sc, k_layout)
-    if out is not None:
-        if return_lse and lse is None:
-            raise ValueError("flash_attention: return_lse with out= needs lse= (a float32 [B, H, Sq] buffer)")
-        _lowbit.flash_attention(*args, bool(return_lse), call.out(out, "out"), call.out(lse, "lse"), call.ctx)
-        call.done()
-        return (out, lse) if return_lse else out
-    raw_out, raw_lse = _lowbit.flash_attention(*args, bool(return_lse), None, None, call.ctx)
-    result = call.result(raw_out)
-    lse_result = call.result(raw_lse) if return_lse else None
-    call.done()
-    return (result, lse_result) if return_lse else result
+    args = (call.arg(q, "q"), call.arg(k, "k"), call.arg(v, "v"), bool(is_causal), _scale(call, scale), k_layout)
+    return _run(call, _lowbit.flash_attention, args, out, lse, return_lse)
 
 
 def flash_attention_kvcache(q: Array, k_cache: Array, v_cache: Array, cache_seqlens: Array,
@@ -88,24 +99,10 @@ def flash_attention_kvcache(q: Array, k_cache: Array, v_cache: Array, cache_seql
         int32 [B, max_pages].
     """
     call = _arrays.Call("flash_attention_kvcache", q, "q", stream)
-    sc = 0.0 if scale is None else _arrays.real(scale, call.op, "scale")
-    if sc == 0.0 and scale is not None:
-        raise ValueError("flash_attention_kvcache: scale must be nonzero (None: 1 / sqrt(D); got 0)")
-    if lse is not None and out is None:
-        raise ValueError("flash_attention_kvcache: lse= needs out= (without out, return_lse=True returns a new one)")
     args = (call.arg(q, "q"), call.arg(k_cache, "k_cache"), call.arg(v_cache, "v_cache"),
-            call.arg(cache_seqlens, "cache_seqlens"), call.opt(block_table, "block_table"), bool(is_causal), sc)
-    if out is not None:
-        if return_lse and lse is None:
-            raise ValueError("flash_attention_kvcache: return_lse with out= needs lse= (a float32 [B, H, Sq] buffer)")
-        _lowbit.flash_attention_kvcache(*args, bool(return_lse), call.out(out, "out"), call.out(lse, "lse"), call.ctx)
-        call.done()
-        return (out, lse) if return_lse else out
-    raw_out, raw_lse = _lowbit.flash_attention_kvcache(*args, bool(return_lse), None, None, call.ctx)
-    result = call.result(raw_out)
-    lse_result = call.result(raw_lse) if return_lse else None
-    call.done()
-    return (result, lse_result) if return_lse else result
+            call.arg(cache_seqlens, "cache_seqlens"), call.opt(block_table, "block_table"), bool(is_causal),
+            _scale(call, scale))
+    return _run(call, _lowbit.flash_attention_kvcache, args, out, lse, return_lse)
 
 
 _DTYPES = ("float16", "bfloat16", "float32")
