@@ -8,5 +8,6 @@ void register_quant_ops() {}
 void register_gemm_ops() {}
 void register_optim_ops() {}
 void register_sparse_ops() {}
+void register_attention_ops() {}
 
 }  // namespace lowbit::core::cpu

@@ -4,6 +4,10 @@
 #include <cstdlib>
 #include <string>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "core/check.h"
 
 namespace lowbit::core::cpu {
@@ -30,17 +34,28 @@ int parsed_level() {
 // value is refused by isa_cap(), which the CPU backend calls before it registers.
 int cap_level() { return parsed_level() < 0 ? 2 : parsed_level(); }
 
+#if defined(__x86_64__) || defined(__i386__)
+// CPUID bit `bit` of register `reg` (0 eax .. 3 edx) of leaf / subleaf, for the
+// features some compilers' __builtin_cpu_supports does not name (clang 14: f16c,
+// avx512bf16); the OS's support of their registers comes from avx / avx512f.
+bool cpuid_bit(unsigned leaf, unsigned subleaf, int reg, int bit) {
+  unsigned r[4] = {0, 0, 0, 0};
+  if (__get_cpuid_count(leaf, subleaf, &r[0], &r[1], &r[2], &r[3]) == 0) return false;
+  return ((r[reg] >> bit) & 1u) != 0;
+}
+#endif
+
 bool has(Feature f) {
 #if defined(__x86_64__) || defined(__i386__)
   switch (f) {  // __builtin_cpu_supports takes literals only
     case Feature::avx: return __builtin_cpu_supports("avx");
-    case Feature::f16c: return __builtin_cpu_supports("f16c");
+    case Feature::f16c: return __builtin_cpu_supports("avx") && cpuid_bit(1, 0, 2, 29);
     case Feature::avx2: return __builtin_cpu_supports("avx2");
     case Feature::fma: return __builtin_cpu_supports("fma");
     case Feature::avx512f: return __builtin_cpu_supports("avx512f");
     case Feature::avx512bw: return __builtin_cpu_supports("avx512bw");
     case Feature::avx512dq: return __builtin_cpu_supports("avx512dq");
-    case Feature::avx512bf16: return __builtin_cpu_supports("avx512bf16");
+    case Feature::avx512bf16: return __builtin_cpu_supports("avx512f") && cpuid_bit(7, 1, 0, 5);
     case Feature::avx512vnni: return __builtin_cpu_supports("avx512vnni");
   }
 #endif
