@@ -54,6 +54,7 @@ from .functional import (
     estimate_quantiles,
     flash_attention,
     flash_attention_kvcache,
+    flash_attention_varlen,
     fp8_gemm,
     fp8_grouped_gemm_contiguous,
     fp8_grouped_gemm_masked,

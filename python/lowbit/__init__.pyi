@@ -20,6 +20,7 @@ from .functional import QuantState as QuantState
 from .functional import act_quant as act_quant
 from .functional import flash_attention as flash_attention
 from .functional import flash_attention_kvcache as flash_attention_kvcache
+from .functional import flash_attention_varlen as flash_attention_varlen
 from .functional import fp8_gemm as fp8_gemm
 from .functional import fp8_grouped_gemm_contiguous as fp8_grouped_gemm_contiguous
 from .functional import fp8_grouped_gemm_masked as fp8_grouped_gemm_masked

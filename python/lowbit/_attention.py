@@ -12,7 +12,7 @@ from . import _arrays, _lowbit
 
 Array = Any
 
-__all__ = ["FlashAtten", "FlashAttenConfig", "flash_attention", "flash_attention_kvcache"]
+__all__ = ["FlashAtten", "FlashAttenConfig", "flash_attention", "flash_attention_kvcache", "flash_attention_varlen"]
 
 
 def _scale(call: _arrays.Call, scale: Optional[float]) -> float:
@@ -103,6 +103,33 @@ def flash_attention_kvcache(q: Array, k_cache: Array, v_cache: Array, cache_seql
             call.arg(cache_seqlens, "cache_seqlens"), call.opt(block_table, "block_table"), bool(is_causal),
             _scale(call, scale))
     return _run(call, _lowbit.flash_attention_kvcache, args, out, lse, return_lse)
+
+
+def flash_attention_varlen(q: Array, k: Array, v: Array, cu_seqlens_q: Array, cu_seqlens_k: Array,
+                           is_causal: bool = False, scale: Optional[float] = None, out: Optional[Array] = None,
+                           return_lse: bool = False, *, lse: Optional[Array] = None,
+                           stream: Any = None) -> Union[Array, Tuple[Array, Array]]:
+    """Attention over a batch of sequences of their own lengths, packed along the token axis.
+
+    Parameters
+    ----------
+    q : array
+        [total_q, H, D].
+    k, v : array
+        [total_k, Hkv, D] and [total_k, Hkv, Dv].
+    cu_seqlens_q, cu_seqlens_k : array
+        int32 [B + 1]: 0, then each sequence's end row (sequence ``b``'s queries are rows
+        ``cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1``, its keys likewise), ending at the totals. The causal mask
+        aligns bottom-right within each sequence.
+
+    Returns
+    -------
+    out [total_q, H, Dv], or ``(out, lse)`` with the log-sum-exp float32 [H, total_q] (flash-attn's varlen layout).
+    """
+    call = _arrays.Call("flash_attention_varlen", q, "q", stream)
+    args = (call.arg(q, "q"), call.arg(k, "k"), call.arg(v, "v"), call.arg(cu_seqlens_q, "cu_seqlens_q"),
+            call.arg(cu_seqlens_k, "cu_seqlens_k"), bool(is_causal), _scale(call, scale))
+    return _run(call, _lowbit.flash_attention_varlen, args, out, lse, return_lse)
 
 
 _DTYPES = ("float16", "bfloat16", "float32")

@@ -55,6 +55,7 @@ __all__ = [
     "estimate_quantiles",
     "flash_attention",
     "flash_attention_kvcache",
+    "flash_attention_varlen",
     "fp8_gemm",
     "int8_linear",
     "int8_linear_grad_input",
@@ -1350,7 +1351,7 @@ def _percentile_scale(history: np.ndarray, step: int, percentile: int) -> Tuple[
 
 
 # Attention (docs/attention.md).
-from ._attention import flash_attention, flash_attention_kvcache  # noqa: E402
+from ._attention import flash_attention, flash_attention_kvcache, flash_attention_varlen  # noqa: E402
 
 # bitsandbytes' older int8 names (igemm, igemmlt, transform, mm_dequant, ...), on the ops above.
 from ._int8_seed import (  # noqa: E402

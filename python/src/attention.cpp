@@ -66,6 +66,35 @@ nb::object kvcache_py(const InArray& q, const InArray& k_cache, const InArray& v
   return nb::make_tuple(to_py(r.out), to_py(r.lse, "lse"));
 }
 
+nb::object varlen_py(const InArray& q, const InArray& k, const InArray& v, const InArray& cu_seqlens_q,
+                     const InArray& cu_seqlens_k, bool causal, double scale, bool return_lse,
+                     const std::optional<OutArray>& out, const std::optional<OutArray>& lse, nb::handle stream_arg) {
+  const CallContext ctx = call_context(stream_arg);
+  const CallScope scope(ctx);
+  const char* op = FlashAttentionVarlenArgs::kName;
+  FlashAttentionVarlenArgs x{to_ref(op, "q", q),
+                             to_ref(op, "k", k),
+                             to_ref(op, "v", v),
+                             to_ref(op, "cu_seqlens_q", cu_seqlens_q),
+                             to_ref(op, "cu_seqlens_k", cu_seqlens_k),
+                             {},
+                             {},
+                             scale,
+                             causal};
+  if (out) {
+    x.out = to_ref(op, "out", *out);
+    if (lse) x.lse = to_ref(op, "lse", *lse);
+    run_op(x, x.q.device, ctx.stream);
+    return nb::none();
+  }
+  const FlashAttentionResult r = without_gil([&] {
+    return flash_attention_varlen(x.q, x.k, x.v, x.cu_seqlens_q, x.cu_seqlens_k, causal, scale, return_lse,
+                                  ctx.stream);
+  });
+  if (!return_lse) return nb::make_tuple(to_py(r.out), nb::none());
+  return nb::make_tuple(to_py(r.out), to_py(r.lse, "lse"));
+}
+
 }  // namespace
 
 void bind_attention(nb::module_& m) {
@@ -77,6 +106,9 @@ void bind_attention(nb::module_& m) {
         arg("block_table").none(), arg("causal"), arg("scale"), arg("return_lse"), arg("out").none(),
         arg("lse").none(), arg("stream") = 0,
         "Attention against a KV cache (contiguous, or paged with block_table); as flash_attention.");
+  m.def("flash_attention_varlen", &varlen_py, arg("q"), arg("k"), arg("v"), arg("cu_seqlens_q"), arg("cu_seqlens_k"),
+        arg("causal"), arg("scale"), arg("return_lse"), arg("out").none(), arg("lse").none(), arg("stream") = 0,
+        "Attention over sequences packed along the tokens (cu_seqlens offsets); as flash_attention.");
 }
 
 }  // namespace lowbit::python

@@ -19,6 +19,24 @@ lowbit_status lowbit_flash_attention(const DLTensor* q, const DLTensor* k, const
   });
 }
 
+lowbit_status lowbit_flash_attention_varlen(const DLTensor* q, const DLTensor* k, const DLTensor* v,
+                                            const DLTensor* cu_seqlens_q, const DLTensor* cu_seqlens_k, int causal,
+                                            double scale, DLTensor* out, DLTensor* lse, void* stream) {
+  constexpr const char* op = FlashAttentionVarlenArgs::kName;
+  return guarded(op, [&] {
+    const FlashAttentionVarlenArgs x{to_ref(op, "q", q),
+                                     to_ref(op, "k", k),
+                                     to_ref(op, "v", v),
+                                     to_ref(op, "cu_seqlens_q", cu_seqlens_q),
+                                     to_ref(op, "cu_seqlens_k", cu_seqlens_k),
+                                     to_ref(op, "out", out),
+                                     to_ref(op, "lse", lse),
+                                     scale,
+                                     causal != 0};
+    run_op(x, x.q.device, stream);
+  });
+}
+
 lowbit_status lowbit_flash_attention_kvcache(const DLTensor* q, const DLTensor* k_cache, const DLTensor* v_cache,
                                              const DLTensor* cache_seqlens, const DLTensor* block_table, int causal,
                                              double scale, DLTensor* out, DLTensor* lse, void* stream) {

@@ -50,4 +50,5 @@
   X(BsrSoftmaxArgs)                        \
   X(ScatterMmArgs)                         \
   X(FlashAttentionArgs)                    \
-  X(FlashAttentionKvcacheArgs)
+  X(FlashAttentionKvcacheArgs)             \
+  X(FlashAttentionVarlenArgs)

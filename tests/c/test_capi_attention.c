@@ -53,9 +53,30 @@ static void test_kvcache(void) {
               LOWBIT_INVALID_ARGUMENT, "cache_seqlens[0] must be in [0, 2] (got 3)");
 }
 
+/* The varlen form: the same one query and two keys as a packed batch of one sequence give the dense result. */
+static void test_varlen(void) {
+  static float q[2] = {1.0f, 0.0f}, k[4] = {1.0f, 0.0f, 0.0f, 1.0f}, v[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+  static float out[2], want[2];
+  static int32_t cq[2] = {0, 1}, ck[2] = {0, 2}, bad[2] = {0, 3};
+  int64_t q4[4] = {1, 1, 1, 2}, k4[4] = {1, 2, 1, 2}, q3[3] = {1, 1, 2}, k3[3] = {2, 1, 2}, n2[1] = {2};
+  DLTensor tq4 = make_tensor(q, kDLFloat, 32, 4, q4), tk4 = make_tensor(k, kDLFloat, 32, 4, k4);
+  DLTensor tv4 = make_tensor(v, kDLFloat, 32, 4, k4), twant = make_tensor(want, kDLFloat, 32, 4, q4);
+  DLTensor tq = make_tensor(q, kDLFloat, 32, 3, q3), tk = make_tensor(k, kDLFloat, 32, 3, k3);
+  DLTensor tv = make_tensor(v, kDLFloat, 32, 3, k3), tout = make_tensor(out, kDLFloat, 32, 3, q3);
+  DLTensor tcq = make_tensor(cq, kDLInt, 32, 1, n2), tck = make_tensor(ck, kDLInt, 32, 1, n2);
+  DLTensor tbad = make_tensor(bad, kDLInt, 32, 1, n2);
+  CHECK_OK(lowbit_flash_attention(&tq4, &tk4, &tv4, 0, 1.0, 0, &twant, NULL, NULL));
+  CHECK_OK(lowbit_flash_attention_varlen(&tq, &tk, &tv, &tcq, &tck, 0, 1.0, &tout, NULL, NULL));
+  CHECK(out[0] == want[0] && out[1] == want[1], "varlen: the dense result (got %g %g, want %g %g)", out[0], out[1],
+        want[0], want[1]);
+  CHECK_FAILS(lowbit_flash_attention_varlen(&tq, &tk, &tv, &tcq, &tbad, 0, 1.0, &tout, NULL, NULL),
+              LOWBIT_INVALID_ARGUMENT, "cu_seqlens_k[1] must be the tokens' total 2 (got 3)");
+}
+
 int main(void) {
   test_attention();
   test_kvcache();
+  test_varlen();
   printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

@@ -172,3 +172,26 @@ def test_kvcache_paged_and_contiguous():
         bad = perm.copy()
         bad[1, 0] = 99
         F.flash_attention_kvcache(q, kp, vp, np.array([1, 1, 1], np.int32), bad)
+
+
+def test_varlen_is_each_sequence():
+    """Sequences of their own lengths packed along the tokens: each one's rows are its own attention."""
+    rng = np.random.default_rng(33)
+    cq = np.array([0, 4, 4, 9], np.int32)
+    ck = np.array([0, 2, 6, 13], np.int32)
+    H, Hkv, D = 4, 2, 16
+    q = rng.standard_normal((int(cq[-1]), H, D), dtype=np.float32)
+    k = rng.standard_normal((int(ck[-1]), Hkv, D), dtype=np.float32)
+    v = rng.standard_normal((int(ck[-1]), Hkv, D), dtype=np.float32)
+    for causal in (False, True):
+        out, lse = F.flash_attention_varlen(q, k, v, cq, ck, is_causal=causal, return_lse=True)
+        assert out.shape == q.shape and lse.shape == (H, int(cq[-1]))
+        for b in range(len(cq) - 1):
+            qs, ks = slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1])
+            if cq[b + 1] == cq[b]:
+                continue
+            want, want_lse = attention64(q[None, qs], k[None, ks], v[None, ks], causal)
+            np.testing.assert_allclose(out[qs], want[0], rtol=2e-6, atol=1e-6)
+            np.testing.assert_allclose(lse[:, qs], want_lse[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"cu_seqlens_k\[3\] must be the tokens' total 13 \(got 12\)"):
+        F.flash_attention_varlen(q, k, v, cq, np.array([0, 2, 6, 12], np.int32))

@@ -265,6 +265,13 @@ LOWBIT_C_API lowbit_status lowbit_flash_attention(const DLTensor* q, const DLTen
 /* The same against a KV cache (docs/attention.md): sequence b's keys are the first cache_seqlens[b] (int32 [B])
  * tokens of k_cache [B, S_max, Hkv, D] / v_cache [B, S_max, Hkv, Dv], or with block_table (int32 [B, max_pages];
  * NULL: contiguous) of the paged caches [pages, P, Hkv, D] / [pages, P, Hkv, Dv]. CPU only for now. */
+/* The same over sequences packed along the tokens (docs/attention.md): q [total_q, H, D], k [total_k, Hkv, D], v
+ * [total_k, Hkv, Dv], cu_seqlens_q / cu_seqlens_k int32 [B + 1] (0, each sequence's end row, the total); out
+ * [total_q, H, Dv]; lse NULL or float32 [H, total_q]. CPU only for now. */
+LOWBIT_C_API lowbit_status lowbit_flash_attention_varlen(const DLTensor* q, const DLTensor* k, const DLTensor* v,
+                                                         const DLTensor* cu_seqlens_q, const DLTensor* cu_seqlens_k,
+                                                         int causal, double scale, DLTensor* out, DLTensor* lse,
+                                                         void* stream);
 LOWBIT_C_API lowbit_status lowbit_flash_attention_kvcache(const DLTensor* q, const DLTensor* k_cache,
                                                           const DLTensor* v_cache, const DLTensor* cache_seqlens,
                                                           const DLTensor* block_table, int causal, double scale,

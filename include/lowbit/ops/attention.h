@@ -18,6 +18,11 @@
 //     (paged as vLLM lays it out, k_cache [pages, P, Hkv, D]); causal as
 //     above with Skv = cache_seqlens[b]. The lengths and pages live on the
 //     device: the CPU checks them (an error naming the entry).
+//   flash_attention_varlen: a batch of sequences of their own lengths packed
+//     along the token axis: q [total_q, H, D], k and v [total_k, Hkv, D/Dv];
+//     sequence b's queries are rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] - 1
+//     and its keys those of cu_seqlens_k; causal as above per sequence;
+//     lse [H, total_q] (flash-attn's varlen layout).
 //   The reference sums in float64 and rounds each output once.
 #pragma once
 
@@ -71,6 +76,27 @@ struct FlashAttentionResult {
 FlashAttentionResult flash_attention(const TensorRef& q, const TensorRef& k, const TensorRef& v, bool causal = false,
                                      double scale = 0.0, bool return_lse = false, KLayout k_layout = KLayout::bshd,
                                      Stream stream = {});
+
+struct FlashAttentionVarlenArgs {
+  static constexpr const char* kName = "flash_attention_varlen";
+  TensorRef q;             // f16/bf16/f32 [total_q, H, D], contiguous
+  TensorRef k;             // q's dtype [total_k, Hkv, D], contiguous
+  TensorRef v;             // q's dtype [total_k, Hkv, Dv], contiguous
+  TensorRef cu_seqlens_q;  // i32 [B + 1]: 0, then each sequence's end row, non-decreasing, ending at total_q
+  TensorRef cu_seqlens_k;  // i32 [B + 1], likewise ending at total_k
+  TensorRef out;           // q's dtype [total_q, H, Dv], contiguous
+  TensorRef lse;           // f32 [H, total_q], contiguous; optional
+  double scale = 0.0;
+  bool causal = false;
+};
+
+LOWBIT_DECLARE_OP(FlashAttentionVarlenArgs)
+
+// The allocating call of flash_attention_varlen.
+FlashAttentionResult flash_attention_varlen(const TensorRef& q, const TensorRef& k, const TensorRef& v,
+                                            const TensorRef& cu_seqlens_q, const TensorRef& cu_seqlens_k,
+                                            bool causal = false, double scale = 0.0, bool return_lse = false,
+                                            Stream stream = {});
 
 // The allocating call of flash_attention_kvcache (block_table absent: a contiguous cache).
 FlashAttentionResult flash_attention_kvcache(const TensorRef& q, const TensorRef& k_cache, const TensorRef& v_cache,

@@ -3,6 +3,7 @@
 // sum, the weighted sum of v in float64, each output rounded once (to float32,
 // then to the dtype); the log-sum-exp in float64, rounded to float32.
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -121,9 +122,53 @@ void kvcache_reference(const FlashAttentionKvcacheArgs& a) {
   });
 }
 
+// cu[0] = 0, never decreasing, cu[B] = total: checked before anything is written.
+void check_offsets(const char* op, const char* name, const int32_t* cu, int64_t B, int64_t total) {
+  LOWBIT_REQUIRE(cu[0] == 0, ErrorCode::invalid_argument, op, ": ", name, "[0] must be 0 (got ", cu[0], ")");
+  for (int64_t b = 0; b < B; ++b) {
+    LOWBIT_REQUIRE(cu[b + 1] >= cu[b], ErrorCode::invalid_argument, op, ": ", name, " must not decrease (", name, "[",
+                   b, "] = ", cu[b], ", ", name, "[", b + 1, "] = ", cu[b + 1], ")");
+  }
+  LOWBIT_REQUIRE(cu[B] == total, ErrorCode::invalid_argument, op, ": ", name, "[", B, "] must be the ",
+                 "tokens' total ", total, " (got ", cu[B], ")");
+}
+
+template <class T>
+void varlen_reference(const FlashAttentionVarlenArgs& a) {
+  const char* op = FlashAttentionVarlenArgs::kName;
+  const int64_t total_q = a.q.size(0), H = a.q.size(1), D = a.q.size(2);
+  const int64_t total_k = a.k.size(0), Hkv = a.k.size(1), Dv = a.v.size(2), group = H / Hkv;
+  const int64_t B = a.cu_seqlens_q.size(0) - 1;
+  const int32_t* cq = a.cu_seqlens_q.ptr<const int32_t>();
+  const int32_t* ck = a.cu_seqlens_k.ptr<const int32_t>();
+  check_offsets(op, "cu_seqlens_q", cq, B, total_q);
+  check_offsets(op, "cu_seqlens_k", ck, B, total_k);
+  std::vector<int32_t> seq_of(static_cast<size_t>(total_q));  // each query row's sequence
+  for (int64_t b = 0; b < B; ++b) std::fill(seq_of.begin() + cq[b], seq_of.begin() + cq[b + 1], static_cast<int32_t>(b));
+  const double scale = scale_of(a.scale, D);
+  const T* q = a.q.ptr<const T>();
+  const T* k = a.k.ptr<const T>();
+  const T* v = a.v.ptr<const T>();
+  T* out = a.out.ptr<T>();
+  float* lse = a.lse.present() ? a.lse.ptr<float>() : nullptr;
+  parallel_for(total_q * H, total_q * H * std::max<int64_t>(total_k, 1) * (D + Dv), [&](int64_t task) {
+    const int64_t row = task / H, h = task % H, g = h / group, b = seq_of[static_cast<size_t>(row)];
+    const int64_t k0 = ck[b], keys = ck[b + 1] - ck[b], Sq = cq[b + 1] - cq[b], i = row - cq[b];
+    const auto k_at = [&](int64_t j, int64_t d) { return k[((k0 + j) * Hkv + g) * D + d]; };
+    const auto v_row = [&](int64_t j) { return v + ((k0 + j) * Hkv + g) * Dv; };
+    attend(q + (row * H + h) * D, D, Dv, visible(a.causal, i, Sq, keys), scale, k_at, v_row, out + (row * H + h) * Dv,
+           lse ? lse + h * total_q + row : nullptr);
+  });
+}
+
 void flash_attention_reference(const FlashAttentionArgs& a, void* /*workspace*/, Stream /*stream*/) {
   if (a.out.numel() == 0) return;
   with_float_type(a.q.dtype, FlashAttentionArgs::kName, [&](auto type) { reference<decltype(type)>(a); });
+}
+
+void flash_attention_varlen_reference(const FlashAttentionVarlenArgs& a, void* /*workspace*/, Stream /*stream*/) {
+  with_float_type(a.q.dtype, FlashAttentionVarlenArgs::kName,
+                  [&](auto type) { varlen_reference<decltype(type)>(a); });
 }
 
 void flash_attention_kvcache_reference(const FlashAttentionKvcacheArgs& a, void* /*workspace*/, Stream /*stream*/) {
@@ -136,6 +181,7 @@ void flash_attention_kvcache_reference(const FlashAttentionKvcacheArgs& a, void*
 
 void register_attention_ops() {
   OpRegistry<FlashAttentionArgs>::add({"cpu-reference", DeviceType::cpu, 0, flash_attention_reference});
+  OpRegistry<FlashAttentionVarlenArgs>::add({"cpu-reference", DeviceType::cpu, 0, flash_attention_varlen_reference});
   OpRegistry<FlashAttentionKvcacheArgs>::add(
       {"cpu-reference", DeviceType::cpu, 0, flash_attention_kvcache_reference});
 }

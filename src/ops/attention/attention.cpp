@@ -93,7 +93,74 @@ Dims kvcache_dims_of(const FlashAttentionKvcacheArgs& a) {
   return d;
 }
 
+// The dims of a varlen call (B: the sequences; Sq, Skv: total_q, total_k), its arrays checked.
+Dims varlen_dims_of(const FlashAttentionVarlenArgs& a) {
+  const char* op = FlashAttentionVarlenArgs::kName;
+  core::require_present(op, "q", a.q);
+  core::require_dtype(op, "q", a.q, {DType::f16, DType::bf16, DType::f32});
+  for (const auto& [name, t] : {std::pair<const char*, const TensorRef*>{"q", &a.q}, {"k", &a.k}, {"v", &a.v}}) {
+    core::require_present(op, name, *t);
+    LOWBIT_REQUIRE(t->ndim == 3, ErrorCode::invalid_argument, op, ": ", name, " must be 3-D (",
+                   t == &a.q ? "[total_q, H, D]" : "[total_k, Hkv, D]", "; got ", t->ndim, "-D ", core::shape_str(*t),
+                   ")");
+    if (t != &a.q) core::require_dtype(op, name, *t, {a.q.dtype});
+    core::require_contiguous(op, name, *t);
+  }
+  Dims d{};
+  d.Sq = a.q.size(0), d.H = a.q.size(1), d.D = a.q.size(2);
+  d.Skv = a.k.size(0), d.Hkv = a.k.size(1), d.Dv = a.v.size(2);
+  LOWBIT_REQUIRE(d.D >= 1 && d.Dv >= 1, ErrorCode::invalid_argument, op, ": head dims must be positive (got D = ", d.D,
+                 ", Dv = ", d.Dv, ")");
+  LOWBIT_REQUIRE(a.k.size(2) == d.D, ErrorCode::invalid_argument, op, ": k's head dim must be q's ", d.D, " (got ",
+                 a.k.size(2), ")");
+  LOWBIT_REQUIRE(a.v.size(0) == d.Skv && a.v.size(1) == d.Hkv, ErrorCode::invalid_argument, op,
+                 ": v must be [total_k, Hkv, Dv] with k's total_k ", d.Skv, " and Hkv ", d.Hkv, " (got ",
+                 core::shape_str(a.v), ")");
+  LOWBIT_REQUIRE(d.Hkv >= 1 && d.H % d.Hkv == 0, ErrorCode::invalid_argument, op,
+                 ": q's heads must be a multiple of k's and v's (grouped-query; got H = ", d.H, ", Hkv = ", d.Hkv,
+                 ")");
+  core::require_present(op, "cu_seqlens_q", a.cu_seqlens_q);
+  LOWBIT_REQUIRE(a.cu_seqlens_q.ndim == 1 && a.cu_seqlens_q.size(0) >= 1, ErrorCode::invalid_argument, op,
+                 ": cu_seqlens_q must be 1-D [B + 1] (got ", core::shape_str(a.cu_seqlens_q), ")");
+  d.B = a.cu_seqlens_q.size(0) - 1;
+  ops::require_shaped(op, "cu_seqlens_q", a.cu_seqlens_q, {DType::i32}, {d.B + 1});
+  ops::require_shaped(op, "cu_seqlens_k", a.cu_seqlens_k, {DType::i32}, {d.B + 1});
+  return d;
+}
+
 }  // namespace
+
+void check(const FlashAttentionVarlenArgs& a) {
+  const char* op = FlashAttentionVarlenArgs::kName;
+  const Dims d = varlen_dims_of(a);
+  ops::require_shaped(op, "out", a.out, {a.q.dtype}, {d.Sq, d.H, d.Dv});
+  if (a.lse.present()) ops::require_shaped(op, "lse", a.lse, {DType::f32}, {d.H, d.Sq});
+  LOWBIT_REQUIRE(std::isfinite(a.scale), ErrorCode::invalid_argument, op,
+                 ": scale must be finite (0: 1 / sqrt(D); got ", a.scale, ")");
+  core::require_same_device(op, {{"q", &a.q},
+                                 {"k", &a.k},
+                                 {"v", &a.v},
+                                 {"cu_seqlens_q", &a.cu_seqlens_q},
+                                 {"cu_seqlens_k", &a.cu_seqlens_k},
+                                 {"out", &a.out},
+                                 {"lse", &a.lse}});
+}
+size_t workspace_size(const FlashAttentionVarlenArgs& a) { return ops::backend_workspace(a, a.q.device); }
+void run(const FlashAttentionVarlenArgs& a, void* ws, Stream s) { ops::dispatch(a, a.q.device, ws, s); }
+
+FlashAttentionResult flash_attention_varlen(const TensorRef& q, const TensorRef& k, const TensorRef& v,
+                                            const TensorRef& cu_seqlens_q, const TensorRef& cu_seqlens_k, bool causal,
+                                            double scale, bool return_lse, Stream stream) {
+  FlashAttentionVarlenArgs x{q, k, v, cu_seqlens_q, cu_seqlens_k, {}, {}, scale, causal};
+  const Dims d = varlen_dims_of(x);
+  FlashAttentionResult r;
+  r.out = Tensor::empty({d.Sq, d.H, d.Dv}, q.dtype, q.device, stream);
+  if (return_lse) r.lse = Tensor::empty({d.H, d.Sq}, DType::f32, q.device, stream);
+  x.out = r.out.ref();
+  x.lse = r.lse.ref();
+  ops::run_with_workspace(x, q.device, stream);
+  return r;
+}
 
 void check(const FlashAttentionKvcacheArgs& a) {
   const char* op = FlashAttentionKvcacheArgs::kName;

@@ -4,7 +4,7 @@
 // zeros and a log-sum-exp of -inf), no keys at all, K in either layout, a
 // scale of its own, different head dims for k and v; and the errors. The
 // KV-cache form: a paged cache, a contiguous one and the dense op agree bit for
-// bit; its errors.
+// bit; its errors. The varlen form: each packed sequence gives the dense op's bits.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -229,6 +229,66 @@ TEST(FlashAttentionKvcache, Errors) {
                {"flash_attention_kvcache: cache_seqlens", "[2]"});
   expect_error([&] { flash_attention_kvcache(q, kc, random_floats({2, 5, 1, 8}, DType::f32), i32_tensor({1, 1}, {2})); },
                bad, {"v_cache must share k_cache's leading dims"});
+}
+
+}  // namespace
+}  // namespace lowbit::test
+
+namespace lowbit::test {
+namespace {
+
+// Rows [r0, r0 + n) of t [total, G, E] as a [1, n, G, E] tensor (one sequence for the dense op).
+Tensor packed_rows(const Tensor& t, int64_t r0, int64_t n) {
+  const size_t row = static_cast<size_t>(t.size(1) * t.size(2)) * dtype_storage_bytes(t.dtype(), 1);
+  Tensor r = Tensor::empty({1, n, t.size(1), t.size(2)}, t.dtype());
+  std::memcpy(r.data(), static_cast<const uint8_t*>(t.data()) + static_cast<size_t>(r0) * row,
+              static_cast<size_t>(n) * row);
+  return r;
+}
+
+// Sequences of their own lengths packed along the tokens (one empty, one with fewer keys than queries) give,
+// sequence by sequence, the dense op's bits; the offsets' errors.
+TEST(FlashAttentionVarlen, EachSequenceIsTheDenseOp) {
+  const std::vector<int32_t> cq{0, 3, 3, 8, 9}, ck{0, 5, 7, 9, 14};
+  const int64_t H = 4, Hkv = 2, D = 16, Dv = 8, tq = cq.back(), tk = ck.back(), B = 4;
+  for (DType dtype : {DType::f32, DType::f16}) {
+    for (bool causal : {false, true}) {
+      const Tensor q = random_floats({tq, H, D}, dtype), k = random_floats({tk, Hkv, D}, dtype),
+                   v = random_floats({tk, Hkv, Dv}, dtype);
+      const FlashAttentionResult r =
+          flash_attention_varlen(q, k, v, i32_tensor(cq, {B + 1}), i32_tensor(ck, {B + 1}), causal, 0.0, true);
+      ASSERT_EQ(r.lse.size(0), H);
+      const size_t e = dtype_storage_bytes(dtype, 1);
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t q0 = cq[b], nq = cq[b + 1] - cq[b], k0 = ck[b], nk = ck[b + 1] - ck[b];
+        if (nq == 0) continue;
+        const FlashAttentionResult dense =
+            flash_attention(packed_rows(q, q0, nq), packed_rows(k, k0, nk), packed_rows(v, k0, nk), causal, 0.0, true);
+        EXPECT_EQ(std::memcmp(dense.out.data(), static_cast<const uint8_t*>(r.out.data()) + q0 * H * Dv * e,
+                              static_cast<size_t>(nq * H * Dv) * e),
+                  0)
+            << dtype_name(dtype) << (causal ? " causal" : "") << " sequence " << b;
+        for (int64_t h = 0; h < H; ++h) {
+          for (int64_t i = 0; i < nq; ++i) {
+            const float want = static_cast<const float*>(dense.lse.data())[h * nq + i];
+            const float got = static_cast<const float*>(r.lse.data())[h * tq + q0 + i];
+            EXPECT_TRUE(got == want || (std::isinf(got) && std::isinf(want))) << "lse " << b << " " << h << " " << i;
+          }
+        }
+      }
+    }
+  }
+  const ErrorCode bad = ErrorCode::invalid_argument;
+  const Tensor q = random_floats({tq, H, D}, DType::f32), k = random_floats({tk, Hkv, D}, DType::f32),
+               v = random_floats({tk, Hkv, Dv}, DType::f32);
+  expect_error([&] { flash_attention_varlen(q, k, v, i32_tensor({0, 3, 2, 8, 9}, {5}), i32_tensor(ck, {5})); }, bad,
+               {"flash_attention_varlen: cu_seqlens_q must not decrease", "cu_seqlens_q[2] = 2"});
+  expect_error([&] { flash_attention_varlen(q, k, v, i32_tensor(cq, {5}), i32_tensor({0, 5, 7, 9, 13}, {5})); }, bad,
+               {"flash_attention_varlen: cu_seqlens_k[4] must be the tokens' total 14 (got 13)"});
+  expect_error([&] { flash_attention_varlen(q, k, v, i32_tensor({1, 3, 3, 8, 9}, {5}), i32_tensor(ck, {5})); }, bad,
+               {"flash_attention_varlen: cu_seqlens_q[0] must be 0 (got 1)"});
+  expect_error([&] { flash_attention_varlen(q, k, v, i32_tensor(cq, {5}), i32_tensor({0, 5, 7, 14}, {4})); }, bad,
+               {"flash_attention_varlen: cu_seqlens_k", "[5]"});
 }
 
 }  // namespace
