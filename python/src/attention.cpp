@@ -17,6 +17,22 @@ KLayout k_layout_of(const std::string& name) {
               "flash_attention: k_layout must be 'bshd' or 'bdhs' (got '" + name + "')");
 }
 
+// Into the caller's out (and lse), returning None; else through `allocate` (the op's allocating call, given the
+// filled Args), returning (out, lse or None).
+template <class Args, class Allocate>
+nb::object run_or_allocate(Args& x, const std::optional<OutArray>& out, const std::optional<OutArray>& lse,
+                           bool return_lse, const CallContext& ctx, const Allocate& allocate) {
+  if (out) {
+    x.out = to_ref(Args::kName, "out", *out);
+    if (lse) x.lse = to_ref(Args::kName, "lse", *lse);
+    run_op(x, x.q.device, ctx.stream);
+    return nb::none();
+  }
+  const FlashAttentionResult r = without_gil([&] { return allocate(x); });
+  if (!return_lse) return nb::make_tuple(to_py(r.out), nb::none());
+  return nb::make_tuple(to_py(r.out), to_py(r.lse, "lse"));
+}
+
 nb::object flash_attention_py(const InArray& q, const InArray& k, const InArray& v, bool causal, double scale,
                               const std::string& k_layout, bool return_lse, const std::optional<OutArray>& out,
                               const std::optional<OutArray>& lse, nb::handle stream_arg) {
@@ -25,16 +41,9 @@ nb::object flash_attention_py(const InArray& q, const InArray& k, const InArray&
   const char* op = FlashAttentionArgs::kName;
   FlashAttentionArgs x{to_ref(op, "q", q), to_ref(op, "k", k), to_ref(op, "v", v), {}, {}, scale, causal,
                        k_layout_of(k_layout)};
-  if (out) {
-    x.out = to_ref(op, "out", *out);
-    if (lse) x.lse = to_ref(op, "lse", *lse);
-    run_op(x, x.q.device, ctx.stream);
-    return nb::none();
-  }
-  const FlashAttentionResult r =
-      without_gil([&] { return flash_attention(x.q, x.k, x.v, causal, scale, return_lse, x.k_layout, ctx.stream); });
-  if (!return_lse) return nb::make_tuple(to_py(r.out), nb::none());
-  return nb::make_tuple(to_py(r.out), to_py(r.lse, "lse"));
+  return run_or_allocate(x, out, lse, return_lse, ctx, [&](const FlashAttentionArgs& a) {
+    return flash_attention(a.q, a.k, a.v, causal, scale, return_lse, a.k_layout, ctx.stream);
+  });
 }
 
 nb::object kvcache_py(const InArray& q, const InArray& k_cache, const InArray& v_cache, const InArray& cache_seqlens,
@@ -52,18 +61,10 @@ nb::object kvcache_py(const InArray& q, const InArray& k_cache, const InArray& v
                               {},
                               scale,
                               causal};
-  if (out) {
-    x.out = to_ref(op, "out", *out);
-    if (lse) x.lse = to_ref(op, "lse", *lse);
-    run_op(x, x.q.device, ctx.stream);
-    return nb::none();
-  }
-  const FlashAttentionResult r = without_gil([&] {
-    return flash_attention_kvcache(x.q, x.k_cache, x.v_cache, x.cache_seqlens, x.block_table, causal, scale,
+  return run_or_allocate(x, out, lse, return_lse, ctx, [&](const FlashAttentionKvcacheArgs& a) {
+    return flash_attention_kvcache(a.q, a.k_cache, a.v_cache, a.cache_seqlens, a.block_table, causal, scale,
                                    return_lse, ctx.stream);
   });
-  if (!return_lse) return nb::make_tuple(to_py(r.out), nb::none());
-  return nb::make_tuple(to_py(r.out), to_py(r.lse, "lse"));
 }
 
 nb::object varlen_py(const InArray& q, const InArray& k, const InArray& v, const InArray& cu_seqlens_q,
@@ -81,18 +82,10 @@ nb::object varlen_py(const InArray& q, const InArray& k, const InArray& v, const
                              {},
                              scale,
                              causal};
-  if (out) {
-    x.out = to_ref(op, "out", *out);
-    if (lse) x.lse = to_ref(op, "lse", *lse);
-    run_op(x, x.q.device, ctx.stream);
-    return nb::none();
-  }
-  const FlashAttentionResult r = without_gil([&] {
-    return flash_attention_varlen(x.q, x.k, x.v, x.cu_seqlens_q, x.cu_seqlens_k, causal, scale, return_lse,
+  return run_or_allocate(x, out, lse, return_lse, ctx, [&](const FlashAttentionVarlenArgs& a) {
+    return flash_attention_varlen(a.q, a.k, a.v, a.cu_seqlens_q, a.cu_seqlens_k, causal, scale, return_lse,
                                   ctx.stream);
   });
-  if (!return_lse) return nb::make_tuple(to_py(r.out), nb::none());
-  return nb::make_tuple(to_py(r.out), to_py(r.lse, "lse"));
 }
 
 }  // namespace
