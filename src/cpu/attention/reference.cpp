@@ -1,7 +1,9 @@
-// flash_attention and flash_attention_kvcache on the CPU: the reference (lowbit/ops/attention.h). Per
-// (batch, head, query): the scores in float64, their maximum, the exponentials'
-// sum, the weighted sum of v in float64, each output rounded once (to float32,
-// then to the dtype); the log-sum-exp in float64, rounded to float32.
+// The attention ops on the CPU (lowbit/ops/attention.h). The reference
+// ("cpu-reference"), per (batch, head, query): the scores in float64, their
+// maximum, the exponentials' sum, the weighted sum of v in float64, each
+// output rounded once (to float32, then to the dtype); the log-sum-exp in
+// float64, rounded to float32. The fast path ("cpu") does the same steps in
+// float32, vectorized (attend_f32).
 #include <cmath>
 #include <algorithm>
 #include <cstdint>
@@ -50,6 +52,65 @@ void attend(const T* qi, int64_t D, int64_t Dv, int64_t count, double scale, con
   if (lse) *lse = static_cast<float>(peak + std::log(sum));
 }
 
+// The same in float32: q and each key row converted once, the dot products
+// in 16 lane sums (each lane's order fixed, so the compiler vectorizes them
+// and the result does not depend on the ISA), the exponentials and the
+// weighted sum of v in float32, the division last.
+template <class T, class KAt, class VRow>
+void attend_f32(const T* qi, int64_t D, int64_t Dv, int64_t count, double scale, const KAt& k_at, const VRow& v_row,
+                T* out_row, float* lse) {
+  if (count <= 0) {
+    for (int64_t e = 0; e < Dv; ++e) out_row[e] = from_f32<T>(0.0f);
+    if (lse) *lse = -std::numeric_limits<float>::infinity();
+    return;
+  }
+  constexpr int kLanes = 16;
+  thread_local std::vector<float> qf, kf, s, acc;
+  const int64_t Dp = (D + kLanes - 1) / kLanes * kLanes;  // padded with zeros
+  qf.assign(static_cast<size_t>(Dp), 0.0f);
+  kf.assign(static_cast<size_t>(Dp), 0.0f);
+  s.resize(static_cast<size_t>(count));
+  acc.assign(static_cast<size_t>(Dv), 0.0f);
+  for (int64_t d = 0; d < D; ++d) qf[static_cast<size_t>(d)] = to_f32(qi[d]);
+  const float sc = static_cast<float>(scale);
+  float peak = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < count; ++j) {
+    for (int64_t d = 0; d < D; ++d) kf[static_cast<size_t>(d)] = to_f32(k_at(j, d));
+    float part[kLanes] = {};
+    for (int64_t d0 = 0; d0 < Dp; d0 += kLanes) {
+      for (int l = 0; l < kLanes; ++l) part[l] += qf[static_cast<size_t>(d0 + l)] * kf[static_cast<size_t>(d0 + l)];
+    }
+    float dot = 0.0f;
+    for (float x : part) dot += x;
+    s[static_cast<size_t>(j)] = sc * dot;
+    peak = std::max(peak, s[static_cast<size_t>(j)]);
+  }
+  float sum = 0.0f;
+  for (int64_t j = 0; j < count; ++j) {
+    s[static_cast<size_t>(j)] = std::exp(s[static_cast<size_t>(j)] - peak);
+    sum += s[static_cast<size_t>(j)];
+  }
+  for (int64_t j = 0; j < count; ++j) {
+    const float p = s[static_cast<size_t>(j)];
+    const T* vj = v_row(j);
+    for (int64_t e = 0; e < Dv; ++e) acc[static_cast<size_t>(e)] += p * to_f32(vj[e]);
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t e = 0; e < Dv; ++e) out_row[e] = from_f32<T>(acc[static_cast<size_t>(e)] * inv);
+  if (lse) *lse = peak + std::log(sum);
+}
+
+// attend (float64, the reference) or attend_f32 (the fast path).
+template <bool kFast, class T, class KAt, class VRow>
+void attend_as(const T* qi, int64_t D, int64_t Dv, int64_t count, double scale, const KAt& k_at, const VRow& v_row,
+               T* out_row, float* lse) {
+  if constexpr (kFast) {
+    attend_f32(qi, D, Dv, count, scale, k_at, v_row, out_row, lse);
+  } else {
+    attend(qi, D, Dv, count, scale, k_at, v_row, out_row, lse);
+  }
+}
+
 // The keys query i of Sq sees among `keys`: all, or causally those j <= i + keys - Sq (bottom-right).
 int64_t visible(bool causal, int64_t i, int64_t Sq, int64_t keys) {
   return causal ? std::max<int64_t>(0, std::min(keys, i + keys - Sq + 1)) : keys;
@@ -57,7 +118,7 @@ int64_t visible(bool causal, int64_t i, int64_t Sq, int64_t keys) {
 
 double scale_of(double scale, int64_t D) { return scale != 0.0 ? scale : 1.0 / std::sqrt(static_cast<double>(D)); }
 
-template <class T>
+template <bool kFast, class T>
 void reference(const FlashAttentionArgs& a) {
   const bool t = a.k_layout == KLayout::bdhs;
   const int64_t B = a.q.size(0), Sq = a.q.size(1), H = a.q.size(2), D = a.q.size(3);
@@ -76,14 +137,14 @@ void reference(const FlashAttentionArgs& a) {
       return t ? k[((b * D + d) * Hkv + g) * Skv + j] : k[((b * Skv + j) * Hkv + g) * D + d];
     };
     const auto v_row = [&](int64_t j) { return v + ((b * Skv + j) * Hkv + g) * Dv; };
-    attend(q + ((b * Sq + i) * H + h) * D, D, Dv, visible(a.causal, i, Sq, Skv), scale, k_at, v_row,
+    attend_as<kFast>(q + ((b * Sq + i) * H + h) * D, D, Dv, visible(a.causal, i, Sq, Skv), scale, k_at, v_row,
            out + ((b * Sq + i) * H + h) * Dv, lse ? lse + (b * H + h) * Sq + i : nullptr);
   });
 }
 
 // The cache's keys of each sequence: the first cache_seqlens[b] tokens, row j at
 // k_cache[b, j] (contiguous) or k_cache[block_table[b, j / P], j % P] (paged).
-template <class T>
+template <bool kFast, class T>
 void kvcache_reference(const FlashAttentionKvcacheArgs& a) {
   const char* op = FlashAttentionKvcacheArgs::kName;
   const bool paged = a.block_table.present();
@@ -117,7 +178,7 @@ void kvcache_reference(const FlashAttentionKvcacheArgs& a) {
     };
     const auto k_at = [&](int64_t j, int64_t d) { return k[(row_of(j) * Hkv + g) * D + d]; };
     const auto v_row = [&](int64_t j) { return v + (row_of(j) * Hkv + g) * Dv; };
-    attend(q + ((b * Sq + i) * H + h) * D, D, Dv, visible(a.causal, i, Sq, lens[b]), scale, k_at, v_row,
+    attend_as<kFast>(q + ((b * Sq + i) * H + h) * D, D, Dv, visible(a.causal, i, Sq, lens[b]), scale, k_at, v_row,
            out + ((b * Sq + i) * H + h) * Dv, lse ? lse + (b * H + h) * Sq + i : nullptr);
   });
 }
@@ -133,7 +194,7 @@ void check_offsets(const char* op, const char* name, const int32_t* cu, int64_t 
                  "tokens' total ", total, " (got ", cu[B], ")");
 }
 
-template <class T>
+template <bool kFast, class T>
 void varlen_reference(const FlashAttentionVarlenArgs& a) {
   const char* op = FlashAttentionVarlenArgs::kName;
   const int64_t total_q = a.q.size(0), H = a.q.size(1), D = a.q.size(2);
@@ -156,34 +217,40 @@ void varlen_reference(const FlashAttentionVarlenArgs& a) {
     const int64_t k0 = ck[b], keys = ck[b + 1] - ck[b], Sq = cq[b + 1] - cq[b], i = row - cq[b];
     const auto k_at = [&](int64_t j, int64_t d) { return k[((k0 + j) * Hkv + g) * D + d]; };
     const auto v_row = [&](int64_t j) { return v + ((k0 + j) * Hkv + g) * Dv; };
-    attend(q + (row * H + h) * D, D, Dv, visible(a.causal, i, Sq, keys), scale, k_at, v_row, out + (row * H + h) * Dv,
+    attend_as<kFast>(q + (row * H + h) * D, D, Dv, visible(a.causal, i, Sq, keys), scale, k_at, v_row, out + (row * H + h) * Dv,
            lse ? lse + h * total_q + row : nullptr);
   });
 }
 
-void flash_attention_reference(const FlashAttentionArgs& a, void* /*workspace*/, Stream /*stream*/) {
+template <bool kFast>
+void flash_attention_cpu(const FlashAttentionArgs& a, void* /*workspace*/, Stream /*stream*/) {
   if (a.out.numel() == 0) return;
-  with_float_type(a.q.dtype, FlashAttentionArgs::kName, [&](auto type) { reference<decltype(type)>(a); });
+  with_float_type(a.q.dtype, FlashAttentionArgs::kName, [&](auto type) { reference<kFast, decltype(type)>(a); });
 }
 
-void flash_attention_varlen_reference(const FlashAttentionVarlenArgs& a, void* /*workspace*/, Stream /*stream*/) {
+template <bool kFast>
+void flash_attention_varlen_cpu(const FlashAttentionVarlenArgs& a, void* /*workspace*/, Stream /*stream*/) {
   with_float_type(a.q.dtype, FlashAttentionVarlenArgs::kName,
-                  [&](auto type) { varlen_reference<decltype(type)>(a); });
+                  [&](auto type) { varlen_reference<kFast, decltype(type)>(a); });
 }
 
-void flash_attention_kvcache_reference(const FlashAttentionKvcacheArgs& a, void* /*workspace*/, Stream /*stream*/) {
+template <bool kFast>
+void flash_attention_kvcache_cpu(const FlashAttentionKvcacheArgs& a, void* /*workspace*/, Stream /*stream*/) {
   if (a.out.numel() == 0) return;
   with_float_type(a.q.dtype, FlashAttentionKvcacheArgs::kName,
-                  [&](auto type) { kvcache_reference<decltype(type)>(a); });
+                  [&](auto type) { kvcache_reference<kFast, decltype(type)>(a); });
 }
 
 }  // namespace
 
 void register_attention_ops() {
-  OpRegistry<FlashAttentionArgs>::add({"cpu-reference", DeviceType::cpu, 0, flash_attention_reference});
-  OpRegistry<FlashAttentionVarlenArgs>::add({"cpu-reference", DeviceType::cpu, 0, flash_attention_varlen_reference});
+  OpRegistry<FlashAttentionArgs>::add({"cpu-reference", DeviceType::cpu, 0, flash_attention_cpu<false>});
+  OpRegistry<FlashAttentionArgs>::add({"cpu", DeviceType::cpu, 10, flash_attention_cpu<true>});
+  OpRegistry<FlashAttentionVarlenArgs>::add({"cpu-reference", DeviceType::cpu, 0, flash_attention_varlen_cpu<false>});
+  OpRegistry<FlashAttentionVarlenArgs>::add({"cpu", DeviceType::cpu, 10, flash_attention_varlen_cpu<true>});
   OpRegistry<FlashAttentionKvcacheArgs>::add(
-      {"cpu-reference", DeviceType::cpu, 0, flash_attention_kvcache_reference});
+      {"cpu-reference", DeviceType::cpu, 0, flash_attention_kvcache_cpu<false>});
+  OpRegistry<FlashAttentionKvcacheArgs>::add({"cpu", DeviceType::cpu, 10, flash_attention_kvcache_cpu<true>});
 }
 
 }  // namespace lowbit::core::cpu

@@ -1,4 +1,5 @@
-// flash_attention against attention written out here in float64: every
+// flash_attention (the fast path, and the reference within its rounding alone) against attention written out
+// here in float64: every
 // dtype, grouped-query and multi-query heads, Sq < Skv, Sq == Skv and
 // Sq > Skv under the bottom-right causal mask (queries that see no key give
 // zeros and a log-sum-exp of -inf), no keys at all, K in either layout, a
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/registry.h"
 #include "harness/harness.h"
 #include "lowbit/ops/attention.h"
 
@@ -27,27 +29,43 @@ struct Case {
   DType dtype;
 };
 
-// out and lse in float64 from the tensors' own values (k given as [B, Skv, Hkv, D]).
+// out and lse in float64 from the tensors' own values (k given as [B, Skv, Hkv, D]), and the error a float32
+// computation of them may make (the fast path's): each score off by up to (D + 2) ulps of its terms' magnitudes,
+// which moves the output by up to twice that times the largest |v| it weighs, plus the sums' own rounding.
 void expected(const Case& c, const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
-              std::vector<double>& out, std::vector<double>& lse) {
+              std::vector<double>& out, std::vector<double>& lse, std::vector<double>& out_err,
+              std::vector<double>& lse_err) {
   const double scale = c.scale != 0.0 ? c.scale : 1.0 / std::sqrt(static_cast<double>(c.D));
   out.assign(static_cast<size_t>(c.B * c.Sq * c.H * c.Dv), 0.0);
   lse.assign(static_cast<size_t>(c.B * c.H * c.Sq), -std::numeric_limits<double>::infinity());
+  out_err.assign(out.size(), 0.0);
+  lse_err.assign(lse.size(), 0.0);
   for (int64_t b = 0; b < c.B; ++b) {
     for (int64_t h = 0; h < c.H; ++h) {
       const int64_t g = h / (c.H / c.Hkv);
       for (int64_t i = 0; i < c.Sq; ++i) {
         std::vector<double> s;
+        double ds = 0.0, vmax = 0.0;  // the largest score error, the largest |v|
         for (int64_t j = 0; j < c.Skv; ++j) {
           if (c.causal && j > i + c.Skv - c.Sq) break;
-          double dot = 0.0;
+          double dot = 0.0, mag = 0.0;
           for (int64_t d = 0; d < c.D; ++d) {
-            dot += double{q[static_cast<size_t>(((b * c.Sq + i) * c.H + h) * c.D + d)]} *
-                   k[static_cast<size_t>(((b * c.Skv + j) * c.Hkv + g) * c.D + d)];
+            const double t = double{q[static_cast<size_t>(((b * c.Sq + i) * c.H + h) * c.D + d)]} *
+                             k[static_cast<size_t>(((b * c.Skv + j) * c.Hkv + g) * c.D + d)];
+            dot += t;
+            mag += std::fabs(t);
           }
           s.push_back(scale * dot);
+          ds = std::max(ds, (static_cast<double>(c.D) + 2.0) * 0x1p-24 * std::fabs(scale) * mag);
+          for (int64_t e = 0; e < c.Dv; ++e) {
+            vmax = std::max(vmax, double{std::fabs(v[static_cast<size_t>(((b * c.Skv + j) * c.Hkv + g) * c.Dv + e)])});
+          }
         }
         if (s.empty()) continue;
+        const double n = static_cast<double>(s.size());
+        for (int64_t e = 0; e < c.Dv; ++e) {
+          out_err[static_cast<size_t>(((b * c.Sq + i) * c.H + h) * c.Dv + e)] = (4.0 * ds + (n + 4.0) * 0x1p-22) * vmax;
+        }
         double peak = s[0], sum = 0.0;
         for (double x : s) peak = std::max(peak, x);
         for (double x : s) sum += std::exp(x - peak);
@@ -59,6 +77,7 @@ void expected(const Case& c, const std::vector<float>& q, const std::vector<floa
           }
         }
         lse[static_cast<size_t>((b * c.H + h) * c.Sq + i)] = peak + std::log(sum);
+        lse_err[static_cast<size_t>((b * c.H + h) * c.Sq + i)] = 2.0 * ds + (n + 4.0) * 0x1p-22 * (1.0 + std::fabs(peak));
       }
     }
   }
@@ -99,19 +118,26 @@ TEST(FlashAttention, MatchesFloat64Attention) {
                  v = random_floats({c.B, c.Skv, c.Hkv, c.Dv}, c.dtype);
     const Tensor kk = c.layout == KLayout::bdhs ? to_bdhs(k) : k;
     const FlashAttentionResult r = flash_attention(q, kk, v, c.causal, c.scale, true, c.layout);
-    std::vector<double> want, want_lse;
-    expected(c, to_floats(q.ref()), to_floats(k.ref()), to_floats(v.ref()), want, want_lse);
+    std::vector<double> want, want_lse, out_err, lse_err;
+    expected(c, to_floats(q.ref()), to_floats(k.ref()), to_floats(v.ref()), want, want_lse, out_err, lse_err);
     const std::vector<float> got = to_floats(r.out.ref()), got_lse = to_floats(r.lse.ref());
-    // Each output is a convex combination of v's values, rounded once to the dtype.
+    // Each output is a convex combination of v's values, rounded once to the dtype; the fast path's float32
+    // scores and sums add out_err (the reference, run too, stays within the rounding alone).
     const double u = c.dtype == DType::f32 ? 0x1p-24 : c.dtype == DType::bf16 ? 0x1p-8 : 0x1p-11;
+    Tensor ref_out = Tensor::empty(r.out.sizes(), c.dtype), ref_lse = Tensor::empty(r.lse.sizes(), DType::f32);
+    core::OpRegistry<FlashAttentionArgs>::find("cpu-reference")
+        .run(FlashAttentionArgs{q, kk, v, ref_out, ref_lse, c.scale, c.causal, c.layout}, nullptr, {});
+    const std::vector<float> ref = to_floats(ref_out.ref()), ref_l = to_floats(ref_lse.ref());
     for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_NEAR(got[i], want[i], 2.0 * u * std::fabs(want[i]) + 1e-6) << "out " << i;
+      ASSERT_NEAR(ref[i], want[i], 2.0 * u * std::fabs(want[i]) + 1e-30) << "reference out " << i;
+      ASSERT_NEAR(got[i], want[i], 2.0 * u * std::fabs(want[i]) + out_err[i] + 1e-30) << "out " << i;
     }
     for (size_t i = 0; i < want_lse.size(); ++i) {
       if (std::isinf(want_lse[i])) {
         ASSERT_TRUE(std::isinf(got_lse[i]) && got_lse[i] < 0) << "lse " << i << " = " << got_lse[i];
       } else {
-        ASSERT_NEAR(got_lse[i], want_lse[i], 1e-5 * (1.0 + std::fabs(want_lse[i]))) << "lse " << i;
+        ASSERT_NEAR(ref_l[i], want_lse[i], 1e-6 * (1.0 + std::fabs(want_lse[i]))) << "reference lse " << i;
+        ASSERT_NEAR(got_lse[i], want_lse[i], lse_err[i] + 1e-6 * (1.0 + std::fabs(want_lse[i]))) << "lse " << i;
       }
     }
   }
