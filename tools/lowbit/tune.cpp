@@ -24,12 +24,12 @@
 #include "core/check.h"
 #include "core/float_convert.h"
 #include "core/registry.h"
+#include "gemm/args.h"
+#include "gemm/weights.h"
 #include "lowbit/ops/fp8_gemm.h"
 #include "lowbit/ops/gemm.h"
 #include "lowbit/stream.h"
 #include "lowbit/tensor.h"
-#include "gemm/args.h"
-#include "gemm/weights.h"
 #include "ops/tune_keys.h"
 
 namespace lowbit::cli {
@@ -114,7 +114,9 @@ struct Call {
 };
 
 // Copies of operands of `bytes` that overflow `cache` bytes of caches twice, 1 to 64.
-int copies_for(double bytes, double cache) { return static_cast<int>(std::clamp(2.0 * cache / bytes + 1.0, 1.0, 64.0)); }
+int copies_for(double bytes, double cache) {
+  return static_cast<int>(std::clamp(2.0 * cache / bytes + 1.0, 1.0, 64.0));
+}
 
 template <class Args>
 void run_one(Args x, const KernelConfig& config, Device device, Stream stream) {
@@ -142,7 +144,7 @@ Call fp8_call(const Mnk& s, Device device, DType out_dtype, double cache, uint64
   c.run = [sets, device](const KernelConfig& config, int copy, Stream stream) {
     run_one((*sets)[static_cast<size_t>(copy)], config, device, stream);
   };
-  c.result = [out = c.keep[4]] { return out.to(Device::cpu()); };
+  c.result = [sets] { return Tensor::copy_of(sets->front().out, Device::cpu()); };
   return c;
 }
 
@@ -237,16 +239,17 @@ void measure(const TuneArgs& a) {
   const Device device = gpu ? Device::cuda(0) : Device::cpu();
   DType dtype = DType::bf16;
   if (!a.dtype.empty()) {
-    LOWBIT_REQUIRE(parse_dtype(a.dtype, &dtype), ErrorCode::invalid_argument, "lowbit tune: unknown --dtype '",
-                   a.dtype, "'");
+    LOWBIT_REQUIRE(parse_dtype(a.dtype, &dtype), ErrorCode::invalid_argument, "lowbit tune: unknown --dtype '", a.dtype,
+                   "'");
   }
   const int reps = a.reps > 0 ? a.reps : (gpu ? 20 : 3);
   const std::string path = a.db.empty() ? user_tune_db_path().string() : a.db;
   const std::string name = core::device_name(device);
   TuneDb db = TuneDb::load(path);
-  std::printf("lowbit tune %s on %s (%s), %d calls a round, operands in turn from copies that overflow the caches; "
-              "writing %s\n", a.op.c_str(), device.str().c_str(),
-              name.c_str(), reps, path.c_str());
+  std::printf(
+      "lowbit tune %s on %s (%s), %d calls a round, operands in turn from copies that overflow the caches; "
+      "writing %s\n",
+      a.op.c_str(), device.str().c_str(), name.c_str(), reps, path.c_str());
   uint64_t seed = 0x5eed;
   for (const std::string& text : a.shapes) {
     const Mnk s = parse_shape(text);
@@ -282,7 +285,9 @@ void measure(const TuneArgs& a) {
     const std::string chosen = candidates[best].empty() ? "default" : candidates[best].name();
     db.set(TuneEntry{c.op, name, c.key.version, c.key.key, {}, chosen});
     std::printf("  %s -> %s (%.1f us)%s\n", text.c_str(), chosen.c_str(), best_t * 1e6,
-                !before ? " new entry" : *before == chosen ? " entry kept" : (" replaces " + *before).c_str());
+                !before             ? " new entry"
+                : *before == chosen ? " entry kept"
+                                    : (" replaces " + *before).c_str());
   }
   save_tune_db(db, path);
 }

@@ -4,8 +4,8 @@
 // output rounded once (to float32, then to the dtype); the log-sum-exp in
 // float64, rounded to float32. The fast path ("cpu") does the same steps in
 // float32, vectorized (attend_f32).
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -119,7 +119,7 @@ int64_t visible(bool causal, int64_t i, int64_t Sq, int64_t keys) {
 double scale_of(double scale, int64_t D) { return scale != 0.0 ? scale : 1.0 / std::sqrt(static_cast<double>(D)); }
 
 template <bool kFast, class T>
-void reference(const FlashAttentionArgs& a) {
+void dense_attention(const FlashAttentionArgs& a) {
   const bool t = a.k_layout == KLayout::bdhs;
   const int64_t B = a.q.size(0), Sq = a.q.size(1), H = a.q.size(2), D = a.q.size(3);
   const int64_t Skv = t ? a.k.size(3) : a.k.size(1), Hkv = a.k.size(2), Dv = a.v.size(3);
@@ -138,14 +138,14 @@ void reference(const FlashAttentionArgs& a) {
     };
     const auto v_row = [&](int64_t j) { return v + ((b * Skv + j) * Hkv + g) * Dv; };
     attend_as<kFast>(q + ((b * Sq + i) * H + h) * D, D, Dv, visible(a.causal, i, Sq, Skv), scale, k_at, v_row,
-           out + ((b * Sq + i) * H + h) * Dv, lse ? lse + (b * H + h) * Sq + i : nullptr);
+                     out + ((b * Sq + i) * H + h) * Dv, lse ? lse + (b * H + h) * Sq + i : nullptr);
   });
 }
 
 // The cache's keys of each sequence: the first cache_seqlens[b] tokens, row j at
 // k_cache[b, j] (contiguous) or k_cache[block_table[b, j / P], j % P] (paged).
 template <bool kFast, class T>
-void kvcache_reference(const FlashAttentionKvcacheArgs& a) {
+void kvcache_attention(const FlashAttentionKvcacheArgs& a) {
   const char* op = FlashAttentionKvcacheArgs::kName;
   const bool paged = a.block_table.present();
   const int64_t B = a.q.size(0), Sq = a.q.size(1), H = a.q.size(2), D = a.q.size(3);
@@ -179,7 +179,7 @@ void kvcache_reference(const FlashAttentionKvcacheArgs& a) {
     const auto k_at = [&](int64_t j, int64_t d) { return k[(row_of(j) * Hkv + g) * D + d]; };
     const auto v_row = [&](int64_t j) { return v + (row_of(j) * Hkv + g) * Dv; };
     attend_as<kFast>(q + ((b * Sq + i) * H + h) * D, D, Dv, visible(a.causal, i, Sq, lens[b]), scale, k_at, v_row,
-           out + ((b * Sq + i) * H + h) * Dv, lse ? lse + (b * H + h) * Sq + i : nullptr);
+                     out + ((b * Sq + i) * H + h) * Dv, lse ? lse + (b * H + h) * Sq + i : nullptr);
   });
 }
 
@@ -195,7 +195,7 @@ void check_offsets(const char* op, const char* name, const int32_t* cu, int64_t 
 }
 
 template <bool kFast, class T>
-void varlen_reference(const FlashAttentionVarlenArgs& a) {
+void varlen_attention(const FlashAttentionVarlenArgs& a) {
   const char* op = FlashAttentionVarlenArgs::kName;
   const int64_t total_q = a.q.size(0), H = a.q.size(1), D = a.q.size(2);
   const int64_t total_k = a.k.size(0), Hkv = a.k.size(1), Dv = a.v.size(2), group = H / Hkv;
@@ -205,7 +205,8 @@ void varlen_reference(const FlashAttentionVarlenArgs& a) {
   check_offsets(op, "cu_seqlens_q", cq, B, total_q);
   check_offsets(op, "cu_seqlens_k", ck, B, total_k);
   std::vector<int32_t> seq_of(static_cast<size_t>(total_q));  // each query row's sequence
-  for (int64_t b = 0; b < B; ++b) std::fill(seq_of.begin() + cq[b], seq_of.begin() + cq[b + 1], static_cast<int32_t>(b));
+  for (int64_t b = 0; b < B; ++b)
+    std::fill(seq_of.begin() + cq[b], seq_of.begin() + cq[b + 1], static_cast<int32_t>(b));
   const double scale = scale_of(a.scale, D);
   const T* q = a.q.ptr<const T>();
   const T* k = a.k.ptr<const T>();
@@ -217,28 +218,28 @@ void varlen_reference(const FlashAttentionVarlenArgs& a) {
     const int64_t k0 = ck[b], keys = ck[b + 1] - ck[b], Sq = cq[b + 1] - cq[b], i = row - cq[b];
     const auto k_at = [&](int64_t j, int64_t d) { return k[((k0 + j) * Hkv + g) * D + d]; };
     const auto v_row = [&](int64_t j) { return v + ((k0 + j) * Hkv + g) * Dv; };
-    attend_as<kFast>(q + (row * H + h) * D, D, Dv, visible(a.causal, i, Sq, keys), scale, k_at, v_row, out + (row * H + h) * Dv,
-           lse ? lse + h * total_q + row : nullptr);
+    attend_as<kFast>(q + (row * H + h) * D, D, Dv, visible(a.causal, i, Sq, keys), scale, k_at, v_row,
+                     out + (row * H + h) * Dv, lse ? lse + h * total_q + row : nullptr);
   });
 }
 
 template <bool kFast>
 void flash_attention_cpu(const FlashAttentionArgs& a, void* /*workspace*/, Stream /*stream*/) {
   if (a.out.numel() == 0) return;
-  with_float_type(a.q.dtype, FlashAttentionArgs::kName, [&](auto type) { reference<kFast, decltype(type)>(a); });
+  with_float_type(a.q.dtype, FlashAttentionArgs::kName, [&](auto type) { dense_attention<kFast, decltype(type)>(a); });
 }
 
 template <bool kFast>
 void flash_attention_varlen_cpu(const FlashAttentionVarlenArgs& a, void* /*workspace*/, Stream /*stream*/) {
   with_float_type(a.q.dtype, FlashAttentionVarlenArgs::kName,
-                  [&](auto type) { varlen_reference<kFast, decltype(type)>(a); });
+                  [&](auto type) { varlen_attention<kFast, decltype(type)>(a); });
 }
 
 template <bool kFast>
 void flash_attention_kvcache_cpu(const FlashAttentionKvcacheArgs& a, void* /*workspace*/, Stream /*stream*/) {
   if (a.out.numel() == 0) return;
   with_float_type(a.q.dtype, FlashAttentionKvcacheArgs::kName,
-                  [&](auto type) { kvcache_reference<kFast, decltype(type)>(a); });
+                  [&](auto type) { kvcache_attention<kFast, decltype(type)>(a); });
 }
 
 }  // namespace
@@ -248,8 +249,7 @@ void register_attention_ops() {
   OpRegistry<FlashAttentionArgs>::add({"cpu", DeviceType::cpu, 10, flash_attention_cpu<true>});
   OpRegistry<FlashAttentionVarlenArgs>::add({"cpu-reference", DeviceType::cpu, 0, flash_attention_varlen_cpu<false>});
   OpRegistry<FlashAttentionVarlenArgs>::add({"cpu", DeviceType::cpu, 10, flash_attention_varlen_cpu<true>});
-  OpRegistry<FlashAttentionKvcacheArgs>::add(
-      {"cpu-reference", DeviceType::cpu, 0, flash_attention_kvcache_cpu<false>});
+  OpRegistry<FlashAttentionKvcacheArgs>::add({"cpu-reference", DeviceType::cpu, 0, flash_attention_kvcache_cpu<false>});
   OpRegistry<FlashAttentionKvcacheArgs>::add({"cpu", DeviceType::cpu, 10, flash_attention_kvcache_cpu<true>});
 }
 

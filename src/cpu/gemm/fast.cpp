@@ -274,9 +274,13 @@ template <class Store>
 void bnb4_gemv(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, float* a32, int64_t lda, const Store& store) {
   std::vector<float> ax(static_cast<size_t>(M * K));
   for (int64_t m = 0; m < M; ++m) gemm::bnb4_split_a(a32 + m * lda, K, ax.data() + m * K);
-  bnb4_rows(d, M, N, K, [&](int64_t n, const float* scales, float* sums) {
-    gemm::bnb4_gemv_row(d.packed + n * K / 2, K, d.a.blocksize, scales, d.table, ax.data(), K, static_cast<int>(M), sums);
-  }, store);
+  bnb4_rows(
+      d, M, N, K,
+      [&](int64_t n, const float* scales, float* sums) {
+        gemm::bnb4_gemv_row(d.packed + n * K / 2, K, d.a.blocksize, scales, d.table, ax.data(), K, static_cast<int>(M),
+                            sums);
+      },
+      store);
 }
 
 // The few-rows product on bf16 A (M <= kFewRowsBf16) of a 4-bit weight whose rows
@@ -288,9 +292,8 @@ void bnb4_gemv(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, float* a32
 // 4). Splitting K into panels whose slice of A stays in L1 measured slower:
 // the weight's prefetch then runs into the next panel instead of the next row.
 // Up to 64 rows: streaming each weight row pair once per 4 rows of A from L1
-// beat oneDNN's bf16 matmul on decoded panels there (4096 x 4096, 2 threads:
-// 8.7 vs 18.6 ms at 64 rows, 4.4 vs 10.6 at 32), whose per-panel decode and
-// reorder only pay off over more rows.
+// measured faster than oneDNN's bf16 matmul on decoded panels, whose
+// per-panel decode and reorder only pay off over more rows (BENCHMARKS.md).
 constexpr int64_t kFewRowsBf16 = 64;
 
 template <class RowFn, class ScalesFn, class ZerosFn, class Store>
@@ -423,11 +426,28 @@ void large_m_matmul(int64_t M, int64_t N, int64_t K, const void* a, int64_t lda,
   });
 }
 
+// Whether the bf16 few-rows kernel takes a call (the run and its workspace ask the same): bf16 A of up to
+// kFewRowsBf16 rows, 4-bit codes, K whole 128-element chunks, groups that hold whole lanes of them (quantized
+// zeros: whole chunks), no config forced.
+bool few_rows_bf16(const MatmulArgs& a, int64_t M) {
+  const WeightFormat& f = a.weight.format;
+  const int64_t gl = f.group_length(), blocksize = f.with_scaling ? gl : f.K;
+  const bool zeros_fit = !f.with_zeros || (f.zeros_mode == ZerosMode::quantized && gl % 128 == 0);
+  return a.config.empty() && M <= kFewRowsBf16 && a.A.dtype == DType::bf16 && weight_bits(f.type) == 4 && zeros_fit &&
+         gemm::gemv4_bf16_fits(f.K, blocksize);
+}
+// matmul_4bit's: whole blocks of 32-multiples a row too.
+bool few_rows_bf16(const Matmul4bitArgs& a, int64_t M, int64_t K) {
+  return a.config.empty() && K % a.blocksize == 0 && a.blocksize % 32 == 0 && M <= kFewRowsBf16 &&
+         a.A.dtype == DType::bf16 && gemm::gemv4_bf16_fits(K, a.blocksize);
+}
+
 }  // namespace
 
 size_t matmul_fast_workspace(const MatmulArgs& a) {
   const int64_t M = rows_of(a.A), K = a.weight.format.K, N = a.weight.format.N;
-  return Scratch::bytes(M, K, N) + (large_m(a.config, M, a.A.dtype) ? LargeScratch::bytes(M, K, N) : 0);
+  const bool large = !few_rows_bf16(a, M) && large_m(a.config, M, a.A.dtype);
+  return Scratch::bytes(M, K, N) + (large ? LargeScratch::bytes(M, K, N) : 0);
 }
 
 void matmul_fast(const MatmulArgs& a, void* workspace, Stream) {
@@ -447,12 +467,9 @@ void matmul_fast(const MatmulArgs& a, void* workspace, Stream) {
   const int64_t lda = gemm::round_up(K, kVec);
   const RowsDecoder decode(w);
   const float* bias = f.with_bias ? w.bias.ptr<const float>() : nullptr;
-  // bf16 A of up to 64 rows, 4-bit codes, K whole 128-element chunks, groups that hold whole lanes of them
-  // (quantized zeros: whole chunks), no config forced: each weight row streamed once per 4 rows of A.
-  const int64_t gl = f.group_length(), blocksize = f.with_scaling ? gl : K;
-  const bool zeros_fit = !f.with_zeros || (f.zeros_mode == ZerosMode::quantized && gl % 128 == 0);
-  if (a.config.empty() && M <= kFewRowsBf16 && a.A.dtype == DType::bf16 && decode.bits == 4 && zeros_fit &&
-      gemm::gemv4_bf16_fits(K, blocksize)) {
+  // The few-rows kernel: each weight row streamed once per 4 rows of A.
+  if (few_rows_bf16(a, M)) {
+    const int64_t blocksize = f.with_scaling ? f.group_length() : K;
     auto* ap = reinterpret_cast<uint16_t*>(s.a32);  // M x K halves fit in a32
     const uint16_t* A = a.A.ptr<const uint16_t>();
     for (int64_t m = 0; m < M; ++m) gemm::permute_a_bf16(A + m * K, perm, K, gemm::Nibbles::low_first, ap + m * K);
@@ -504,7 +521,8 @@ std::vector<KernelConfig> matmul_4bit_fast_configs(const Matmul4bitArgs& a) {
 
 size_t matmul_4bit_fast_workspace(const Matmul4bitArgs& a) {
   const int64_t M = rows_of(a.A), K = a.A.size(-1), N = a.N;
-  return Scratch::bytes(M, K, N) + (large_m(a.config, M, a.A.dtype) ? LargeScratch::bytes(M, K, N) : 0);
+  const bool large = !few_rows_bf16(a, M, K) && large_m(a.config, M, a.A.dtype);
+  return Scratch::bytes(M, K, N) + (large ? LargeScratch::bytes(M, K, N) : 0);
 }
 
 void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream) {
@@ -516,7 +534,7 @@ void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream) {
   // Up to 4 rows, whole blocks of 32-multiples a row, no config forced: each weight row streamed once;
   // bf16 A as it is, up to 64 rows, where K is whole 128-element chunks and the blocks hold whole lanes of them.
   const bool gemv = a.config.empty() && K % a.blocksize == 0 && a.blocksize % 32 == 0;
-  const bool gemv_bf16 = gemv && M <= kFewRowsBf16 && a.A.dtype == DType::bf16 && gemm::gemv4_bf16_fits(K, a.blocksize);
+  const bool gemv_bf16 = few_rows_bf16(a, M, K);
   const bool gemv_f32 = gemv && M <= 4 && !gemv_bf16 && gemm::bnb4_gemv_available();
   const bool large = !gemv_bf16 && large_m(a.config, M, a.A.dtype), large_bf16 = large && a.A.dtype == DType::bf16;
   if (!gemv_bf16 && !large_bf16) gemm::prepare_a(a.A, nullptr, M, K, lda, s.a32);
