@@ -1,6 +1,7 @@
 // The CPU features lowbit's own kernel dispatch reads, capped by the
 // LOWBIT_CPU_ISA environment variable so that one machine runs (and tests)
-// every path below its best: "native" (the default) or "avx512" takes what
+// every path below its best (oneDNN's dispatch is capped alike: gemm/onednn.cpp):
+// "native" (the default) or "avx512" takes what
 // the CPU has, "avx2" drops the AVX-512 features, "baseline" also AVX, AVX2,
 // FMA and F16C. The loops built by GCC's target_clones (simd_clones.h) are
 // picked at load time by the CPU alone; they give the same bits in every

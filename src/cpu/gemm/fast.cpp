@@ -353,8 +353,11 @@ void bnb4_gemv_bf16(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, uint1
 constexpr int64_t kLargeRows = 32;
 constexpr int64_t kPanelRows = 512;
 
+// Whether the large-M path runs in bf16 (bf16 A where oneDNN has bf16 kernels), else in fp32.
+bool bf16_panels(DType a_dtype) { return a_dtype == DType::bf16 && gemm::onednn_bf16_available(); }
+
 bool large_m(const KernelConfig& config, int64_t M, DType a_dtype) {
-  return config.empty() && M >= (a_dtype == DType::bf16 ? kLargeRows : 2 * kLargeRows) && gemm::onednn_available();
+  return config.empty() && M >= (bf16_panels(a_dtype) ? kLargeRows : 2 * kLargeRows) && gemm::onednn_available();
 }
 
 // The large-M path's workspace after Scratch's (whose a32 holds A, gathered in bf16 or prepared in fp32): a panel
@@ -491,7 +494,7 @@ void matmul_fast(const MatmulArgs& a, void* workspace, Stream) {
   }
   if (large_m(a.config, M, a.A.dtype)) {
     const LargeScratch l(reinterpret_cast<uint8_t*>(workspace) + Scratch::bytes(M, K, N), K);
-    if (a.A.dtype != DType::bf16) {  // fp32 A (prepared as for the tiles) and fp32 panels
+    if (!bf16_panels(a.A.dtype)) {  // fp32 A (prepared as for the tiles) and fp32 panels
       gemm::prepare_a(a.A, perm, M, K, lda, s.a32);
       large_m_matmul(M, N, K, s.a32, lda, false, decode, l.panel, l.sums, a.out, bias, a.kName);
       return;
@@ -536,7 +539,7 @@ void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream) {
   const bool gemv = a.config.empty() && K % a.blocksize == 0 && a.blocksize % 32 == 0;
   const bool gemv_bf16 = few_rows_bf16(a, M, K);
   const bool gemv_f32 = gemv && M <= 4 && !gemv_bf16 && gemm::bnb4_gemv_available();
-  const bool large = !gemv_bf16 && large_m(a.config, M, a.A.dtype), large_bf16 = large && a.A.dtype == DType::bf16;
+  const bool large = !gemv_bf16 && large_m(a.config, M, a.A.dtype), large_bf16 = large && bf16_panels(a.A.dtype);
   if (!gemv_bf16 && !large_bf16) gemm::prepare_a(a.A, nullptr, M, K, lda, s.a32);
   if (a.bias.present()) {
     with_float_type(a.bias.dtype, a.kName, [&](auto t) {

@@ -3,9 +3,11 @@
 
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <tuple>
 
 #include "core/check.h"
+#include "cpu/isa.h"
 
 #if defined(LOWBIT_WITH_ONEDNN)
 #include <oneapi/dnnl/dnnl.hpp>
@@ -24,8 +26,22 @@ struct Cached {
   dnnl::memory::desc a, w, c;
 };
 
+// oneDNN's own dispatch capped as LOWBIT_CPU_ISA caps lowbit's (cpu/isa.h), so a capped run tests the paths
+// such a CPU takes; it holds only before oneDNN's first primitive, and is left as it is where it no longer can.
+void cap_onednn_isa() {
+  const std::string_view cap = isa_cap();
+  if (cap != "avx2" && cap != "baseline") return;
+  try {
+    dnnl::set_max_cpu_isa(cap == "avx2" ? dnnl::cpu_isa::avx2 : dnnl::cpu_isa::sse41);
+  } catch (const dnnl::error&) {
+  }
+}
+
 dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine e = [] {
+    cap_onednn_isa();
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return e;
 }
 
@@ -66,6 +82,25 @@ void onednn_matmul(dnnl::memory::data_type t, int64_t M, int64_t n, int64_t K, c
 
 }  // namespace
 
+bool onednn_bf16_available() {
+  static const bool yes = [] {
+    try {  // oneDNN refuses the primitive where the CPU has no bf16 kernel
+      const auto bf16 = dnnl::memory::data_type::bf16;
+      const dnnl::memory::desc a({2, 32}, bf16, dnnl::memory::dims{32, 1}), w({32, 2}, bf16, dnnl::memory::dims{1, 32}),
+          c({2, 2}, dnnl::memory::data_type::f32, dnnl::memory::dims{2, 1});
+#if DNNL_VERSION_MAJOR >= 3
+      const dnnl::matmul::primitive_desc pd(engine(), a, w, c);
+#else
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, w, c), engine());
+#endif
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return yes;
+}
+
 void onednn_bf16_matmul(int64_t M, int64_t n, int64_t K, const uint16_t* a, int64_t lda, const uint16_t* w, float* c,
                         int64_t ldc) {
   onednn_matmul(dnnl::memory::data_type::bf16, M, n, K, a, lda, w, c, ldc);
@@ -79,6 +114,7 @@ void onednn_f32_matmul(int64_t M, int64_t n, int64_t K, const float* a, int64_t 
 #else
 
 bool onednn_available() { return false; }
+bool onednn_bf16_available() { return false; }
 
 void onednn_bf16_matmul(int64_t, int64_t, int64_t, const uint16_t*, int64_t, const uint16_t*, float*, int64_t) {
   core::fail(ErrorCode::internal, "onednn_bf16_matmul: this build has no oneDNN");

@@ -10,9 +10,11 @@ namespace lowbit::core::cpu::gemm {
 
 // Whether this build has oneDNN.
 bool onednn_available();
+// Whether oneDNN runs bf16 matmuls on this CPU (its bf16 kernels need AVX-512; asked once).
+bool onednn_bf16_available();
 
 // c[m][j] = sum over k of a[m][k] * w[j][k] for m < M, j < n: a rows lda apart, w rows of K, c fp32 rows ldc
-// apart; fp32 sums (oneDNN's order). a and w bf16 (onednn_bf16_matmul) or fp32 (onednn_f32_matmul: exact
+// apart; fp32 sums (oneDNN's order). a and w bf16 (onednn_bf16_matmul, where onednn_bf16_available()) or fp32 (onednn_f32_matmul: exact
 // products). Primitives are cached per shape. Only when onednn_available().
 void onednn_bf16_matmul(int64_t M, int64_t n, int64_t K, const uint16_t* a, int64_t lda, const uint16_t* w, float* c,
                         int64_t ldc);
