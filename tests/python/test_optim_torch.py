@@ -320,17 +320,25 @@ def test_half_parameters_update_with_float32_states(dtype):
     assert opt.state[a[0]]["absmax1"].dtype == torch.float32
 
 
-def _mlp(seed):
+def _mlp(seed, width=64):
     torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Linear(32, 128), torch.nn.GELU(), torch.nn.Linear(128, 128), torch.nn.GELU(),
-                               torch.nn.Linear(128, 1))
+    return torch.nn.Sequential(torch.nn.Linear(32, width), torch.nn.GELU(), torch.nn.Linear(width, width),
+                               torch.nn.GELU(), torch.nn.Linear(width, 1))
+
+
+def _regression_data(n, g):
+    x = torch.randn(n, 32, generator=g)
+    return x, torch.sin(x[:, :4].sum(dim=1, keepdim=True)) + 0.1 * x[:, 4:5] + 0.1 * torch.randn(n, 1, generator=g)
 
 
 def _train(make_opt, steps=500, seed=0):
+    """The final training loss and the loss on fresh data of the same law. The model (6.4k weights) cannot
+    memorize its 4096 noisy samples, so both losses stay above a floor every optimizer approaches alike (a
+    model that memorizes drives plain AdamW's training loss towards 0, where a relative bound means nothing)."""
     model = _mlp(seed)
     g = torch.Generator().manual_seed(123)
-    x = torch.randn(512, 32, generator=g)
-    y = torch.sin(x[:, :4].sum(dim=1, keepdim=True)) + 0.1 * x[:, 4:5]
+    x, y = _regression_data(4096, g)
+    x_new, y_new = _regression_data(4096, g)
     opt = make_opt(model.parameters())
     for _ in range(steps):
         opt.zero_grad()
@@ -338,13 +346,15 @@ def _train(make_opt, steps=500, seed=0):
         loss.backward()
         opt.step()
     with torch.no_grad():
-        return torch.nn.functional.mse_loss(model(x), y).item()
+        mse = torch.nn.functional.mse_loss
+        return mse(model(x), y).item(), mse(model(x_new), y_new).item()
 
 
 def test_adamw8bit_trains_an_mlp_as_well_as_torch_adamw():
     ours = _train(lambda ps: optim.AdamW8bit(ps, lr=2e-3, min_8bit_size=4096))
     ref = _train(lambda ps: torch.optim.AdamW(ps, lr=2e-3))
-    assert ours <= ref * 1.02 + 1e-4, (ours, ref)
+    assert ours[0] <= ref[0] * 1.02, ("training loss", ours, ref)
+    assert ours[1] <= ref[1] * 1.02, ("loss on fresh data", ours, ref)
 
 
 class _OneByOne(optim.AdamW8bit):
