@@ -29,9 +29,9 @@ using attention::FlashParams;
 using attention::Form;
 using attention::Variant;
 
-constexpr int kThreads = 128;   // the tensor-core kernel's CTA
-constexpr int kKeyTile = 64;    // its keys a tile
-constexpr int kMaxSplits = 128;  // key ranges a row's keys are cut into at most
+constexpr int kThreads = 128;      // the tensor-core kernel's CTA
+constexpr int kKeyTile = 64;       // its keys a tile
+constexpr int kMaxSplits = 128;    // key ranges a row's keys are cut into at most
 constexpr int kMinSplitTiles = 2;  // key tiles a range takes at least: each range pays Q's load and its epilogue
 constexpr int kNoSplit = INT_MAX / 2;
 
@@ -74,7 +74,7 @@ FlashKernel pick_kernel(const FlashParams& p, DType dtype, bool aligned) {
     variant = Variant::rows16;  // a kv head's rows fill one warp: the warps split the keys instead
   }
   const int d = std::max(p.D, p.Dv);
-  return d <= 64 ? attention::flash_kernel_d64(dtype, variant)
+  return d <= 64    ? attention::flash_kernel_d64(dtype, variant)
          : d <= 128 ? attention::flash_kernel_d128(dtype, variant)
                     : attention::flash_kernel_d256(dtype, variant);
 }
@@ -148,8 +148,8 @@ void launch(FlashParams& p, const Plan& plan, DType dtype, void* workspace, Stre
 }
 
 int32_t narrow(int64_t v, const char* op, const char* what) {
-  LOWBIT_REQUIRE(v >= 0 && v <= INT32_MAX / 2, ErrorCode::invalid_argument, op, ": ", what, " must be below 2^30 on cuda (got ",
-                 v, ")");
+  LOWBIT_REQUIRE(v >= 0 && v <= INT32_MAX / 2, ErrorCode::invalid_argument, op, ": ", what,
+                 " must be below 2^30 on cuda (got ", v, ")");
   return static_cast<int32_t>(v);
 }
 

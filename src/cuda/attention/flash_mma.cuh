@@ -60,8 +60,8 @@ struct FlashShape {
   // Rows a thread's tile loader issues back to back: all of them below 256, where 16 rows' addresses beside
   // the 128 accumulator registers would spill.
   static constexpr int kLoadUnroll = kD <= 128 ? kD / 16 : 4;
-  static constexpr int kTile = kN * kD;             // elements of a K (or Kᵀ) or V tile
-  static constexpr int kStage = 2 * kTile;          // K, then V
+  static constexpr int kTile = kN * kD;     // elements of a K (or Kᵀ) or V tile
+  static constexpr int kStage = 2 * kTile;  // K, then V
   // Q: in stage 1's K when its fragments go to registers (read before stage 1 loads), else after the stages.
   static constexpr int kQOffset = kQInRegs ? kStage : 2 * kStage;
   static constexpr size_t kLoopBytes = sizeof(uint16_t) * (2 * kStage + (kQInRegs ? 0 : kM * kD));
@@ -251,7 +251,8 @@ __global__ void __launch_bounds__(128) flash_mma(const __grid_constant__ FlashPa
   // Kᵀ's keys nw + 16np.. are chunks nw / 8 + 2np + bit of its 128-byte rows.
   uint32_t sw_kt[kNW / 16];
 #pragma unroll
-  for (int np = 0; np < kNW / 16; ++np) sw_kt[np] = static_cast<uint32_t>(((nw / 8 + 2 * np + a_bit) ^ (lane & 7)) * 16);
+  for (int np = 0; np < kNW / 16; ++np)
+    sw_kt[np] = static_cast<uint32_t>(((nw / 8 + 2 * np + a_bit) ^ (lane & 7)) * 16);
 
   // The last key each of the thread's two rows (gq, gq + 8 of its warp's 16) sees.
   int last_key[2];
@@ -388,7 +389,8 @@ __global__ void __launch_bounds__(128) flash_mma(const __grid_constant__ FlashPa
     row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 2);
     float* const orow = so + (warp * 16 + gq + 8 * r) * S::kOPitch + 2 * tq;
 #pragma unroll
-    for (int t = 0; t < kD / 8; ++t) *reinterpret_cast<float2*>(orow + t * 8) = make_float2(o[t][2 * r], o[t][2 * r + 1]);
+    for (int t = 0; t < kD / 8; ++t)
+      *reinterpret_cast<float2*>(orow + t * 8) = make_float2(o[t][2 * r], o[t][2 * r + 1]);
     if (tq == 0) {
       sml[(warp * 16 + gq + 8 * r) * 2] = row_max[r];
       sml[(warp * 16 + gq + 8 * r) * 2 + 1] = row_sum[r];

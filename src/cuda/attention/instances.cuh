@@ -27,8 +27,8 @@ FlashKernel flash_kernel_for(DType dtype, Variant variant) {
   };
   if (dtype == DType::f16) return pick(gemm::F16{});
   if (dtype == DType::bf16) return pick(gemm::BF16{});
-  core::fail(ErrorCode::internal,
-             core::cat("flash_attention: the tensor-core kernel takes float16 or bfloat16 (got ", dtype_name(dtype), ")"));
+  core::fail(ErrorCode::internal, core::cat("flash_attention: the tensor-core kernel takes float16 or bfloat16 (got ",
+                                            dtype_name(dtype), ")"));
 }
 
 }  // namespace lowbit::cuda::attention

@@ -21,32 +21,32 @@ namespace lowbit::cuda::attention {
 enum class Form : int32_t { dense, varlen, kvcache };
 
 struct FlashParams {
-  const void* q;         // [total_q, H, D]
-  const void* k;         // [rows, Hkv, D], or [B, D, Hkv, Skv] (bdhs)
-  const void* v;         // [rows, Hkv, Dv]
-  void* out;             // [total_q, H, Dv]
-  float* lse;            // null unless asked for: [B, H, Sq], varlen [H, total_q]
-  float* part_o;         // splits > 1: [splits, total_q * H, Dv], each range's output normalized by its own sum
-  float* part_lse;       // splits > 1: [splits, total_q * H], each range's log-sum-exp (-inf: no key)
-  const int32_t* cu_q;   // varlen [B + 1]
-  const int32_t* cu_k;   // varlen [B + 1]
+  const void* q;           // [total_q, H, D]
+  const void* k;           // [rows, Hkv, D], or [B, D, Hkv, Skv] (bdhs)
+  const void* v;           // [rows, Hkv, Dv]
+  void* out;               // [total_q, H, Dv]
+  float* lse;              // null unless asked for: [B, H, Sq], varlen [H, total_q]
+  float* part_o;           // splits > 1: [splits, total_q * H, Dv], each range's output normalized by its own sum
+  float* part_lse;         // splits > 1: [splits, total_q * H], each range's log-sum-exp (-inf: no key)
+  const int32_t* cu_q;     // varlen [B + 1]
+  const int32_t* cu_k;     // varlen [B + 1]
   const int32_t* seqlens;  // kvcache [B]
   const int32_t* table;    // kvcache [B, max_pages]; null: a contiguous cache
   Form form;
-  int32_t bdhs;    // dense: k as [B, D, Hkv, Skv]
-  int32_t causal;  // query i sees keys j <= i + Skv - Sq
+  int32_t bdhs;                     // dense: k as [B, D, Hkv, Skv]
+  int32_t causal;                   // query i sees keys j <= i + Skv - Sq
   int32_t B, H, Hkv, group, D, Dv;  // group = H / Hkv: the query heads of a kv head
-  int32_t Sq;         // dense, kvcache: queries per sequence
-  int32_t Skv;        // dense: keys per sequence; kvcache: S_max (contiguous) or P (paged)
-  int32_t max_pages;  // paged: block_table's columns
-  int32_t pages;      // paged: the cache's pages
-  int32_t capacity;   // kvcache: the most keys a sequence holds (S_max, or max_pages * P)
-  int64_t total_q;    // q's tokens
-  int64_t total_k;    // varlen: k's tokens
-  int32_t m_tiles;      // dense, kvcache: M tiles of a (sequence, kv head)
-  int32_t splits;       // key ranges a (sequence, kv head, M tile) is cut into (1: none)
-  int32_t split_tiles;  // key tiles of a range
-  float scale_log2;     // scale * log2(e): scores in the base-2 domain
+  int32_t Sq;                       // dense, kvcache: queries per sequence
+  int32_t Skv;                      // dense: keys per sequence; kvcache: S_max (contiguous) or P (paged)
+  int32_t max_pages;                // paged: block_table's columns
+  int32_t pages;                    // paged: the cache's pages
+  int32_t capacity;                 // kvcache: the most keys a sequence holds (S_max, or max_pages * P)
+  int64_t total_q;                  // q's tokens
+  int64_t total_k;                  // varlen: k's tokens
+  int32_t m_tiles;                  // dense, kvcache: M tiles of a (sequence, kv head)
+  int32_t splits;                   // key ranges a (sequence, kv head, M tile) is cut into (1: none)
+  int32_t split_tiles;              // key tiles of a range
+  float scale_log2;                 // scale * log2(e): scores in the base-2 domain
 };
 
 // The lse index of query i (token `token`) of sequence b, head h.

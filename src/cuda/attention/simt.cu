@@ -179,15 +179,15 @@ __global__ void __launch_bounds__(32 * kWarps) combine_splits(const __grid_const
   }
   if (lane == 0 && p.lse != nullptr) {
     const int64_t token = row / p.H, b = token / p.Sq;
-    p.lse[lse_index(p, static_cast<int>(b), static_cast<int>(row % p.H), token % p.Sq, token)] =
-        nan ? NAN : sum > 0.0f ? base + logf(sum) : -INFINITY;
+    const float lse = nan ? NAN : sum > 0.0f ? base + logf(sum) : -INFINITY;
+    p.lse[lse_index(p, static_cast<int>(b), static_cast<int>(row % p.H), token % p.Sq, token)] = lse;
   }
 }
 
 unsigned rows_grid(const FlashParams& p, const char* op) {
   const int64_t blocks = ceil_div(p.total_q * p.H, int64_t{kWarps});
-  LOWBIT_REQUIRE(blocks <= INT32_MAX, ErrorCode::invalid_argument, op, ": too many (token, head) rows for the cuda grid (",
-                 p.total_q * p.H, ")");
+  LOWBIT_REQUIRE(blocks <= INT32_MAX, ErrorCode::invalid_argument, op,
+                 ": too many (token, head) rows for the cuda grid (", p.total_q * p.H, ")");
   return static_cast<unsigned>(blocks);
 }
 
