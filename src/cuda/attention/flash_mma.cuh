@@ -1,4 +1,4 @@
-// The tensor-core attention kernel (docs/attention.md, "CUDA"), fp16 and
+// The tensor-core attention kernel (docs/attention.md, "On CUDA"), fp16 and
 // bf16, for all three forms of the op (params.h): FlashAttention-2's scheme
 // on mma.sync m16n8k16 with fp32 sums.
 //
@@ -65,7 +65,7 @@ struct FlashShape {
   // Q: in stage 1's K when its fragments go to registers (read before stage 1 loads), else after the stages.
   static constexpr int kQOffset = kQInRegs ? kStage : 2 * kStage;
   static constexpr size_t kLoopBytes = sizeof(uint16_t) * (2 * kStage + (kQInRegs ? 0 : kM * kD));
-  // The epilogue's fp32 O per warp [16, kD + 8] (the pad puts the 8 rows of a float2 store in distinct banks),
+  // The epilogue's fp32 O per warp [16, kD + 8] (the pad spreads a float2 store's 8 rows over all 32 banks),
   // then (max, sum) per warp row; it reuses the stages.
   static constexpr int kOPitch = kD + 8;
   static constexpr size_t kEpilogueBytes = sizeof(float) * (kWarps * 16 * kOPitch + kWarps * 16 * 2);

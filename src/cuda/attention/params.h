@@ -1,4 +1,4 @@
-// What the attention kernels (docs/attention.md, "CUDA") are given: one
+// What the attention kernels (docs/attention.md, "On CUDA") are given: one
 // struct for the three forms of the op, host and device code alike.
 //
 // Every form is a batch of sequences. Sequence b has Sq queries (tokens

@@ -1,4 +1,4 @@
-// The attention kernels beside the tensor-core one (docs/attention.md, "CUDA"):
+// The attention kernels beside the tensor-core one (docs/attention.md, "On CUDA"):
 //
 // attention_simt: the slow path, for what the tensor-core kernel does not
 //   take (float32; head dims not multiples of 8 or above 256; views not
