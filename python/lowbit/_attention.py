@@ -1,6 +1,7 @@
 """Attention: ``flash_attention`` and BitBLAS' ``FlashAttenConfig`` / ``FlashAtten`` (docs/attention.md).
 
-CPU: the reference (float64 sums); the CUDA kernels are still to come (a CUDA array is refused by name).
+CPU: the reference (float64 sums) and a float32 path; CUDA: tensor-core kernels for float16 and bfloat16 and a slow
+path for the rest (docs/attention.md, "On CUDA").
 """
 
 from __future__ import annotations

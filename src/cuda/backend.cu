@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/registry.h"
+#include "cuda/attention/ops.h"
 #include "cuda/common/check.h"
 #include "cuda/common/memory.h"
 #include "cuda/gemm/ops.h"
@@ -108,6 +109,9 @@ void register_cuda_backend() {
   add<BsrDenseAddmmArgs>(cuda::bsr_dense_addmm);
   add<SampledAddmmArgs>(cuda::sampled_addmm, cuda::sampled_addmm_workspace);
   add<BsrSoftmaxArgs>(cuda::bsr_softmax, cuda::bsr_softmax_workspace);
+  add<FlashAttentionArgs>(cuda::flash_attention, cuda::flash_attention_workspace);
+  add<FlashAttentionKvcacheArgs>(cuda::flash_attention_kvcache, cuda::flash_attention_kvcache_workspace);
+  add<FlashAttentionVarlenArgs>(cuda::flash_attention_varlen);
 }
 
 }  // namespace lowbit::core

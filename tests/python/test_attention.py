@@ -1,6 +1,8 @@
 """flash_attention and BitBLAS' FlashAtten against attention written out in NumPy float64: grouped-query and
 multi-query heads, the bottom-right causal mask (with queries that see no key), the log-sum-exp, K in both
-layouts, out= buffers, every float dtype; torch's SDPA where torch is installed; the errors."""
+layouts, out= buffers, every float dtype; torch's SDPA where torch is installed; the errors. On a GPU (torch
+CUDA tensors): the same against float64 within the dtype's rounding of P and the output, the KV cache
+(contiguous and paged) and varlen forms, torch's SDPA."""
 
 from __future__ import annotations
 
@@ -131,14 +133,129 @@ def test_errors():
         F.flash_attention(q, k, k, out=np.empty_like(q), return_lse=True)
 
 
-def test_cuda_is_not_there_yet():
+def _torch_cuda():
     reason = torch_cuda_reason()
     if reason is not None:
         pytest.skip(f"torch CUDA: {reason}")
     import torch
-    q = torch.zeros(1, 2, 2, 8, device="cuda")
-    with pytest.raises(Exception, match="flash_attention"):
-        F.flash_attention(q, q, q)
+    return torch
+
+
+_UNIT = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24}
+
+
+def assert_gpu_close(got, got_lse, q, k, v, causal, dtype, scale=None):
+    """The GPU's out (and lse) against float64 attention: the dtype's rounding of the output and of P (the
+    tensor-core kernel rounds P to the dtype before P·V), on the scale of Σ p·|v| (attention over |v|)."""
+    want, want_lse = attention64(q, k, v, causal, scale)
+    mag, _ = attention64(q, k, np.abs(v), causal, scale)
+    u = _UNIT[dtype]
+    terms = 2.0**-14 if dtype == "float32" else 4 * u + 2.0**-12
+    g = got.float().cpu().numpy().astype(np.float64)
+    bound = 2 * u * np.abs(want) + terms * mag + 1e-5
+    bad = ~(np.abs(g - want) <= bound)
+    assert not bad.any(), f"{bad.sum()} outputs out of bounds, first at {np.argwhere(bad)[0]}"
+    if got_lse is not None:
+        gl = got_lse.cpu().numpy().astype(np.float64)
+        inf = np.isinf(want_lse)
+        assert (np.isneginf(gl) == inf).all()
+        np.testing.assert_allclose(gl[~inf], want_lse[~inf], rtol=1e-3, atol=1e-3)
+
+
+CUDA_CASES = [  # B, Sq, Skv, H, Hkv, D, causal, dtype
+    (2, 128, 128, 4, 4, 64, False, "float16"),
+    (1, 65, 300, 8, 2, 128, True, "bfloat16"),
+    (2, 70, 33, 2, 1, 256, True, "float16"),  # Sq > Skv: the first 37 queries see no key
+    (1, 40, 50, 4, 2, 40, True, "bfloat16"),  # D 40 runs the 64 instance
+    (1, 1, 1000, 16, 2, 128, False, "float16"),  # a decode row: split key ranges
+    (1, 20, 30, 2, 2, 32, True, "float32"),  # the SIMT path
+]
+
+
+@pytest.mark.parametrize("case", CUDA_CASES, ids=lambda c: "B{}_Sq{}_Skv{}_H{}_{}_D{}{}_{}".format(
+    *c[:6], "_causal" * c[6], c[7]))
+def test_cuda_matches_float64_attention(case):
+    torch = _torch_cuda()
+    B, Sq, Skv, H, Hkv, D, causal, dt = case
+    g = torch.Generator().manual_seed(sum(case[:6]))
+    dtype = getattr(torch, dt)
+    q, k, v = (torch.randn(*s, generator=g).to(dtype) for s in ((B, Sq, H, D), (B, Skv, Hkv, D), (B, Skv, Hkv, D)))
+    q64, k64, v64 = (x.float().numpy() for x in (q, k, v))
+    out, lse = F.flash_attention(q.cuda(), k.cuda(), v.cuda(), is_causal=causal, return_lse=True)
+    assert out.device.type == "cuda" and out.dtype == dtype and lse.shape == (B, H, Sq)
+    assert_gpu_close(out, lse, q64, k64, v64, causal, dt)
+    # k as [B, D, Hkv, Skv], a scale of its own, into buffers on the GPU.
+    o2, l2 = torch.empty_like(out), torch.empty_like(lse)
+    F.flash_attention(q.cuda(), k.permute(0, 3, 2, 1).contiguous().cuda(), v.cuda(), causal, 0.25, o2, True,
+                      k_layout="bdhs", lse=l2)
+    assert_gpu_close(o2, l2, q64, k64, v64, causal, dt, 0.25)
+
+
+def test_cuda_against_torch_sdpa():
+    torch = _torch_cuda()
+    g = torch.Generator().manual_seed(8)
+    q, k, v = (torch.randn(2, 256, 8, 128, generator=g).to("cuda", torch.float16) for _ in range(3))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    for causal in (False, True):
+        got = F.flash_attention(q, k, v, is_causal=causal)
+        want = sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal).transpose(1, 2)
+        torch.testing.assert_close(got, want, rtol=1e-2, atol=2e-3)
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_cuda_kvcache_paged_and_contiguous(dt):
+    """Decode and chunked prefill against caches on the GPU (lengths and pages on the device, one length 0),
+    page sizes 16 and 7, each sequence against float64 attention over its first cache_seqlens tokens."""
+    torch = _torch_cuda()
+    g = torch.Generator().manual_seed(44)
+    dtype = getattr(torch, dt)
+    B, H, Hkv, D, S_max = 3, 8, 2, 128, 300
+    lens = torch.tensor([300, 0, 129], dtype=torch.int32)
+    kc = torch.randn(B, S_max, Hkv, D, generator=g).to(dtype)
+    vc = torch.randn(B, S_max, Hkv, D, generator=g).to(dtype)
+    for Sq in (1, 5):
+        q = torch.randn(B, Sq, H, D, generator=g).to(dtype)
+        for P in (0, 16, 7):
+            if P == 0:
+                kk, vv, table = kc, vc, None
+            else:
+                pages = -(-S_max // P)
+                perm = torch.randperm(B * pages, generator=g).to(torch.int32).reshape(B, pages)
+                kk = torch.zeros(B * pages, P, Hkv, D, dtype=dtype)
+                vv = torch.zeros_like(kk)
+                for b in range(B):
+                    for j in range(S_max):
+                        kk[perm[b, j // P], j % P] = kc[b, j]
+                        vv[perm[b, j // P], j % P] = vc[b, j]
+                table = perm.cuda()
+            for causal in (False, True):
+                out, lse = F.flash_attention_kvcache(q.cuda(), kk.cuda(), vv.cuda(), lens.cuda(), table,
+                                                     is_causal=causal, return_lse=True)
+                for b in range(B):
+                    n = int(lens[b])
+                    assert_gpu_close(out[b:b + 1], lse[b:b + 1], q[b:b + 1].float().numpy(),
+                                     kc[b:b + 1, :n].float().numpy(), vc[b:b + 1, :n].float().numpy(), causal, dt)
+
+
+def test_cuda_varlen_is_each_sequence():
+    torch = _torch_cuda()
+    g = torch.Generator().manual_seed(55)
+    cq = torch.tensor([0, 100, 100, 163, 164], dtype=torch.int32)
+    ck = torch.tensor([0, 120, 130, 130, 1130], dtype=torch.int32)
+    H, Hkv, D = 4, 2, 64
+    q = torch.randn(int(cq[-1]), H, D, generator=g).half()
+    k = torch.randn(int(ck[-1]), Hkv, D, generator=g).half()
+    v = torch.randn(int(ck[-1]), Hkv, D, generator=g).half()
+    for causal in (False, True):
+        out, lse = F.flash_attention_varlen(q.cuda(), k.cuda(), v.cuda(), cq.cuda(), ck.cuda(), is_causal=causal,
+                                            return_lse=True)
+        assert out.shape == q.shape and lse.shape == (H, int(cq[-1]))
+        for b in range(len(cq) - 1):
+            qs, ks = slice(int(cq[b]), int(cq[b + 1])), slice(int(ck[b]), int(ck[b + 1]))
+            if cq[b + 1] == cq[b]:
+                continue
+            assert_gpu_close(out[None, qs], lse[None, :, qs], q[None, qs].float().numpy(),
+                             k[None, ks].float().numpy(), v[None, ks].float().numpy(), causal, "float16")
 
 
 def test_kvcache_paged_and_contiguous():

@@ -1,6 +1,6 @@
 // Register arithmetic the compiler does not emit by itself: packed fp16 /
-// bf16 fma, conversions to and from packed pairs, byte permutes and
-// three-input logic.
+// bf16 fma, conversions to and from packed pairs, byte permutes,
+// three-input logic and the approximate base-2 exponential.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +47,15 @@ __device__ __forceinline__ uint32_t cvt_rn_f16x2_e4m3x2(uint16_t codes) {
   return h2;
 }
 #endif
+
+// 2^x by the special-function unit (ex2.approx.ftz: about 2 ulp, denormal
+// results flushed to 0; 2^-inf = 0): exp2f without fast math is several
+// instructions more.
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 // Bytes of {b, a} selected by the four selector nibbles.
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
