@@ -228,8 +228,10 @@ def main() -> int:
     for kind, peers in (("prefill", ("sdpa_flash", "sdpa_cudnn")), ("decode", ("sdpa_gathered", "flash_attn"))):
         sel = [r for r in rows if r["kind"] == kind]
         if sel:
-            parts = [f"{bg.geomean([r.get(f'lowbit_x_{p}', math.nan) for r in sel]):.2f}x {p}" for p in peers]
-            bg.log(f"summary {kind}: geomean lowbit speedup " + ", ".join(parts))
+            means = {p: bg.geomean([r.get(f'lowbit_x_{p}', math.nan) for r in sel]) for p in peers}
+            parts = [f"{g:.2f}x {p}" for p, g in means.items() if math.isfinite(g)]  # peers that ran
+            if parts:
+                bg.log(f"summary {kind}: geomean lowbit speedup " + ", ".join(parts))
     for note in notes.values():
         bg.log(f"note: {note}")
 

@@ -166,11 +166,20 @@ class FullRun(unittest.TestCase):
         self.assertTrue(any("Geomean 1.41x torch's Triton bsr_dense_mm, 1.00x dense cuBLAS." in ln for ln in sparse))
 
 
+    def test_attention(self):
+        att = next(v for k, v in self.parts.items() if k.startswith("Attention"))
+        self.assertIn("### Prefill (fp16, H = 2048 / D, B x S = 16384 tokens)", att)
+        self.assertIn("| 128 | 32 x 512 | yes | 0.500 | 275 | 0.750 (1.50) | 0.250 (0.50) | ok |", att)
+        self.assertIn("| 8 | 4096 | 16 | 0.0200 | 1678 | 0.0400 (2.00) | - | ok |", att)
+        self.assertIn("- Geomean over the prefill rows: 1.22x sdpa_flash, 0.50x sdpa_cudnn.", att)
+        self.assertTrue(any(ln.startswith("- Note: flash-attn is not importable") for ln in att))
+
+
 class MissingInputs(unittest.TestCase):
     def test_each_section_says_so_in_one_line(self):
         with tempfile.TemporaryDirectory() as empty:
             parts = sections(bm.render(empty, "abc1234", "2030-01-02"))
-        self.assertEqual(len(parts), 10)
+        self.assertEqual(len(parts), 11)
         for title, lines in parts.items():
             if title == "The run":
                 continue
