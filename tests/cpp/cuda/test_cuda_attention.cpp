@@ -161,7 +161,7 @@ void check_dense(const DenseCase& c) {
   const Tensor kk = c.layout == KLayout::bdhs ? to_bdhs(k) : k;
   const auto& reference = core::OpRegistry<FlashAttentionArgs>::find("cpu-reference");
   Want want{Tensor::empty({c.B, c.Sq, c.H, c.Dv}, c.dtype), Tensor::empty({c.B, c.H, c.Sq}, DType::f32),
-            Tensor::empty({c.B, c.Sq, c.H, c.Dv}, c.dtype)};
+            Tensor::empty({c.B, c.Sq, c.H, c.Dv}, c.dtype), {}};
   want.score_err = score_errors(q, k, c.scale);
   reference.run(FlashAttentionArgs{q, kk, v, want.out, want.lse, c.scale, c.causal, c.layout}, nullptr, {});
   const Tensor av = abs_values(v);
@@ -264,7 +264,7 @@ Want kv_reference(const KvInputs& x, bool causal, DType dtype) {
   const auto& reference = core::OpRegistry<FlashAttentionKvcacheArgs>::find("cpu-reference");
   const int64_t B = x.q.size(0), Sq = x.q.size(1), H = x.q.size(2), Dv = x.vc.size(3);
   Want want{Tensor::empty({B, Sq, H, Dv}, dtype), Tensor::empty({B, H, Sq}, DType::f32),
-            Tensor::empty({B, Sq, H, Dv}, dtype)};
+            Tensor::empty({B, Sq, H, Dv}, dtype), {}};
   want.score_err = score_errors(x.q, x.kc, 0.0);
   const TensorRef table = x.table.defined() ? x.table.ref() : TensorRef{};
   reference.run(FlashAttentionKvcacheArgs{x.q, x.kc, x.vc, x.lens, table, want.out, want.lse, 0.0, causal}, nullptr,
@@ -381,7 +381,7 @@ TEST(CudaAttention, VarlenMatchesTheReference) {
                  v = random_floats({tk, c.Hkv, c.D}, c.dtype);
     const Tensor hcq = i32_tensor(cq, {B + 1}), hck = i32_tensor(ck, {B + 1});
     Want want{Tensor::empty({tq, c.H, c.D}, c.dtype), Tensor::empty({c.H, tq}, DType::f32),
-              Tensor::empty({tq, c.H, c.D}, c.dtype)};
+              Tensor::empty({tq, c.H, c.D}, c.dtype), {}};
     want.score_err = score_errors(q, k, 0.0);
     reference.run(FlashAttentionVarlenArgs{q, k, v, hcq, hck, want.out, want.lse, 0.0, c.causal}, nullptr, {});
     const Tensor av = abs_values(v);
