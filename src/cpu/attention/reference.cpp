@@ -2,17 +2,20 @@
 // ("cpu-reference"), per (batch, head, query): the scores in float64, their
 // maximum, the exponentials' sum, the weighted sum of v in float64, each
 // output rounded once (to float32, then to the dtype); the log-sum-exp in
-// float64, rounded to float32. The fast path ("cpu") does the same steps in
-// float32, vectorized (attend_f32).
+// float64, rounded to float32. The fast path ("cpu") runs blocks of queries
+// in float32 with FlashAttention's online softmax (blocked.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/check.h"
 #include "core/float_convert.h"
 #include "core/registry.h"
+#include "cpu/attention/blocked.h"
 #include "cpu/quant/elementwise.h"
 #include "cpu/quant/parallel.h"
 #include "cpu/register.h"
@@ -52,62 +55,17 @@ void attend(const T* qi, int64_t D, int64_t Dv, int64_t count, double scale, con
   if (lse) *lse = static_cast<float>(peak + std::log(sum));
 }
 
-// The same in float32: q and each key row converted once, the dot products
-// in 16 lane sums (each lane's order fixed, so the compiler vectorizes them
-// and the result does not depend on the ISA), the exponentials and the
-// weighted sum of v in float32, the division last.
-template <class T, class KAt, class VRow>
-void attend_f32(const T* qi, int64_t D, int64_t Dv, int64_t count, double scale, const KAt& k_at, const VRow& v_row,
-                T* out_row, float* lse) {
-  if (count <= 0) {
-    for (int64_t e = 0; e < Dv; ++e) out_row[e] = from_f32<T>(0.0f);
-    if (lse) *lse = -std::numeric_limits<float>::infinity();
-    return;
-  }
-  constexpr int kLanes = 16;
-  thread_local std::vector<float> qf, kf, s, acc;
-  const int64_t Dp = (D + kLanes - 1) / kLanes * kLanes;  // padded with zeros
-  qf.assign(static_cast<size_t>(Dp), 0.0f);
-  kf.assign(static_cast<size_t>(Dp), 0.0f);
-  s.resize(static_cast<size_t>(count));
-  acc.assign(static_cast<size_t>(Dv), 0.0f);
-  for (int64_t d = 0; d < D; ++d) qf[static_cast<size_t>(d)] = to_f32(qi[d]);
-  const float sc = static_cast<float>(scale);
-  float peak = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < count; ++j) {
-    for (int64_t d = 0; d < D; ++d) kf[static_cast<size_t>(d)] = to_f32(k_at(j, d));
-    float part[kLanes] = {};
-    for (int64_t d0 = 0; d0 < Dp; d0 += kLanes) {
-      for (int l = 0; l < kLanes; ++l) part[l] += qf[static_cast<size_t>(d0 + l)] * kf[static_cast<size_t>(d0 + l)];
-    }
-    float dot = 0.0f;
-    for (float x : part) dot += x;
-    s[static_cast<size_t>(j)] = sc * dot;
-    peak = std::max(peak, s[static_cast<size_t>(j)]);
-  }
-  float sum = 0.0f;
-  for (int64_t j = 0; j < count; ++j) {
-    s[static_cast<size_t>(j)] = std::exp(s[static_cast<size_t>(j)] - peak);
-    sum += s[static_cast<size_t>(j)];
-  }
-  for (int64_t j = 0; j < count; ++j) {
-    const float p = s[static_cast<size_t>(j)];
-    const T* vj = v_row(j);
-    for (int64_t e = 0; e < Dv; ++e) acc[static_cast<size_t>(e)] += p * to_f32(vj[e]);
-  }
-  const float inv = 1.0f / sum;
-  for (int64_t e = 0; e < Dv; ++e) out_row[e] = from_f32<T>(acc[static_cast<size_t>(e)] * inv);
-  if (lse) *lse = peak + std::log(sum);
-}
-
-// attend (float64, the reference) or attend_f32 (the fast path).
-template <bool kFast, class T, class KAt, class VRow>
-void attend_as(const T* qi, int64_t D, int64_t Dv, int64_t count, double scale, const KAt& k_at, const VRow& v_row,
-               T* out_row, float* lse) {
+// Rows r < nq of a block of one (sequence, head): the fast path's blocked kernel, or the reference one row at
+// a time (its blocks hold one row).
+// k_at(j, d) is key j's element d; k_line is blocked.h's (keys as rows, or with kKT as rows of one element).
+template <bool kFast, bool kKT, class T, class QRow, class Count, class KAt, class KLine, class VRow, class OutRow,
+          class Lse>
+void attend_rows(int64_t nq, int64_t D, int64_t Dv, double scale, const QRow& q_row, const Count& count,
+                 const KAt& k_at, const KLine& k_line, const VRow& v_row, const OutRow& out_row, const Lse& lse) {
   if constexpr (kFast) {
-    attend_f32(qi, D, Dv, count, scale, k_at, v_row, out_row, lse);
+    attention::attend_block_f32<T, kKT>(nq, D, Dv, scale, q_row, count, k_line, v_row, out_row, lse);
   } else {
-    attend(qi, D, Dv, count, scale, k_at, v_row, out_row, lse);
+    for (int64_t r = 0; r < nq; ++r) attend(q_row(r), D, Dv, count(r), scale, k_at, v_row, out_row(r), lse(r));
   }
 }
 
@@ -130,15 +88,26 @@ void dense_attention(const FlashAttentionArgs& a) {
   const T* v = a.v.ptr<const T>();
   T* out = a.out.ptr<T>();
   float* lse = a.lse.present() ? a.lse.ptr<float>() : nullptr;
-  parallel_for(B * H * Sq, B * H * Sq * Skv * (D + Dv), [&](int64_t task) {
-    const int64_t i = task % Sq, h = task / Sq % H, b = task / Sq / H, g = h / group;
+  const int64_t rows = kFast ? attention::kQueryRows : 1, blocks = (Sq + rows - 1) / rows;
+  parallel_for(B * H * blocks, B * H * Sq * Skv * (D + Dv), [&](int64_t task) {
+    const int64_t i0 = task % blocks * rows, h = task / blocks % H, b = task / blocks / H, g = h / group;
     // k[b, j, g, d] (bshd) or k[b, d, g, j] (bdhs).
     const auto k_at = [&](int64_t j, int64_t d) {
       return t ? k[((b * D + d) * Hkv + g) * Skv + j] : k[((b * Skv + j) * Hkv + g) * D + d];
     };
     const auto v_row = [&](int64_t j) { return v + ((b * Skv + j) * Hkv + g) * Dv; };
-    attend_as<kFast>(q + ((b * Sq + i) * H + h) * D, D, Dv, visible(a.causal, i, Sq, Skv), scale, k_at, v_row,
-                     out + ((b * Sq + i) * H + h) * Dv, lse ? lse + (b * H + h) * Sq + i : nullptr);
+    const auto block = [&](auto kt, const auto& k_line) {
+      attend_rows<kFast, decltype(kt)::value, T>(
+          std::min(rows, Sq - i0), D, Dv, scale, [&](int64_t r) { return q + ((b * Sq + i0 + r) * H + h) * D; },
+          [&](int64_t r) { return visible(a.causal, i0 + r, Sq, Skv); }, k_at, k_line, v_row,
+          [&](int64_t r) { return out + ((b * Sq + i0 + r) * H + h) * Dv; },
+          [&](int64_t r) { return lse ? lse + (b * H + h) * Sq + i0 + r : nullptr; });
+    };
+    if (t) {
+      block(std::true_type{}, [&](int64_t d) { return k + ((b * D + d) * Hkv + g) * Skv; });
+    } else {
+      block(std::false_type{}, [&](int64_t j) { return k + ((b * Skv + j) * Hkv + g) * D; });
+    }
   });
 }
 
@@ -170,16 +139,21 @@ void kvcache_attention(const FlashAttentionKvcacheArgs& a) {
   const T* v = a.v_cache.ptr<const T>();
   T* out = a.out.ptr<T>();
   float* lse = a.lse.present() ? a.lse.ptr<float>() : nullptr;
-  parallel_for(B * H * Sq, B * H * Sq * capacity * (D + Dv), [&](int64_t task) {
-    const int64_t i = task % Sq, h = task / Sq % H, b = task / Sq / H, g = h / group;
+  const int64_t qrows = kFast ? attention::kQueryRows : 1, blocks = (Sq + qrows - 1) / qrows;
+  parallel_for(B * H * blocks, B * H * Sq * capacity * (D + Dv), [&](int64_t task) {
+    const int64_t i0 = task % blocks * qrows, h = task / blocks % H, b = task / blocks / H, g = h / group;
     // The cache row of token j: [slot, row within it].
     const auto row_of = [&](int64_t j) {
       return paged ? int64_t{table[b * pages + j / rows]} * rows + j % rows : b * rows + j;
     };
     const auto k_at = [&](int64_t j, int64_t d) { return k[(row_of(j) * Hkv + g) * D + d]; };
+    const auto k_line = [&](int64_t j) { return k + (row_of(j) * Hkv + g) * D; };
     const auto v_row = [&](int64_t j) { return v + (row_of(j) * Hkv + g) * Dv; };
-    attend_as<kFast>(q + ((b * Sq + i) * H + h) * D, D, Dv, visible(a.causal, i, Sq, lens[b]), scale, k_at, v_row,
-                     out + ((b * Sq + i) * H + h) * Dv, lse ? lse + (b * H + h) * Sq + i : nullptr);
+    attend_rows<kFast, false, T>(std::min(qrows, Sq - i0), D, Dv, scale,
+                          [&](int64_t r) { return q + ((b * Sq + i0 + r) * H + h) * D; },
+                          [&](int64_t r) { return visible(a.causal, i0 + r, Sq, lens[b]); }, k_at, k_line, v_row,
+                          [&](int64_t r) { return out + ((b * Sq + i0 + r) * H + h) * Dv; },
+                          [&](int64_t r) { return lse ? lse + (b * H + h) * Sq + i0 + r : nullptr; });
   });
 }
 
@@ -204,22 +178,31 @@ void varlen_attention(const FlashAttentionVarlenArgs& a) {
   const int32_t* ck = a.cu_seqlens_k.ptr<const int32_t>();
   check_offsets(op, "cu_seqlens_q", cq, B, total_q);
   check_offsets(op, "cu_seqlens_k", ck, B, total_k);
-  std::vector<int32_t> seq_of(static_cast<size_t>(total_q));  // each query row's sequence
-  for (int64_t b = 0; b < B; ++b)
-    std::fill(seq_of.begin() + cq[b], seq_of.begin() + cq[b + 1], static_cast<int32_t>(b));
+  // The blocks of query rows: each within one sequence, from its first row.
+  const int64_t qrows = kFast ? attention::kQueryRows : 1;
+  std::vector<std::pair<int32_t, int32_t>> blocks;  // (sequence, first row)
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t r = cq[b]; r < cq[b + 1]; r += qrows) blocks.emplace_back(static_cast<int32_t>(b), static_cast<int32_t>(r));
+  }
   const double scale = scale_of(a.scale, D);
   const T* q = a.q.ptr<const T>();
   const T* k = a.k.ptr<const T>();
   const T* v = a.v.ptr<const T>();
   T* out = a.out.ptr<T>();
   float* lse = a.lse.present() ? a.lse.ptr<float>() : nullptr;
-  parallel_for(total_q * H, total_q * H * std::max<int64_t>(total_k, 1) * (D + Dv), [&](int64_t task) {
-    const int64_t row = task / H, h = task % H, g = h / group, b = seq_of[static_cast<size_t>(row)];
-    const int64_t k0 = ck[b], keys = ck[b + 1] - ck[b], Sq = cq[b + 1] - cq[b], i = row - cq[b];
+  const int64_t nblocks = static_cast<int64_t>(blocks.size());
+  parallel_for(nblocks * H, total_q * H * std::max<int64_t>(total_k, 1) * (D + Dv), [&](int64_t task) {
+    const int64_t h = task % H, g = h / group, b = blocks[static_cast<size_t>(task / H)].first;
+    const int64_t row0 = blocks[static_cast<size_t>(task / H)].second;
+    const int64_t k0 = ck[b], keys = ck[b + 1] - ck[b], Sq = cq[b + 1] - cq[b], i0 = row0 - cq[b];
     const auto k_at = [&](int64_t j, int64_t d) { return k[((k0 + j) * Hkv + g) * D + d]; };
+    const auto k_line = [&](int64_t j) { return k + ((k0 + j) * Hkv + g) * D; };
     const auto v_row = [&](int64_t j) { return v + ((k0 + j) * Hkv + g) * Dv; };
-    attend_as<kFast>(q + (row * H + h) * D, D, Dv, visible(a.causal, i, Sq, keys), scale, k_at, v_row,
-                     out + (row * H + h) * Dv, lse ? lse + h * total_q + row : nullptr);
+    attend_rows<kFast, false, T>(std::min(qrows, cq[b + 1] - row0), D, Dv, scale,
+                          [&](int64_t r) { return q + ((row0 + r) * H + h) * D; },
+                          [&](int64_t r) { return visible(a.causal, i0 + r, Sq, keys); }, k_at, k_line, v_row,
+                          [&](int64_t r) { return out + ((row0 + r) * H + h) * Dv; },
+                          [&](int64_t r) { return lse ? lse + h * total_q + row0 + r : nullptr; });
   });
 }
 

@@ -107,6 +107,10 @@ TEST(FlashAttention, MatchesFloat64Attention) {
       {2, 4, 11, 4, 2, 64, 64, true, 0.0, KLayout::bdhs, DType::f16},
       {1, 7, 7, 2, 2, 32, 32, false, 0.0, KLayout::bshd, DType::bf16},
       {1, 2, 0, 2, 1, 8, 8, false, 0.0, KLayout::bshd, DType::f32},  // no keys
+      // The fast path's blocks of 128 queries and chunks of 128 keys, ragged, with D and Dv not whole tiles.
+      {1, 300, 290, 2, 1, 40, 72, true, 0.0, KLayout::bshd, DType::f32},
+      {1, 130, 260, 2, 2, 64, 64, false, 0.0, KLayout::bdhs, DType::bf16},
+      {1, 300, 140, 1, 1, 16, 16, true, 0.0, KLayout::bshd, DType::f32},  // the first 160 queries see no key
   };
   for (const Case& c : cases) {
     const std::string what = std::string(dtype_name(c.dtype)) + " B" + std::to_string(c.B) + " Sq" +

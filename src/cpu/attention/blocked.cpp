@@ -1,0 +1,114 @@
+// The register tiles of the CPU attention's float32 path (blocked.h), built
+// for AVX-512, AVX2 and the baseline (simd_clones.h): 16-float vector values
+// in registers, the same sums in every variant.
+#include "cpu/attention/blocked.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "cpu/simd_clones.h"
+
+namespace lowbit::core::cpu::attention {
+
+namespace {
+
+// 8 floats as one value (GCC's vector extension), kept in registers.
+typedef float F8 __attribute__((vector_size(32)));
+// (Loads and stores through memcpy in place: a function taking or returning F8 would change the ABI
+// between the variants.)
+#define LOWBIT_LOAD8(v, p) std::memcpy(&(v), (p), sizeof(F8))
+#define LOWBIT_STORE8(p, v) std::memcpy((p), &(v), sizeof(F8))
+
+}  // namespace
+
+LOWBIT_SIMD_CLONES
+void chunk_scores(const float* q4, int64_t D, const float* kt, int64_t ld, int64_t kc, float scale, float* s4) {
+  for (int64_t j0 = 0; j0 < kc; j0 += 16) {  // 4 x 16 scores in 8 vectors
+    F8 a0 = {}, a1 = {}, a2 = {}, a3 = {}, b0 = {}, b1 = {}, b2 = {}, b3 = {};
+    for (int64_t d = 0; d < D; ++d) {
+      F8 k, l;
+      LOWBIT_LOAD8(k, kt + d * ld + j0);
+      LOWBIT_LOAD8(l, kt + d * ld + j0 + 8);
+      const float x0 = q4[d], x1 = q4[D + d], x2 = q4[2 * D + d], x3 = q4[3 * D + d];
+      a0 += x0 * k, b0 += x0 * l;
+      a1 += x1 * k, b1 += x1 * l;
+      a2 += x2 * k, b2 += x2 * l;
+      a3 += x3 * k, b3 += x3 * l;
+    }
+    a0 = scale * a0, a1 = scale * a1, a2 = scale * a2, a3 = scale * a3;
+    b0 = scale * b0, b1 = scale * b1, b2 = scale * b2, b3 = scale * b3;
+    LOWBIT_STORE8(s4 + j0, a0);
+    LOWBIT_STORE8(s4 + j0 + 8, b0);
+    LOWBIT_STORE8(s4 + ld + j0, a1);
+    LOWBIT_STORE8(s4 + ld + j0 + 8, b1);
+    LOWBIT_STORE8(s4 + 2 * ld + j0, a2);
+    LOWBIT_STORE8(s4 + 2 * ld + j0 + 8, b2);
+    LOWBIT_STORE8(s4 + 3 * ld + j0, a3);
+    LOWBIT_STORE8(s4 + 3 * ld + j0 + 8, b3);
+  }
+}
+
+LOWBIT_SIMD_CLONES
+void chunk_weighted_sum(const float* p4, int64_t ld, int64_t kc, const float* v, int64_t ldo, int64_t Dvp, float* o4) {
+  for (int64_t e0 = 0; e0 < Dvp; e0 += 16) {  // 4 x 16 outputs in 8 vectors
+    F8 a0, a1, a2, a3, b0, b1, b2, b3;
+    LOWBIT_LOAD8(a0, o4 + e0);
+    LOWBIT_LOAD8(b0, o4 + e0 + 8);
+    LOWBIT_LOAD8(a1, o4 + ldo + e0);
+    LOWBIT_LOAD8(b1, o4 + ldo + e0 + 8);
+    LOWBIT_LOAD8(a2, o4 + 2 * ldo + e0);
+    LOWBIT_LOAD8(b2, o4 + 2 * ldo + e0 + 8);
+    LOWBIT_LOAD8(a3, o4 + 3 * ldo + e0);
+    LOWBIT_LOAD8(b3, o4 + 3 * ldo + e0 + 8);
+    for (int64_t j = 0; j < kc; ++j) {
+      F8 x, y;
+      LOWBIT_LOAD8(x, v + j * ldo + e0);
+      LOWBIT_LOAD8(y, v + j * ldo + e0 + 8);
+      const float w0 = p4[j], w1 = p4[ld + j], w2 = p4[2 * ld + j], w3 = p4[3 * ld + j];
+      a0 += w0 * x, b0 += w0 * y;
+      a1 += w1 * x, b1 += w1 * y;
+      a2 += w2 * x, b2 += w2 * y;
+      a3 += w3 * x, b3 += w3 * y;
+    }
+    LOWBIT_STORE8(o4 + e0, a0);
+    LOWBIT_STORE8(o4 + e0 + 8, b0);
+    LOWBIT_STORE8(o4 + ldo + e0, a1);
+    LOWBIT_STORE8(o4 + ldo + e0 + 8, b1);
+    LOWBIT_STORE8(o4 + 2 * ldo + e0, a2);
+    LOWBIT_STORE8(o4 + 2 * ldo + e0 + 8, b2);
+    LOWBIT_STORE8(o4 + 3 * ldo + e0, a3);
+    LOWBIT_STORE8(o4 + 3 * ldo + e0 + 8, b3);
+  }
+}
+
+LOWBIT_SIMD_CLONES
+void row_step(float* x, int64_t n, int64_t seen, float& peak, float& sum, float* o, int64_t Dvp) {
+  for (int64_t j = seen; j < n; ++j) x[j] = -std::numeric_limits<float>::infinity();
+  float lanes[16];
+  for (float& l : lanes) l = peak;
+  int64_t j = 0;
+  for (; j + 16 <= seen; j += 16) {
+    for (int l = 0; l < 16; ++l) lanes[l] = std::max(lanes[l], x[j + l]);
+  }
+  for (int l = 0; j < seen; ++j, ++l) lanes[l] = std::max(lanes[l], x[j]);
+  float m = lanes[0];
+  for (const float l : lanes) m = std::max(m, l);
+  const float alpha = exp_nonpositive(peak - m);
+  for (j = 0; j < n; ++j) x[j] = exp_nonpositive(x[j] - m);
+  float parts[16] = {};
+  for (j = 0; j + 16 <= n; j += 16) {
+    for (int l = 0; l < 16; ++l) parts[l] += x[j + l];
+  }
+  for (int l = 0; j < n; ++j, ++l) parts[l] += x[j];
+  float total = 0.0f;
+  for (const float e : parts) total += e;
+  sum = sum * alpha + total;
+  peak = m;
+  for (int64_t e = 0; e < Dvp; ++e) o[e] *= alpha;
+}
+
+#undef LOWBIT_LOAD8
+#undef LOWBIT_STORE8
+
+}  // namespace lowbit::core::cpu::attention
