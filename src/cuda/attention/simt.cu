@@ -20,21 +20,13 @@
 #include "cuda/common/check.h"
 #include "cuda/common/dispatch.h"
 #include "cuda/common/launch.h"
+#include "cuda/common/warp.cuh"
 
 namespace lowbit::cuda::attention {
 namespace {
 
 constexpr int kWarps = 4;  // rows a CTA
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int d = 16; d > 0; d /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, d));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int d = 16; d > 0; d /= 2) v += __shfl_xor_sync(0xffffffffu, v, d);
-  return v;
-}
 
 template <class T>
 __global__ void __launch_bounds__(32 * kWarps) attention_simt(const __grid_constant__ FlashParams p) {

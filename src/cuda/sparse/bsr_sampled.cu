@@ -20,6 +20,7 @@
 #include "cuda/common/check.h"
 #include "cuda/common/dispatch.h"
 #include "cuda/common/launch.h"
+#include "cuda/common/warp.cuh"
 #include "cuda/sparse/bsr_params.h"
 #include "cuda/sparse/ops.h"
 
@@ -216,15 +217,6 @@ struct SoftmaxParams {
   int BM, BK;
   const int* bad;
 };
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int d = 16; d > 0; d /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, d));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int d = 16; d > 0; d /= 2) v += __shfl_xor_sync(0xffffffffu, v, d);
-  return v;
-}
 
 // A CTA a block row of a batch; a warp a row of it at a time.
 template <class T>

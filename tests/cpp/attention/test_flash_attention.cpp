@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "attention/bdhs.h"
 #include "core/registry.h"
 #include "harness/harness.h"
 #include "lowbit/ops/attention.h"
@@ -81,21 +82,6 @@ void expected(const Case& c, const std::vector<float>& q, const std::vector<floa
       }
     }
   }
-}
-
-// k [B, Skv, Hkv, D] as [B, D, Hkv, Skv].
-Tensor to_bdhs(const Tensor& k) {
-  const int64_t B = k.size(0), S = k.size(1), G = k.size(2), D = k.size(3);
-  Tensor t = Tensor::empty({B, D, G, S}, k.dtype());
-  const size_t e = dtype_storage_bytes(k.dtype(), 1);
-  const auto* src = static_cast<const uint8_t*>(k.data());
-  auto* dst = static_cast<uint8_t*>(t.data());
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t s = 0; s < S; ++s)
-      for (int64_t g = 0; g < G; ++g)
-        for (int64_t d = 0; d < D; ++d)
-          std::memcpy(dst + (((b * D + d) * G + g) * S + s) * e, src + (((b * S + s) * G + g) * D + d) * e, e);
-  return t;
 }
 
 TEST(FlashAttention, MatchesFloat64Attention) {

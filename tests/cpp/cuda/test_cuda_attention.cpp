@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "attention/bdhs.h"
 #include "core/registry.h"
 #include "cuda_test_util.h"
 #include "harness/compare.h"
@@ -50,21 +51,6 @@ Tensor abs_values(const Tensor& t) {
 Tensor i32_tensor(const std::vector<int32_t>& v, std::vector<int64_t> shape) {
   Tensor t = Tensor::empty(Shape(shape), DType::i32);
   std::memcpy(t.data(), v.data(), v.size() * sizeof(int32_t));
-  return t;
-}
-
-// k [B, S, G, D] as [B, D, G, S].
-Tensor to_bdhs(const Tensor& k) {
-  const int64_t B = k.size(0), S = k.size(1), G = k.size(2), D = k.size(3);
-  Tensor t = Tensor::empty({B, D, G, S}, k.dtype());
-  const size_t e = dtype_storage_bytes(k.dtype(), 1);
-  const auto* src = static_cast<const uint8_t*>(k.data());
-  auto* dst = static_cast<uint8_t*>(t.data());
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t s = 0; s < S; ++s)
-      for (int64_t g = 0; g < G; ++g)
-        for (int64_t d = 0; d < D; ++d)
-          std::memcpy(dst + (((b * D + d) * G + g) * S + s) * e, src + (((b * S + s) * G + g) * D + d) * e, e);
   return t;
 }
 
