@@ -3,7 +3,8 @@
 
 q, k, v torch tensors [B, S, H, D] (a new output each call) against
 ``torch.nn.functional.scaled_dot_product_attention`` on the same memory seen as [B, H, S, D]
-(``transpose(1, 2)``, no copy), float32 and bfloat16, causal and not (Sq == Skv: both masks agree).
+(``transpose(1, 2)``, no copy), float32 and bfloat16, causal and not (Sq == Skv: both masks agree);
+then decode: ``flash_attention_kvcache`` on a paged cache against SDPA on the same cache gathered beforehand.
 Medians of wall times after a warm-up, the two calls in turns; torch and lowbit use the same
 thread count (--threads, default 2). Each result is checked against SDPA's first.
 
@@ -23,6 +24,7 @@ import bench_gemm as bg  # noqa: E402  (lowbit's finder)
 
 CASES = [(1, 512, 8, 64, True), (1, 512, 8, 64, False), (4, 256, 8, 64, False), (1, 1024, 8, 128, True),
          (1, 2048, 16, 64, True)]
+DECODE = [(1, 4096, 32, 8, 128, 16), (4, 2048, 32, 8, 128, 16), (1, 4096, 32, 32, 128, 16)]
 
 
 def median_ms(fns, reps):
@@ -74,6 +76,32 @@ def main() -> int:
             name = str(dtype).replace("torch.", "")
             print(f"| {name} | {B} x {S} | {H} x {D} | {'yes' if causal else 'no'} | {lb:.2f} | {tt:.2f} | "
                   f"{tt / lb:.2f}x |", flush=True)
+    # Decode: one query a sequence against a paged cache (pages shuffled), SDPA on the cache gathered into
+    # contiguous [B, Hkv, L, D] tensors beforehand (untimed: the peer's best case), grouped heads broadcast by it.
+    print()
+    print("| dtype | B | cache | H / Hkv x D | page | lowbit ms | torch SDPA ms | x torch |")
+    print("|---|---|---|---|---|---|---|---|")
+    for dtype in (torch.float32, torch.bfloat16):
+        for B, L, H, Hkv, D, P in DECODE:
+            g = torch.Generator().manual_seed(1)
+            pages = B * L // P
+            kc, vc = (torch.randn(pages, P, Hkv, D, generator=g).to(dtype) for _ in range(2))
+            table = torch.randperm(pages, generator=g).to(torch.int32).reshape(B, L // P)
+            lens = torch.full((B,), L, dtype=torch.int32)
+            q = torch.randn(B, 1, H, D, generator=g).to(dtype)
+            kg, vg = (c[table.long()].reshape(B, L, Hkv, D).transpose(1, 2).contiguous() for c in (kc, vc))
+
+            def sdpa():
+                return torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), kg, vg, enable_gqa=True)
+
+            def ours():
+                return F.flash_attention_kvcache(q, kc, vc, lens, table)
+
+            err = ((ours().float() - sdpa().transpose(1, 2).float()).norm() / sdpa().float().norm()).item()
+            bad += err > 2e-2
+            lb, tt = median_ms([ours, sdpa], args.reps)
+            name = str(dtype).replace("torch.", "")
+            print(f"| {name} | {B} | {L} | {H} / {Hkv} x {D} | {P} | {lb:.2f} | {tt:.2f} | {tt / lb:.2f}x |", flush=True)
     if bad:
         print(f"bench_attention_cpu: {bad} results differ from SDPA's by more than 2e-2")
     return 1 if bad else 0

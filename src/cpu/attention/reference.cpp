@@ -55,8 +55,8 @@ void attend(const T* qi, int64_t D, int64_t Dv, int64_t count, double scale, con
   if (lse) *lse = static_cast<float>(peak + std::log(sum));
 }
 
-// Rows r < nq of a block of one (sequence, head): the fast path's blocked kernel, or the reference one row at
-// a time (its blocks hold one row).
+// Rows r < nq of a block of one (sequence, kv head): the fast path's blocked kernel, or the reference one row
+// at a time.
 // k_at(j, d) is key j's element d; k_line is blocked.h's (keys as rows, or with kKT as rows of one element).
 template <bool kFast, bool kKT, class T, class QRow, class Count, class KAt, class KLine, class VRow, class OutRow,
           class Lse>
@@ -67,6 +67,14 @@ void attend_rows(int64_t nq, int64_t D, int64_t Dv, double scale, const QRow& q_
   } else {
     for (int64_t r = 0; r < nq; ++r) attend(q_row(r), D, Dv, count(r), scale, k_at, v_row, out_row(r), lse(r));
   }
+}
+
+// Queries a block of one (sequence, kv head) takes: its rows are each query's `group` heads (packed row r is
+// query r / group of head g * group + r % group), so the grouped heads share each key chunk's conversion; the
+// reference takes one query (its rows one at a time).
+template <bool kFast>
+int64_t block_queries(int64_t group) {
+  return kFast ? std::max<int64_t>(1, attention::kQueryRows / group) : 1;
 }
 
 // The keys query i of Sq sees among `keys`: all, or causally those j <= i + keys - Sq (bottom-right).
@@ -88,9 +96,11 @@ void dense_attention(const FlashAttentionArgs& a) {
   const T* v = a.v.ptr<const T>();
   T* out = a.out.ptr<T>();
   float* lse = a.lse.present() ? a.lse.ptr<float>() : nullptr;
-  const int64_t rows = kFast ? attention::kQueryRows : 1, blocks = (Sq + rows - 1) / rows;
-  parallel_for(B * H * blocks, B * H * Sq * Skv * (D + Dv), [&](int64_t task) {
-    const int64_t i0 = task % blocks * rows, h = task / blocks % H, b = task / blocks / H, g = h / group;
+  const int64_t qn = block_queries<kFast>(group), blocks = (Sq + qn - 1) / qn;
+  parallel_for(B * Hkv * blocks, B * H * Sq * Skv * (D + Dv), [&](int64_t task) {
+    const int64_t i0 = task % blocks * qn, g = task / blocks % Hkv, b = task / blocks / Hkv;
+    const auto query = [&](int64_t r) { return i0 + r / group; };
+    const auto head = [&](int64_t r) { return g * group + r % group; };
     // k[b, j, g, d] (bshd) or k[b, d, g, j] (bdhs).
     const auto k_at = [&](int64_t j, int64_t d) {
       return t ? k[((b * D + d) * Hkv + g) * Skv + j] : k[((b * Skv + j) * Hkv + g) * D + d];
@@ -98,10 +108,11 @@ void dense_attention(const FlashAttentionArgs& a) {
     const auto v_row = [&](int64_t j) { return v + ((b * Skv + j) * Hkv + g) * Dv; };
     const auto block = [&](auto kt, const auto& k_line) {
       attend_rows<kFast, decltype(kt)::value, T>(
-          std::min(rows, Sq - i0), D, Dv, scale, [&](int64_t r) { return q + ((b * Sq + i0 + r) * H + h) * D; },
-          [&](int64_t r) { return visible(a.causal, i0 + r, Sq, Skv); }, k_at, k_line, v_row,
-          [&](int64_t r) { return out + ((b * Sq + i0 + r) * H + h) * Dv; },
-          [&](int64_t r) { return lse ? lse + (b * H + h) * Sq + i0 + r : nullptr; });
+          std::min(qn, Sq - i0) * group, D, Dv, scale,
+          [&](int64_t r) { return q + ((b * Sq + query(r)) * H + head(r)) * D; },
+          [&](int64_t r) { return visible(a.causal, query(r), Sq, Skv); }, k_at, k_line, v_row,
+          [&](int64_t r) { return out + ((b * Sq + query(r)) * H + head(r)) * Dv; },
+          [&](int64_t r) { return lse ? lse + (b * H + head(r)) * Sq + query(r) : nullptr; });
     };
     if (t) {
       block(std::true_type{}, [&](int64_t d) { return k + ((b * D + d) * Hkv + g) * Skv; });
@@ -139,9 +150,11 @@ void kvcache_attention(const FlashAttentionKvcacheArgs& a) {
   const T* v = a.v_cache.ptr<const T>();
   T* out = a.out.ptr<T>();
   float* lse = a.lse.present() ? a.lse.ptr<float>() : nullptr;
-  const int64_t qrows = kFast ? attention::kQueryRows : 1, blocks = (Sq + qrows - 1) / qrows;
-  parallel_for(B * H * blocks, B * H * Sq * capacity * (D + Dv), [&](int64_t task) {
-    const int64_t i0 = task % blocks * qrows, h = task / blocks % H, b = task / blocks / H, g = h / group;
+  const int64_t qn = block_queries<kFast>(group), blocks = (Sq + qn - 1) / qn;
+  parallel_for(B * Hkv * blocks, B * H * Sq * capacity * (D + Dv), [&](int64_t task) {
+    const int64_t i0 = task % blocks * qn, g = task / blocks % Hkv, b = task / blocks / Hkv;
+    const auto query = [&](int64_t r) { return i0 + r / group; };
+    const auto head = [&](int64_t r) { return g * group + r % group; };
     // The cache row of token j: [slot, row within it].
     const auto row_of = [&](int64_t j) {
       return paged ? int64_t{table[b * pages + j / rows]} * rows + j % rows : b * rows + j;
@@ -149,11 +162,11 @@ void kvcache_attention(const FlashAttentionKvcacheArgs& a) {
     const auto k_at = [&](int64_t j, int64_t d) { return k[(row_of(j) * Hkv + g) * D + d]; };
     const auto k_line = [&](int64_t j) { return k + (row_of(j) * Hkv + g) * D; };
     const auto v_row = [&](int64_t j) { return v + (row_of(j) * Hkv + g) * Dv; };
-    attend_rows<kFast, false, T>(std::min(qrows, Sq - i0), D, Dv, scale,
-                          [&](int64_t r) { return q + ((b * Sq + i0 + r) * H + h) * D; },
-                          [&](int64_t r) { return visible(a.causal, i0 + r, Sq, lens[b]); }, k_at, k_line, v_row,
-                          [&](int64_t r) { return out + ((b * Sq + i0 + r) * H + h) * Dv; },
-                          [&](int64_t r) { return lse ? lse + (b * H + h) * Sq + i0 + r : nullptr; });
+    attend_rows<kFast, false, T>(std::min(qn, Sq - i0) * group, D, Dv, scale,
+                                 [&](int64_t r) { return q + ((b * Sq + query(r)) * H + head(r)) * D; },
+                                 [&](int64_t r) { return visible(a.causal, query(r), Sq, lens[b]); }, k_at, k_line,
+                                 v_row, [&](int64_t r) { return out + ((b * Sq + query(r)) * H + head(r)) * Dv; },
+                                 [&](int64_t r) { return lse ? lse + (b * H + head(r)) * Sq + query(r) : nullptr; });
   });
 }
 
@@ -178,11 +191,11 @@ void varlen_attention(const FlashAttentionVarlenArgs& a) {
   const int32_t* ck = a.cu_seqlens_k.ptr<const int32_t>();
   check_offsets(op, "cu_seqlens_q", cq, B, total_q);
   check_offsets(op, "cu_seqlens_k", ck, B, total_k);
-  // The blocks of query rows: each within one sequence, from its first row.
-  const int64_t qrows = kFast ? attention::kQueryRows : 1;
-  std::vector<std::pair<int32_t, int32_t>> blocks;  // (sequence, first row)
+  // The blocks of queries: each within one sequence, from its first token.
+  const int64_t qn = block_queries<kFast>(group);
+  std::vector<std::pair<int32_t, int32_t>> blocks;  // (sequence, first token)
   for (int64_t b = 0; b < B; ++b) {
-    for (int64_t r = cq[b]; r < cq[b + 1]; r += qrows) blocks.emplace_back(static_cast<int32_t>(b), static_cast<int32_t>(r));
+    for (int64_t r = cq[b]; r < cq[b + 1]; r += qn) blocks.emplace_back(static_cast<int32_t>(b), static_cast<int32_t>(r));
   }
   const double scale = scale_of(a.scale, D);
   const T* q = a.q.ptr<const T>();
@@ -191,18 +204,20 @@ void varlen_attention(const FlashAttentionVarlenArgs& a) {
   T* out = a.out.ptr<T>();
   float* lse = a.lse.present() ? a.lse.ptr<float>() : nullptr;
   const int64_t nblocks = static_cast<int64_t>(blocks.size());
-  parallel_for(nblocks * H, total_q * H * std::max<int64_t>(total_k, 1) * (D + Dv), [&](int64_t task) {
-    const int64_t h = task % H, g = h / group, b = blocks[static_cast<size_t>(task / H)].first;
-    const int64_t row0 = blocks[static_cast<size_t>(task / H)].second;
+  parallel_for(nblocks * Hkv, total_q * H * std::max<int64_t>(total_k, 1) * (D + Dv), [&](int64_t task) {
+    const int64_t g = task % Hkv, b = blocks[static_cast<size_t>(task / Hkv)].first;
+    const int64_t row0 = blocks[static_cast<size_t>(task / Hkv)].second;
+    const auto token = [&](int64_t r) { return row0 + r / group; };
+    const auto head = [&](int64_t r) { return g * group + r % group; };
     const int64_t k0 = ck[b], keys = ck[b + 1] - ck[b], Sq = cq[b + 1] - cq[b], i0 = row0 - cq[b];
     const auto k_at = [&](int64_t j, int64_t d) { return k[((k0 + j) * Hkv + g) * D + d]; };
     const auto k_line = [&](int64_t j) { return k + ((k0 + j) * Hkv + g) * D; };
     const auto v_row = [&](int64_t j) { return v + ((k0 + j) * Hkv + g) * Dv; };
-    attend_rows<kFast, false, T>(std::min(qrows, cq[b + 1] - row0), D, Dv, scale,
-                          [&](int64_t r) { return q + ((row0 + r) * H + h) * D; },
-                          [&](int64_t r) { return visible(a.causal, i0 + r, Sq, keys); }, k_at, k_line, v_row,
-                          [&](int64_t r) { return out + ((row0 + r) * H + h) * Dv; },
-                          [&](int64_t r) { return lse ? lse + h * total_q + row0 + r : nullptr; });
+    attend_rows<kFast, false, T>(std::min(qn, cq[b + 1] - row0) * group, D, Dv, scale,
+                                 [&](int64_t r) { return q + (token(r) * H + head(r)) * D; },
+                                 [&](int64_t r) { return visible(a.causal, i0 + r / group, Sq, keys); }, k_at, k_line,
+                                 v_row, [&](int64_t r) { return out + (token(r) * H + head(r)) * Dv; },
+                                 [&](int64_t r) { return lse ? lse + head(r) * total_q + token(r) : nullptr; });
   });
 }
 
