@@ -83,6 +83,48 @@ void chunk_weighted_sum(const float* p4, int64_t ld, int64_t kc, const float* v,
 }
 
 LOWBIT_SIMD_CLONES
+void row_scores(const float* q, int64_t Dp, const float* kr, int64_t kc, float scale, float* s) {
+  for (int64_t j = 0; j < kc; ++j) {
+    const float* k = kr + j * Dp;
+    F8 acc = {};
+    for (int64_t d = 0; d < Dp; d += 8) {
+      F8 x, y;
+      LOWBIT_LOAD8(x, q + d);
+      LOWBIT_LOAD8(y, k + d);
+      acc += x * y;
+    }
+    float lanes[8];
+    LOWBIT_STORE8(lanes, acc);
+    s[j] = scale * (((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])));
+  }
+}
+
+LOWBIT_SIMD_CLONES
+void row_weighted_sum(const float* p, int64_t kc, const float* v, int64_t Dvp, float* o) {
+  for (int64_t e0 = 0; e0 < Dvp; e0 += 32) {  // 32 outputs in 4 vectors
+    F8 a0, a1, a2, a3;
+    LOWBIT_LOAD8(a0, o + e0);
+    LOWBIT_LOAD8(a1, o + e0 + 8);
+    LOWBIT_LOAD8(a2, o + e0 + 16);
+    LOWBIT_LOAD8(a3, o + e0 + 24);
+    for (int64_t j = 0; j < kc; ++j) {
+      const float* vr = v + j * Dvp + e0;
+      F8 x0, x1, x2, x3;
+      LOWBIT_LOAD8(x0, vr);
+      LOWBIT_LOAD8(x1, vr + 8);
+      LOWBIT_LOAD8(x2, vr + 16);
+      LOWBIT_LOAD8(x3, vr + 24);
+      const float w = p[j];
+      a0 += w * x0, a1 += w * x1, a2 += w * x2, a3 += w * x3;
+    }
+    LOWBIT_STORE8(o + e0, a0);
+    LOWBIT_STORE8(o + e0 + 8, a1);
+    LOWBIT_STORE8(o + e0 + 16, a2);
+    LOWBIT_STORE8(o + e0 + 24, a3);
+  }
+}
+
+LOWBIT_SIMD_CLONES
 void row_step(float* x, int64_t n, int64_t seen, float& peak, float& sum, float* o, int64_t Dvp) {
   for (int64_t j = seen; j < n; ++j) x[j] = -std::numeric_limits<float>::infinity();
   float lanes[16];

@@ -6,10 +6,13 @@
 //     a query's scores of 16 keys are 16 lanes of one sum over d) and V as
 //     rows padded to whole vectors, so the products run as register tiles of
 //     4 queries x 16 keys (scores) and 4 queries x 32 columns (P·V).
+//   - A block of one row reads K as rows (row_scores: no transposition, which
+//     one query would not repay).
 //   - Each query's arithmetic is its own, in a fixed order (the chunks from
 //     key 0, d and key ascending in each sum, no FMA contraction), so its
-//     result does not depend on the block it shares, the form of the op
-//     (dense, cache, packed) or the ISA the loops were built for.
+//     result depends only on whether its block has one row, which the forms
+//     of the op (dense, cache, packed) decide alike, not on the ISA the loops
+//     were built for.
 //   - exp is exp_nonpositive below: a polynomial the loops vectorize.
 #pragma once
 
@@ -52,6 +55,11 @@ void chunk_scores(const float* q4, int64_t D, const float* kt, int64_t ld, int64
 // o4 (4 rows of ldo floats, Dvp of them used, a multiple of 32) += p4 (4 rows
 // of ld weights, kc of them) times v ([kc, ldo] float32 rows).
 void chunk_weighted_sum(const float* p4, int64_t ld, int64_t kc, const float* v, int64_t ldo, int64_t Dvp, float* o4);
+// One row's scores (a block of one row: decode with heads of their own): s[j] = scale * q · k_j, k_j the
+// rows of kr ([kc, Dp] float32, Dp a multiple of 8, q and the rows zero past D).
+void row_scores(const float* q, int64_t Dp, const float* kr, int64_t kc, float scale, float* s);
+// o (Dvp, a multiple of 32) += p (kc weights) times v ([kc, Dvp] float32 rows).
+void row_weighted_sum(const float* p, int64_t kc, const float* v, int64_t Dvp, float* o);
 // One row's step over a chunk of scores x [0, n), the keys from `seen` on
 // hidden: x becomes the weights exp(x - peak') (0 where hidden), with peak'
 // the row's new maximum; sum and the row's output o (Dvp) are rescaled to it
@@ -69,8 +77,11 @@ void attend_block_f32(int64_t nq, int64_t D, int64_t Dv, double scale, const QRo
   constexpr int64_t kc_max = kKeyChunk;
   const int64_t Dvp = (Dv + 31) / 32 * 32, rows4 = (nq + 3) / 4 * 4;
   thread_local std::vector<float> q, kt, v, s, o, peak, sum, row;
-  q.assign(static_cast<size_t>(rows4 * D), 0.0f);
-  kt.resize(static_cast<size_t>(D * kc_max));
+  // A block of one row (a query whose heads share no kv head, alone) reads k as rows: no transposition.
+  const bool one = nq == 1 && !kKT;
+  const int64_t Dp = (D + 7) / 8 * 8;
+  q.assign(static_cast<size_t>(rows4 * D + 8), 0.0f);  // (the one-row path reads D rounded up to 8)
+  kt.assign(static_cast<size_t>((one ? Dp : D) * kc_max), 0.0f);
   row.resize(static_cast<size_t>(D));
   v.resize(static_cast<size_t>(kc_max * Dvp));
   s.resize(static_cast<size_t>(rows4 * kc_max));
@@ -96,10 +107,15 @@ void attend_block_f32(int64_t nq, int64_t D, int64_t Dv, double scale, const QRo
       }
     }
     for (int64_t j = 0; j < kc; ++j) {
-      if constexpr (!kKT) {  // the row converted whole, then its elements to their columns
+      if constexpr (!kKT) {
         const T* kj = k_line(j0 + j);
-        for (int64_t d = 0; d < D; ++d) row[static_cast<size_t>(d)] = to_f32(kj[d]);
-        for (int64_t d = 0; d < D; ++d) kt[static_cast<size_t>(d * kc_max + j)] = row[static_cast<size_t>(d)];
+        if (one) {  // as a row
+          float* dst = kt.data() + j * Dp;
+          for (int64_t d = 0; d < D; ++d) dst[d] = to_f32(kj[d]);
+        } else {  // the row converted whole, then its elements to their columns
+          for (int64_t d = 0; d < D; ++d) row[static_cast<size_t>(d)] = to_f32(kj[d]);
+          for (int64_t d = 0; d < D; ++d) kt[static_cast<size_t>(d * kc_max + j)] = row[static_cast<size_t>(d)];
+        }
       }
       const T* vj = v_row(j0 + j);
       float* vr = v.data() + j * Dvp;
@@ -112,8 +128,12 @@ void attend_block_f32(int64_t nq, int64_t D, int64_t Dv, double scale, const QRo
       for (int64_t r = r0; r < std::min(r0 + 4, nq); ++r) most = std::max(most, counts[static_cast<size_t>(r)]);
       return most > j0;
     };
-    for (int64_t r0 = 0; r0 < nq; r0 += 4) {
-      if (sees(r0)) chunk_scores(q.data() + r0 * D, D, kt.data(), kc_max, kc, sc, s.data() + r0 * kc_max);
+    if (one) {
+      row_scores(q.data(), Dp, kt.data(), kc, sc, s.data());
+    } else {
+      for (int64_t r0 = 0; r0 < nq; r0 += 4) {
+        if (sees(r0)) chunk_scores(q.data() + r0 * D, D, kt.data(), kc_max, kc, sc, s.data() + r0 * kc_max);
+      }
     }
     for (int64_t r = 0; r < nq; ++r) {
       float* sr = s.data() + r * kc_max;
@@ -124,8 +144,12 @@ void attend_block_f32(int64_t nq, int64_t D, int64_t Dv, double scale, const QRo
       }
       row_step(sr, kc, seen, peak[static_cast<size_t>(r)], sum[static_cast<size_t>(r)], o.data() + r * Dvp, Dvp);
     }
-    for (int64_t r0 = 0; r0 < nq; r0 += 4) {
-      if (sees(r0)) chunk_weighted_sum(s.data() + r0 * kc_max, kc_max, kc, v.data(), Dvp, Dvp, o.data() + r0 * Dvp);
+    if (one) {
+      if (counts[0] > j0) row_weighted_sum(s.data(), kc, v.data(), Dvp, o.data());
+    } else {
+      for (int64_t r0 = 0; r0 < nq; r0 += 4) {
+        if (sees(r0)) chunk_weighted_sum(s.data() + r0 * kc_max, kc_max, kc, v.data(), Dvp, Dvp, o.data() + r0 * Dvp);
+      }
     }
   }
   for (int64_t r = 0; r < nq; ++r) {

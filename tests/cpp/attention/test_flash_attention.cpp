@@ -84,6 +84,43 @@ void expected(const Case& c, const std::vector<float>& q, const std::vector<floa
   }
 }
 
+// One case against float64 (expected) and the float64 reference op, inputs of standard deviation `stddev`
+// (times the harness' block scales).
+void check_case(const Case& c, float stddev) {
+  const std::string what = std::string(dtype_name(c.dtype)) + " B" + std::to_string(c.B) + " Sq" +
+                           std::to_string(c.Sq) + " Skv" + std::to_string(c.Skv) + " H" + std::to_string(c.H) +
+                           "/" + std::to_string(c.Hkv) + " D" + std::to_string(c.D) + (c.causal ? " causal" : "") +
+                           (c.layout == KLayout::bdhs ? " bdhs" : "");
+  SCOPED_TRACE(what);
+  const Tensor q = random_floats({c.B, c.Sq, c.H, c.D}, c.dtype, stddev),
+               k = random_floats({c.B, c.Skv, c.Hkv, c.D}, c.dtype, stddev),
+               v = random_floats({c.B, c.Skv, c.Hkv, c.Dv}, c.dtype, stddev);
+  const Tensor kk = c.layout == KLayout::bdhs ? to_bdhs(k) : k;
+  const FlashAttentionResult r = flash_attention(q, kk, v, c.causal, c.scale, true, c.layout);
+  std::vector<double> want, want_lse, out_err, lse_err;
+  expected(c, to_floats(q.ref()), to_floats(k.ref()), to_floats(v.ref()), want, want_lse, out_err, lse_err);
+  const std::vector<float> got = to_floats(r.out.ref()), got_lse = to_floats(r.lse.ref());
+  // Each output is a convex combination of v's values, rounded once to the dtype; the fast path's float32
+  // scores and sums add out_err (the reference, run too, stays within the rounding alone).
+  const double u = c.dtype == DType::f32 ? 0x1p-24 : c.dtype == DType::bf16 ? 0x1p-8 : 0x1p-11;
+  Tensor ref_out = Tensor::empty(r.out.sizes(), c.dtype), ref_lse = Tensor::empty(r.lse.sizes(), DType::f32);
+  core::OpRegistry<FlashAttentionArgs>::find("cpu-reference")
+      .run(FlashAttentionArgs{q, kk, v, ref_out, ref_lse, c.scale, c.causal, c.layout}, nullptr, {});
+  const std::vector<float> ref = to_floats(ref_out.ref()), ref_l = to_floats(ref_lse.ref());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(ref[i], want[i], 2.0 * u * std::fabs(want[i]) + 1e-30) << "reference out " << i;
+    ASSERT_NEAR(got[i], want[i], 2.0 * u * std::fabs(want[i]) + out_err[i] + 1e-30) << "out " << i;
+  }
+  for (size_t i = 0; i < want_lse.size(); ++i) {
+    if (std::isinf(want_lse[i])) {
+      ASSERT_TRUE(std::isinf(got_lse[i]) && got_lse[i] < 0) << "lse " << i << " = " << got_lse[i];
+    } else {
+      ASSERT_NEAR(ref_l[i], want_lse[i], 1e-6 * (1.0 + std::fabs(want_lse[i]))) << "reference lse " << i;
+      ASSERT_NEAR(got_lse[i], want_lse[i], lse_err[i] + 1e-6 * (1.0 + std::fabs(want_lse[i]))) << "lse " << i;
+    }
+  }
+}
+
 TEST(FlashAttention, MatchesFloat64Attention) {
   const std::vector<Case> cases = {
       {2, 5, 7, 4, 2, 16, 16, false, 0.0, KLayout::bshd, DType::f32},
@@ -97,39 +134,21 @@ TEST(FlashAttention, MatchesFloat64Attention) {
       {1, 300, 290, 2, 1, 40, 72, true, 0.0, KLayout::bshd, DType::f32},
       {1, 130, 260, 2, 2, 64, 64, false, 0.0, KLayout::bdhs, DType::bf16},
       {1, 300, 140, 1, 1, 16, 16, true, 0.0, KLayout::bshd, DType::f32},  // the first 160 queries see no key
+      // Blocks of one row (one query, heads of their own kv heads): k read as rows, several chunks.
+      {1, 1, 300, 2, 2, 40, 72, false, 0.0, KLayout::bshd, DType::f32},
+      {2, 1, 290, 3, 3, 24, 16, true, 0.0, KLayout::bshd, DType::bf16},
   };
-  for (const Case& c : cases) {
-    const std::string what = std::string(dtype_name(c.dtype)) + " B" + std::to_string(c.B) + " Sq" +
-                             std::to_string(c.Sq) + " Skv" + std::to_string(c.Skv) + " H" + std::to_string(c.H) +
-                             "/" + std::to_string(c.Hkv) + " D" + std::to_string(c.D) + (c.causal ? " causal" : "") +
-                             (c.layout == KLayout::bdhs ? " bdhs" : "");
-    SCOPED_TRACE(what);
-    const Tensor q = random_floats({c.B, c.Sq, c.H, c.D}, c.dtype), k = random_floats({c.B, c.Skv, c.Hkv, c.D}, c.dtype),
-                 v = random_floats({c.B, c.Skv, c.Hkv, c.Dv}, c.dtype);
-    const Tensor kk = c.layout == KLayout::bdhs ? to_bdhs(k) : k;
-    const FlashAttentionResult r = flash_attention(q, kk, v, c.causal, c.scale, true, c.layout);
-    std::vector<double> want, want_lse, out_err, lse_err;
-    expected(c, to_floats(q.ref()), to_floats(k.ref()), to_floats(v.ref()), want, want_lse, out_err, lse_err);
-    const std::vector<float> got = to_floats(r.out.ref()), got_lse = to_floats(r.lse.ref());
-    // Each output is a convex combination of v's values, rounded once to the dtype; the fast path's float32
-    // scores and sums add out_err (the reference, run too, stays within the rounding alone).
-    const double u = c.dtype == DType::f32 ? 0x1p-24 : c.dtype == DType::bf16 ? 0x1p-8 : 0x1p-11;
-    Tensor ref_out = Tensor::empty(r.out.sizes(), c.dtype), ref_lse = Tensor::empty(r.lse.sizes(), DType::f32);
-    core::OpRegistry<FlashAttentionArgs>::find("cpu-reference")
-        .run(FlashAttentionArgs{q, kk, v, ref_out, ref_lse, c.scale, c.causal, c.layout}, nullptr, {});
-    const std::vector<float> ref = to_floats(ref_out.ref()), ref_l = to_floats(ref_lse.ref());
-    for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_NEAR(ref[i], want[i], 2.0 * u * std::fabs(want[i]) + 1e-30) << "reference out " << i;
-      ASSERT_NEAR(got[i], want[i], 2.0 * u * std::fabs(want[i]) + out_err[i] + 1e-30) << "out " << i;
-    }
-    for (size_t i = 0; i < want_lse.size(); ++i) {
-      if (std::isinf(want_lse[i])) {
-        ASSERT_TRUE(std::isinf(got_lse[i]) && got_lse[i] < 0) << "lse " << i << " = " << got_lse[i];
-      } else {
-        ASSERT_NEAR(ref_l[i], want_lse[i], 1e-6 * (1.0 + std::fabs(want_lse[i]))) << "reference lse " << i;
-        ASSERT_NEAR(got_lse[i], want_lse[i], lse_err[i] + 1e-6 * (1.0 + std::fabs(want_lse[i]))) << "lse " << i;
-      }
-    }
+  for (const Case& c : cases) check_case(c, 1.0f);
+}
+
+// Small scores (weights spread over many keys): each key's share of the output is large enough that a wrong
+// row, chunk rescale or tile shows beyond the bound, in every path of the fast kernel (blocks of 4-row tiles,
+// of one row, several chunks, causal tiles skipped).
+TEST(FlashAttention, SpreadWeightsMatchFloat64) {
+  for (const Case& c : std::vector<Case>{{1, 1, 300, 2, 2, 40, 72, false, 0.0, KLayout::bshd, DType::f32},
+                                         {1, 300, 290, 2, 1, 40, 72, true, 0.0, KLayout::bshd, DType::f32},
+                                         {1, 130, 260, 2, 2, 64, 64, false, 0.0, KLayout::bdhs, DType::f32}}) {
+    check_case(c, 0.02f);
   }
 }
 
