@@ -4,6 +4,9 @@
 #include "cpu/attention/blocked.h"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -12,6 +15,25 @@
 namespace lowbit::core::cpu::attention {
 
 namespace {
+
+// e^x for x <= 0 (and -inf, giving 0), within a few ulp: x = n ln 2 + r with
+// |r| <= ln 2 / 2 (ln 2 in two parts), e^r by its degree-6 Taylor polynomial,
+// 2^n through the exponent bits, 0 where 2^n is below float's normal range.
+// Branch-free, so the loops calling it vectorize.
+inline float exp_nonpositive(float x) {
+  const float xc = std::max(x, -104.0f);
+  const float n = std::floor(xc * 1.44269504f + 0.5f);
+  const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t biased = std::max(static_cast<int32_t>(n == n ? n : 0.0f) + 127, 0);  // NaN: p carries it
+  return p * std::bit_cast<float>(biased << 23);
+}
 
 // 8 floats as one value (GCC's vector extension), kept in registers.
 typedef float F8 __attribute__((vector_size(32)));

@@ -13,11 +13,10 @@
 //     result depends only on whether its block has one row, which the forms
 //     of the op (dense, cache, packed) decide alike, not on the ISA the loops
 //     were built for.
-//   - exp is exp_nonpositive below: a polynomial the loops vectorize.
+//   - exp is a polynomial the loops vectorize (blocked.cpp).
 #pragma once
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -29,25 +28,6 @@ namespace lowbit::core::cpu::attention {
 
 inline constexpr int64_t kQueryRows = 128;  // queries a block
 inline constexpr int64_t kKeyChunk = 128;  // keys a chunk
-
-// e^x for x <= 0 (and -inf, giving 0), within a few ulp: x = n ln 2 + r with
-// |r| <= ln 2 / 2 (ln 2 in two parts), e^r by its degree-6 Taylor polynomial,
-// 2^n through the exponent bits, 0 where 2^n is below float's normal range.
-// Branch-free, so the loops calling it vectorize.
-inline float exp_nonpositive(float x) {
-  const float xc = std::max(x, -104.0f);
-  const float n = std::floor(xc * 1.44269504f + 0.5f);
-  const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
-  float p = 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const int32_t biased = std::max(static_cast<int32_t>(n == n ? n : 0.0f) + 127, 0);  // NaN: p carries it
-  return p * std::bit_cast<float>(biased << 23);
-}
 
 // Scores of 4 queries (q4: 4 rows of D floats) against the chunk's keys
 // [0, kc) of kt ([D, ld] float32): s4[r * ld + j] = scale * q_r · k_j.
@@ -77,11 +57,12 @@ void attend_block_f32(int64_t nq, int64_t D, int64_t Dv, double scale, const QRo
   constexpr int64_t kc_max = kKeyChunk;
   const int64_t Dvp = (Dv + 31) / 32 * 32, rows4 = (nq + 3) / 4 * 4;
   thread_local std::vector<float> q, kt, v, s, o, peak, sum, row;
+  thread_local std::vector<int64_t> counts;
   // A block of one row (a query whose heads share no kv head, alone) reads k as rows: no transposition.
   const bool one = nq == 1 && !kKT;
   const int64_t Dp = (D + 7) / 8 * 8;
   q.assign(static_cast<size_t>(rows4 * D + 8), 0.0f);  // (the one-row path reads D rounded up to 8)
-  kt.assign(static_cast<size_t>((one ? Dp : D) * kc_max), 0.0f);
+  kt.resize(static_cast<size_t>((one ? Dp : D) * kc_max));
   row.resize(static_cast<size_t>(D));
   v.resize(static_cast<size_t>(kc_max * Dvp));
   s.resize(static_cast<size_t>(rows4 * kc_max));
@@ -89,7 +70,7 @@ void attend_block_f32(int64_t nq, int64_t D, int64_t Dv, double scale, const QRo
   peak.assign(static_cast<size_t>(rows4), -std::numeric_limits<float>::infinity());
   sum.assign(static_cast<size_t>(rows4), 0.0f);
   int64_t keys = 0;
-  std::vector<int64_t> counts(static_cast<size_t>(nq));
+  counts.resize(static_cast<size_t>(nq));
   for (int64_t r = 0; r < nq; ++r) {
     const T* qr = q_row(r);
     for (int64_t d = 0; d < D; ++d) q[static_cast<size_t>(r * D + d)] = to_f32(qr[d]);
@@ -112,6 +93,7 @@ void attend_block_f32(int64_t nq, int64_t D, int64_t Dv, double scale, const QRo
         if (one) {  // as a row
           float* dst = kt.data() + j * Dp;
           for (int64_t d = 0; d < D; ++d) dst[d] = to_f32(kj[d]);
+          for (int64_t d = D; d < Dp; ++d) dst[d] = 0.0f;
         } else {  // the row converted whole, then its elements to their columns
           for (int64_t d = 0; d < D; ++d) row[static_cast<size_t>(d)] = to_f32(kj[d]);
           for (int64_t d = 0; d < D; ++d) kt[static_cast<size_t>(d * kc_max + j)] = row[static_cast<size_t>(d)];

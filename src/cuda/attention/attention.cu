@@ -100,7 +100,7 @@ Plan plan(FlashParams& p, DType dtype, bool aligned, int64_t key_bound, const ch
   const int64_t ctas = m_tiles * p.Hkv * p.B;
   // Split the keys when the CTAs fill less than one wave of the GPU: into as many ranges as fill it, each of
   // at least kMinSplitTiles tiles, at most kMaxSplits.
-  const int64_t wave = int64_t{sm_count(op)} * std::max(1, blocks_per_sm(k.fn, kThreads, k.smem, op));
+  const int64_t wave = wave_ctas(k.fn, kThreads, k.smem, op);
   const int64_t key_tiles = ceil_div(key_bound, int64_t{kKeyTile});
   int64_t splits = 1;
   if (ctas < wave && key_tiles >= 2 * kMinSplitTiles) {

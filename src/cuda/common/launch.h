@@ -22,12 +22,16 @@ bool device_is_sm90(const char* op);
 // that fit on one SM at once, cached per kernel and device.
 int blocks_per_sm(const void* kernel, int threads, size_t smem, const char* op);
 
+// CTAs of `kernel` the device holds at once (one wave; at least one an SM).
+inline int64_t wave_ctas(const void* kernel, int threads, size_t smem, const char* op) {
+  return static_cast<int64_t>(sm_count(op)) * std::max(1, blocks_per_sm(kernel, threads, smem, op));
+}
+
 // A persistent grid: as many CTAs as fit on the device at once (one full
 // wave, so no CTA waits for a second wave), but no more than `work` tiles.
 template <class Kernel>
 int persistent_grid(Kernel* kernel, int threads, size_t smem, int64_t work, const char* op) {
-  const int64_t wave = static_cast<int64_t>(sm_count(op)) *
-                       std::max(1, blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, smem, op));
+  const int64_t wave = wave_ctas(reinterpret_cast<const void*>(kernel), threads, smem, op);
   return static_cast<int>(std::max<int64_t>(1, std::min(wave, work)));
 }
 
