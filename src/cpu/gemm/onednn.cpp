@@ -45,6 +45,16 @@ dnnl::engine& engine() {
   return e;
 }
 
+// The matmul primitive of a · w into c, in either oneDNN API; throws dnnl::error where the CPU has no kernel.
+dnnl::matmul::primitive_desc matmul_pd(const dnnl::memory::desc& a, const dnnl::memory::desc& w,
+                                       const dnnl::memory::desc& c) {
+#if DNNL_VERSION_MAJOR >= 3
+  return dnnl::matmul::primitive_desc(engine(), a, w, c);
+#else
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, w, c), engine());
+#endif
+}
+
 // c = a · wᵀ with a and w of type `t` (onednn.h).
 void onednn_matmul(dnnl::memory::data_type t, int64_t M, int64_t n, int64_t K, const void* a, int64_t lda,
                    const void* w, float* c, int64_t ldc) {
@@ -61,12 +71,7 @@ void onednn_matmul(dnnl::memory::data_type t, int64_t M, int64_t n, int64_t K, c
       fresh.a = dnnl::memory::desc({M, K}, t, dnnl::memory::dims{lda, 1});
       fresh.w = dnnl::memory::desc({K, n}, t, dnnl::memory::dims{1, K});  // w's rows as columns
       fresh.c = dnnl::memory::desc({M, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{ldc, 1});
-#if DNNL_VERSION_MAJOR >= 3
-      const dnnl::matmul::primitive_desc pd(engine(), fresh.a, fresh.w, fresh.c);
-#else
-      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(fresh.a, fresh.w, fresh.c), engine());
-#endif
-      fresh.prim = dnnl::matmul(pd);
+      fresh.prim = dnnl::matmul(matmul_pd(fresh.a, fresh.w, fresh.c));
       it = cache.emplace(key, fresh).first;
     }
     k = it->second;
@@ -88,11 +93,7 @@ bool onednn_bf16_available() {
       const auto bf16 = dnnl::memory::data_type::bf16;
       const dnnl::memory::desc a({2, 32}, bf16, dnnl::memory::dims{32, 1}), w({32, 2}, bf16, dnnl::memory::dims{1, 32}),
           c({2, 2}, dnnl::memory::data_type::f32, dnnl::memory::dims{2, 1});
-#if DNNL_VERSION_MAJOR >= 3
-      const dnnl::matmul::primitive_desc pd(engine(), a, w, c);
-#else
-      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, w, c), engine());
-#endif
+      matmul_pd(a, w, c);
       return true;
     } catch (const dnnl::error&) {
       return false;
