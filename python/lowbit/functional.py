@@ -1167,6 +1167,21 @@ def fp8_grouped_gemm_masked(a: Array, a_s: Array, b: Array, b_s: Array, masked_m
 # ------------------------------------------------------------ optimizers
 
 
+def _gnorm_scale(call: "_arrays.Call", gnorm_scale: Any) -> Tuple[float, Any]:
+    """(host gnorm_scale, device clip_scale or None): an array of one float32 stays where it is, read by the
+    kernel (no host round trip); a number (or a 0-d NumPy array) goes as it is."""
+    if hasattr(gnorm_scale, "__dlpack__") and not (isinstance(gnorm_scale, np.ndarray) and gnorm_scale.ndim == 0):
+        return 1.0, call.arg(gnorm_scale, "gnorm_scale")
+    return _arrays.real(gnorm_scale, call.op, "gnorm_scale"), None
+
+
+def _gnorm_scales(call: "_arrays.Call", gnorm_scale: Any) -> Tuple[float, Any]:
+    """_gnorm_scale of a multi-tensor update: a number for the list, or a list of per-parameter arrays (None: 1)."""
+    if isinstance(gnorm_scale, (list, tuple)):
+        return 1.0, call.many(gnorm_scale, "gnorm_scale", out=False)
+    return _gnorm_scale(call, gnorm_scale)
+
+
 def optimizer_update_32bit(optimizer_name: str, g: Array, p: Array, state1: Array, beta1: float, eps: float, step: int,
                            lr: float, state2: Optional[Array] = None, beta2: float = 0.0, weight_decay: float = 0.0,
                            gnorm_scale: float = 1.0, unorm_vec: Optional[Array] = None, max_unorm: float = 0.0,
@@ -1180,12 +1195,16 @@ def optimizer_update_32bit(optimizer_name: str, g: Array, p: Array, state1: Arra
     ``state2`` float32 for adam, lamb and ademamix; both updated. ``unorm_vec`` float32 [1] receives the
     update's squared norm when ``max_unorm > 0`` (lamb / lars: the update is scaled to at most
     ``max_unorm`` times ``p``'s norm, which is computed here). ``beta3`` and ``alpha`` are ademamix's.
+    ``gnorm_scale``: a number, or a float32 array of one element on ``g``'s device that the kernel reads (a
+    scale computed on the device, as ``percentile_clipping(..., scale=)`` writes it: no host round trip).
     """
     call = _arrays.Call("optimizer_update_32bit", g, "g", stream)
+    host_scale, clip_scale = _gnorm_scale(call, gnorm_scale)
     _lowbit.optimizer_update_32bit(optimizer_name, call.arg(g, "g"), call.out(p, "p"), call.out(state1, "state1"),
                                    float(beta1), float(eps), int(step), float(lr), call.out(state2, "state2"),
-                                   float(beta2), float(beta3), float(alpha), float(weight_decay), float(gnorm_scale),
-                                   call.out(unorm_vec, "unorm_vec"), float(max_unorm), bool(skip_zeros), call.ctx)
+                                   float(beta2), float(beta3), float(alpha), float(weight_decay), host_scale,
+                                   call.out(unorm_vec, "unorm_vec"), float(max_unorm), bool(skip_zeros), call.ctx,
+                                   clip_scale=clip_scale)
     call.done()
 
 
@@ -1204,17 +1223,19 @@ def optimizer_update_8bit(optimizer_name: str, g: Array, p: Array, state1: Array
     which the caller swaps in as the next step's ``max1``/``max2``. ``unorm_vec`` float32 [1] receives the
     update's squared norm (adam, lamb, momentum, lars); with ``max_unorm > 0`` the update is scaled to at
     most ``max_unorm`` times ``p``'s norm, computed on the device (bitsandbytes computes it on the host).
+    ``gnorm_scale``: a number or a one-element float32 array on the device, as ``optimizer_update_32bit``.
     """
     call = _arrays.Call("optimizer_update_8bit", g, "g", stream)
     op = call.op
+    host_scale, clip_scale = _gnorm_scale(call, gnorm_scale)
     _lowbit.optimizer_update_8bit(
         _arrays.text(optimizer_name, op, "optimizer_name"), call.arg(g, "g"), call.out(p, "p"),
         call.out(state1, "state1"), call.out(state2, "state2"), _arrays.real(beta1, op, "beta1"),
         _arrays.real(beta2, op, "beta2"), _arrays.real(eps, op, "eps"), _arrays.integer(step, op, "step"),
         _arrays.real(lr, op, "lr"), call.arg(qmap1, "qmap1"), call.opt(qmap2, "qmap2"), call.arg(max1, "max1"),
         call.opt(max2, "max2"), call.out(new_max1, "new_max1"), call.out(new_max2, "new_max2"),
-        _arrays.real(weight_decay, op, "weight_decay"), _arrays.real(gnorm_scale, op, "gnorm_scale"),
-        call.out(unorm_vec, "unorm_vec"), _arrays.real(max_unorm, op, "max_unorm"), call.ctx)
+        _arrays.real(weight_decay, op, "weight_decay"), host_scale, call.out(unorm_vec, "unorm_vec"),
+        _arrays.real(max_unorm, op, "max_unorm"), call.ctx, clip_scale=clip_scale)
     call.done()
 
 
@@ -1231,17 +1252,19 @@ def optimizer_update_8bit_blockwise(optimizer_name: str, g: Array, p: Array, sta
     of ``qmap2`` for adam and ademamix (None for the others, with ``qmap2`` and ``absmax2``); ``qmap1``,
     ``qmap2`` float32 [256], sorted; ``absmax1``, ``absmax2`` float32, one per block of 256 (``absmax1`` of
     ademamix: twice as many). States and absmax are updated. ``beta3`` and ``alpha`` are ademamix's.
+    ``gnorm_scale``: a number or a one-element float32 array on the device, as ``optimizer_update_32bit``.
     """
     call = _arrays.Call("optimizer_update_8bit_blockwise", g, "g", stream)
     op = call.op
+    host_scale, clip_scale = _gnorm_scale(call, gnorm_scale)
     _lowbit.optimizer_update_8bit_blockwise(
         _arrays.text(optimizer_name, op, "optimizer_name"), call.arg(g, "g"), call.out(p, "p"),
         call.out(state1, "state1"), call.out(state2, "state2"), _arrays.real(beta1, op, "beta1"),
         _arrays.real(beta2, op, "beta2"), _arrays.real(beta3, op, "beta3"), _arrays.real(alpha, op, "alpha"),
         _arrays.real(eps, op, "eps"), _arrays.integer(step, op, "step"), _arrays.real(lr, op, "lr"),
         call.arg(qmap1, "qmap1"), call.opt(qmap2, "qmap2"), call.out(absmax1, "absmax1"),
-        call.out(absmax2, "absmax2"), _arrays.real(weight_decay, op, "weight_decay"),
-        _arrays.real(gnorm_scale, op, "gnorm_scale"), _arrays.flag(skip_zeros, op, "skip_zeros"), call.ctx)
+        call.out(absmax2, "absmax2"), _arrays.real(weight_decay, op, "weight_decay"), host_scale,
+        _arrays.flag(skip_zeros, op, "skip_zeros"), call.ctx, clip_scale=clip_scale)
     call.done()
 
 
@@ -1264,20 +1287,22 @@ def optimizer_update_32bit_multi(optimizer_name: str, g: Sequence[Array], p: Seq
     entry ``i`` is what ``optimizer_update_32bit`` takes for parameter ``i``, under one rule, one ``step`` and
     one set of constants. ``g`` and ``p`` have one dtype over the list; every array is on one device. Each
     parameter ends with the values the single call gives it; on CUDA the list runs as one kernel launch (two
-    with ``max_unorm > 0``, each parameter then scaled by its own norms).
+    with ``max_unorm > 0``, each parameter then scaled by its own norms). ``gnorm_scale``: a number for the list,
+    or a list of one-element float32 arrays on the device (None entries: 1), one a parameter.
     """
     if len(g) == 0:
         return
     call = _arrays.Call("optimizer_update_32bit_multi", g[0], "g[0]", stream)
     op = call.op
+    host_scale, clip_scale = _gnorm_scales(call, gnorm_scale)
     _lowbit.optimizer_update_32bit_multi(
         _arrays.text(optimizer_name, op, "optimizer_name"), call.many(g, "g", out=False),
         _outs(call, p, "p"), _outs(call, state1, "state1"), _arrays.real(beta1, op, "beta1"),
         _arrays.real(eps, op, "eps"), _arrays.integer(step, op, "step"), _arrays.real(lr, op, "lr"),
         _outs(call, state2, "state2"), _arrays.real(beta2, op, "beta2"), _arrays.real(beta3, op, "beta3"),
         _arrays.real(alpha, op, "alpha"), _arrays.real(weight_decay, op, "weight_decay"),
-        _arrays.real(gnorm_scale, op, "gnorm_scale"), _outs(call, unorm_vec, "unorm_vec"),
-        _arrays.real(max_unorm, op, "max_unorm"), _arrays.flag(skip_zeros, op, "skip_zeros"), call.ctx)
+        host_scale, _outs(call, unorm_vec, "unorm_vec"), _arrays.real(max_unorm, op, "max_unorm"),
+        _arrays.flag(skip_zeros, op, "skip_zeros"), call.ctx, clip_scale=clip_scale)
     call.done()
 
 
@@ -1294,25 +1319,28 @@ def optimizer_update_8bit_blockwise_multi(optimizer_name: str, g: Sequence[Array
     ``g``, ``p``, ``state1``, ``absmax1`` (and ``state2``, ``absmax2`` for adam and ademamix) are lists of one
     length, entry ``i`` what the single call takes for parameter ``i``; ``qmap1`` and ``qmap2`` are every
     entry's maps. One rule, step and set of constants; ``g`` and ``p`` of one dtype; one device. Each parameter
-    ends with the values the single call gives it; on CUDA the list runs as one kernel launch.
+    ends with the values the single call gives it; on CUDA the list runs as one kernel launch. ``gnorm_scale``:
+    a number for the list, or a list of one-element float32 arrays on the device, as
+    ``optimizer_update_32bit_multi``.
     """
     if len(g) == 0:
         return
     call = _arrays.Call("optimizer_update_8bit_blockwise_multi", g[0], "g[0]", stream)
     op = call.op
+    host_scale, clip_scale = _gnorm_scales(call, gnorm_scale)
     _lowbit.optimizer_update_8bit_blockwise_multi(
         _arrays.text(optimizer_name, op, "optimizer_name"), call.many(g, "g", out=False),
         _outs(call, p, "p"), _outs(call, state1, "state1"), _outs(call, state2, "state2"),
         _arrays.real(beta1, op, "beta1"), _arrays.real(beta2, op, "beta2"), _arrays.real(beta3, op, "beta3"),
         _arrays.real(alpha, op, "alpha"), _arrays.real(eps, op, "eps"), _arrays.integer(step, op, "step"),
         _arrays.real(lr, op, "lr"), call.arg(qmap1, "qmap1"), call.opt(qmap2, "qmap2"), _outs(call, absmax1, "absmax1"),
-        _outs(call, absmax2, "absmax2"), _arrays.real(weight_decay, op, "weight_decay"),
-        _arrays.real(gnorm_scale, op, "gnorm_scale"), _arrays.flag(skip_zeros, op, "skip_zeros"), call.ctx)
+        _outs(call, absmax2, "absmax2"), _arrays.real(weight_decay, op, "weight_decay"), host_scale,
+        _arrays.flag(skip_zeros, op, "skip_zeros"), call.ctx, clip_scale=clip_scale)
     call.done()
 
 
-def percentile_clipping(grad: Array, gnorm_vec: Array, step: int, percentile: int = 5, *,
-                        stream: Any = None) -> Tuple[np.float32, np.float32, np.float32]:
+def percentile_clipping(grad: Array, gnorm_vec: Array, step: int, percentile: int = 5, *, scale: Optional[Array] = None,
+                        stream: Any = None) -> Any:
     """Percentile clipping (bitsandbytes' ``percentile_clipping``): tracks the last 100 gradient norms.
 
     ``grad``: float32/float16/bfloat16, any shape. ``gnorm_vec``: float32 [100], the squared norms so far
@@ -1324,21 +1352,31 @@ def percentile_clipping(grad: Array, gnorm_vec: Array, step: int, percentile: in
     Returns ``(current_gnorm, clip_value, gnorm_scale)`` as float32 NumPy scalars (bitsandbytes returns the
     first two as 0-d tensors on the gradient's device); ``gnorm_scale`` goes to an optimizer update's
     ``gnorm_scale``. Reading ``gnorm_vec`` waits for the stream.
+
+    With ``scale`` (float32, one element, on ``grad``'s device) nothing is read back: the step's
+    ``gnorm_scale`` is computed on the device into ``scale`` (the same float32 arithmetic) and ``scale`` is
+    returned, for an update's ``gnorm_scale``: a step that never waits for the device.
     """
+    if scale is not None:
+        _percentile_record(grad, gnorm_vec, step, percentile, stream, scale)
+        return scale
     call = _percentile_record(grad, gnorm_vec, step, percentile, stream)
     raw = _lowbit.to_device(call.arg(gnorm_vec, "gnorm_vec"), "cpu", 0, call.stream)  # an input's form, any framework
     return _percentile_scale(np.asarray(_arrays.NUMPY.wrap(raw, raw[1]), dtype=np.float32), step, percentile)
 
 
-def _percentile_record(grad: Array, gnorm_vec: Array, step: int, percentile: int, stream: Any) -> "_arrays.Call":
-    """percentile_clipping's device step (the norm into gnorm_vec), its arguments checked; the call it ran."""
+def _percentile_record(grad: Array, gnorm_vec: Array, step: int, percentile: int, stream: Any,
+                       scale: Optional[Array] = None) -> "_arrays.Call":
+    """percentile_clipping's device step (the norm into gnorm_vec; the step's scale into ``scale`` when given), its
+    arguments checked; the call it ran."""
     call = _arrays.Call("percentile_clipping", grad, "grad", stream)
     op = call.op
     step = _arrays.integer(step, op, "step")
     percentile = _arrays.integer(percentile, op, "percentile")
     if not 0 <= percentile < 100:
         raise ValueError(f"{op}: percentile must be from 0 to 99, an index into the 100 sorted norms (got {percentile})")
-    _lowbit.percentile_clipping(call.arg(grad, "grad"), call.out(gnorm_vec, "gnorm_vec"), step, call.ctx)
+    _lowbit.percentile_clipping(call.arg(grad, "grad"), call.out(gnorm_vec, "gnorm_vec"), step, call.ctx,
+                                scale=call.out(scale, "scale"), percentile=percentile)
     return call
 
 

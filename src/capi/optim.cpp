@@ -136,9 +136,12 @@ lowbit_status lowbit_optimizer_update_32bit_multi(const char* optimizer_name, si
     set_common(constants, optimizer_name, hparams, nullptr, nullptr, nullptr, nullptr, op);
     std::vector<OptimizerTensors32bit> params(count);
     for (size_t i = 0; i < count; ++i) {
-      params[i] = {entry_ref(op, "g", g, i, true), entry_ref(op, "p", p, i, true),
-                   entry_ref(op, "state1", state1, i, true), entry_ref(op, "state2", state2, i, false),
-                   entry_ref(op, "unorm_vec", unorm_vec, i, false)};
+      params[i] = {entry_ref(op, "g", g, i, true),
+                   entry_ref(op, "p", p, i, true),
+                   entry_ref(op, "state1", state1, i, true),
+                   entry_ref(op, "state2", state2, i, false),
+                   entry_ref(op, "unorm_vec", unorm_vec, i, false),
+                   TensorRef{}};
     }
     OptimizerUpdate32bitMultiArgs a;
     copy_constants(a, constants);
@@ -163,9 +166,13 @@ lowbit_status lowbit_optimizer_update_8bit_blockwise_multi(const char* optimizer
                    hparams->max_unorm, ")");
     std::vector<OptimizerTensors8bitBlockwise> params(count);
     for (size_t i = 0; i < count; ++i) {
-      params[i] = {entry_ref(op, "g", g, i, true),          entry_ref(op, "p", p, i, true),
-                   entry_ref(op, "state1", state1, i, true), entry_ref(op, "state2", state2, i, false),
-                   entry_ref(op, "absmax1", absmax1, i, true), entry_ref(op, "absmax2", absmax2, i, false)};
+      params[i] = {entry_ref(op, "g", g, i, true),
+                   entry_ref(op, "p", p, i, true),
+                   entry_ref(op, "state1", state1, i, true),
+                   entry_ref(op, "state2", state2, i, false),
+                   entry_ref(op, "absmax1", absmax1, i, true),
+                   entry_ref(op, "absmax2", absmax2, i, false),
+                   TensorRef{}};
     }
     OptimizerUpdate8bitBlockwiseMultiArgs a;
     copy_constants(a, constants);

@@ -277,6 +277,61 @@ def test_percentile_clipping_every_backend_matches_numpy(backend, rng):
         np.testing.assert_allclose(got, want, rtol=3e-7, err_msg=f"step {step}")
 
 
+
+def test_percentile_clipping_scale_stays_on_the_device(backend, rng):
+    """With ``scale=`` the step's gnorm_scale is written on the device: the host path's value, bit for bit, over
+    steps that clip and steps that do not; nothing comes back but ``scale`` itself."""
+    require_writable(backend)
+    grads = [(rng.standard_normal(700) * (1 + 30 * (i % 4 == 3))).astype(np.float32) for i in range(12)]
+    want_vec, got_vec = np.zeros(100, np.float32), backend.array(np.zeros(100, np.float32))
+    scale = backend.array(np.zeros(1, np.float32))
+    clipped = 0
+    for step, g in enumerate(grads, start=1):
+        want = F.percentile_clipping(g, want_vec, step, 7)[2]
+        assert F.percentile_clipping(backend.array(g), got_vec, step, 7, scale=scale) is scale
+        got = backend.numpy(scale)[0]
+        assert got == np.float32(want), f"step {step}: {got} != {want}"
+        clipped += want < 1.0
+    assert clipped > 0, "no step clipped: the test would miss the scale"
+
+
+def test_updates_take_the_gradient_scale_as_a_device_array(backend, rng):
+    """gnorm_scale as a one-element float32 array (read by the kernel) gives the bytes of the same number on the
+    host, for the single updates and for a list with per-parameter scales (None: none)."""
+    require_writable(backend)
+    n, scale = 3001, np.float32(0.40625)
+    g = rng.standard_normal(n).astype(np.float32)
+    p0 = rng.standard_normal(n).astype(np.float32)
+    s1 = (rng.standard_normal(n) * 0.1).astype(np.float32)
+    s2 = np.abs(rng.standard_normal(n) * 0.1).astype(np.float32)
+
+    def run32(gnorm_scale, arrays):
+        F.optimizer_update_32bit("adam", arrays[0], arrays[1], arrays[2], 0.9, 1e-6, 3, 1e-2, arrays[3], 0.99,
+                                 0.01, gnorm_scale)
+    def fresh():
+        return [backend.array(x.copy()) for x in (g, p0, s1, s2)]
+
+    want = [g, p0.copy(), s1.copy(), s2.copy()]
+    run32(0.75 * scale, want)
+    got = fresh()
+    run32(backend.array(np.array([0.75 * scale], np.float32)), got)
+    for k in (1, 2, 3):
+        np.testing.assert_array_equal(backend.numpy(got[k]), want[k])
+    # the multi op: entry 0 with a device scale, entry 1 without
+    lists = [fresh(), fresh()]
+    F.optimizer_update_32bit_multi("adam", [e[0] for e in lists], [e[1] for e in lists], [e[2] for e in lists],
+                                   0.9, 1e-6, 3, 1e-2, [e[3] for e in lists], 0.99, 0.01,
+                                   [backend.array(np.array([0.75 * scale], np.float32)), None])
+    plain = [g, p0.copy(), s1.copy(), s2.copy()]
+    run32(1.0, plain)
+    for k in (1, 2, 3):
+        np.testing.assert_array_equal(backend.numpy(lists[0][k]), want[k])
+        np.testing.assert_array_equal(backend.numpy(lists[1][k]), plain[k])
+    assert not np.array_equal(want[1], plain[1])
+    with pytest.raises(ValueError, match="optimizer_update_32bit: clip_scale"):
+        run32(backend.array(np.ones(2, np.float32)), fresh())
+
+
 # ----------------------------------------------------- 8-bit tensor-wise states
 
 

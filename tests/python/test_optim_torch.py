@@ -393,14 +393,17 @@ def test_batched_step_equals_one_parameter_at_a_time(device, batched, single):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("cls", [optim.AdamW, optim.AdamW8bit])
 def test_percentile_clipping_step_equals_the_functional_calls(device, cls):
-    """The clipped step (every norm first, one read-back, then batched updates) gives each parameter what
-    percentile_clipping followed by its own update gives."""
+    """The clipped step (every scale on the device, then batched updates) gives each parameter what
+    percentile_clipping's host read-back followed by its own update gives."""
     shapes = ((64, 80), (5000,), (300,), (5000,))
     a, b = _params(device, shapes=shapes), _params(device, shapes=shapes)
     opt_a = cls(a, lr=1e-3, percentile_clipping=5)
 
-    class Reference(cls):  # an update_step of its own: clipped one parameter at a time through the functional call
+    class Reference(cls):  # an update_step of its own: one parameter at a time, clipped through the host read-back
         def update_step(self, group, p, gindex, pindex):
+            state = self.state[p]
+            scale = F.percentile_clipping(p.grad, state["gnorm_vec"], state["step"] + 1, 5)[2]
+            self._clip_scales = {id(p): float(scale)}
             return super().update_step(group, p, gindex, pindex)
 
     opt_b = Reference(b, lr=1e-3, percentile_clipping=5)
@@ -418,6 +421,23 @@ def test_percentile_clipping_step_equals_the_functional_calls(device, cls):
         assert torch.equal(x, y)
     for x, y in zip(a, b):
         assert torch.equal(opt_a.state[x]["gnorm_vec"], opt_b.state[y]["gnorm_vec"])
+
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not lowbit.cuda_available(), reason="needs CUDA")
+@pytest.mark.parametrize("cls", [optim.AdamW, optim.AdamW8bit, optim.Adam8bit])
+def test_a_clipped_step_never_waits_for_the_device(cls):
+    """percentile clipping keeps its scale on the device: torch's sync debug mode raises on any wait."""
+    a = _params("cuda", shapes=((64, 80), (5000,), (300,)))
+    opt = cls(a, lr=1e-3, percentile_clipping=5, block_wise=cls is not optim.Adam8bit)
+    _run(opt, a, 1)  # the states' first allocation
+    _grads(a, 7)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        opt.step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
 
 
 def test_multi_lists_of_any_torch_tensors_give_the_single_calls_values():

@@ -26,6 +26,12 @@ const char* optimizer_name(Optimizer o);
 // Whether the rule keeps a second state (adam, lamb, ademamix).
 bool optimizer_has_state2(Optimizer o);
 
+// Clip scale: every update takes an optional `clip_scale`, an f32 [1] tensor
+// on the gradient's device that the kernel reads, so a scale computed on the
+// device (percentile clipping's, by percentile_clipping's `scale` output)
+// reaches the update without a host round trip. The gradient is multiplied
+// by gnorm_scale * clip_scale[0], that product rounded to f32 (exactly
+// clip_scale[0] at the default gnorm_scale of 1).
 struct OptimizerUpdate32bitArgs {
   static constexpr const char* kName = "optimizer_update_32bit";
   Optimizer optimizer = Optimizer::adam;
@@ -34,6 +40,7 @@ struct OptimizerUpdate32bitArgs {
   TensorRef state1;     // f32, numel n (ademamix: 2n, its two first moments), updated
   TensorRef state2;     // f32 numel n for adam, lamb and ademamix; absent otherwise
   TensorRef unorm_vec;  // f32 [1]: the update's squared norm, written when max_unorm > 0
+  TensorRef clip_scale;  // f32 [1] on g's device, optional: a gradient scale read by the kernel ("Clip scale" above)
   float beta1 = 0.0f, beta2 = 0.0f, beta3 = 0.0f, alpha = 0.0f;
   float eps = 0.0f, weight_decay = 0.0f, lr = 0.0f;
   float gnorm_scale = 1.0f;  // the gradient is multiplied by it first
@@ -64,6 +71,7 @@ struct OptimizerUpdate8bitArgs {
   TensorRef new_max1;   // f32 [1], written: max |state1| after the step (the next step's max1)
   TensorRef new_max2;   // f32 [1], with state2, written
   TensorRef unorm_vec;  // f32 [1]: the update's squared norm, written (adam, lamb, momentum, lars)
+  TensorRef clip_scale;  // f32 [1] on g's device, optional: a gradient scale read by the kernel ("Clip scale" above)
   float beta1 = 0.0f, beta2 = 0.0f, eps = 0.0f, weight_decay = 0.0f, lr = 0.0f;
   float gnorm_scale = 1.0f;  // the gradient is multiplied by it first
   float max_unorm = 0.0f;    // > 0: the update is scaled down to max_unorm * |p| at most
@@ -93,6 +101,7 @@ struct OptimizerUpdate8bitBlockwiseArgs {
   TensorRef qmap2;    // f32 [256], sorted, with state2 (the unsigned dynamic map)
   TensorRef absmax1;  // f32, one per block of state1 (ademamix: m1's blocks, then m2's), updated
   TensorRef absmax2;  // f32, one per block, with state2, updated
+  TensorRef clip_scale;  // f32 [1] on g's device, optional: a gradient scale read by the kernel ("Clip scale" above)
   float beta1 = 0.0f, beta2 = 0.0f, beta3 = 0.0f, alpha = 0.0f;
   float eps = 0.0f, weight_decay = 0.0f, lr = 0.0f;
   float gnorm_scale = 1.0f;  // the gradient is multiplied by it first
@@ -118,7 +127,7 @@ LOWBIT_DECLARE_OP(OptimizerUpdate8bitBlockwiseArgs)
 
 // One parameter's tensors, as OptimizerUpdate32bitArgs takes them.
 struct OptimizerTensors32bit {
-  TensorRef g, p, state1, state2, unorm_vec;
+  TensorRef g, p, state1, state2, unorm_vec, clip_scale;
 };
 
 struct OptimizerUpdate32bitMultiArgs {
@@ -141,7 +150,7 @@ LOWBIT_DECLARE_OP(OptimizerUpdate32bitMultiArgs)
 // One parameter's tensors, as OptimizerUpdate8bitBlockwiseArgs takes them;
 // the code maps are the list's.
 struct OptimizerTensors8bitBlockwise {
-  TensorRef g, p, state1, state2, absmax1, absmax2;
+  TensorRef g, p, state1, state2, absmax1, absmax2, clip_scale;
 };
 
 struct OptimizerUpdate8bitBlockwiseMultiArgs {
@@ -163,14 +172,20 @@ LOWBIT_DECLARE_OP(OptimizerUpdate8bitBlockwiseMultiArgs)
 
 // The device step of bitsandbytes' percentile_clipping: the gradient's
 // squared L2 norm (summed in float64, stored as fp32) goes into gnorm_vec,
-// into every slot at step 1 and into slot step % 100 after. The caller reads
-// the clip value from gnorm_vec (docs/optim.md, "Percentile clipping").
+// into every slot at step 1 and into slot step % 100 after. With `scale`,
+// the step's gradient scale is written there too, on the device: clip / cur
+// when cur > clip, else 1, where cur = sqrt(gnorm_vec[step % 100]) and clip
+// = sqrt of the percentile-th smallest slot (NaN sorting last), each sqrt
+// and the quotient rounded to f32 -- an update's clip_scale. Without it the
+// caller reads gnorm_vec back (docs/optim.md, "Percentile clipping").
 struct PercentileClippingArgs {
   static constexpr const char* kName = "percentile_clipping";
   static constexpr int64_t kHistory = 100;  // gnorm_vec's slots, as bitsandbytes keeps them
   TensorRef grad;       // f32/f16/bf16 (any shape), contiguous: the gradient
   TensorRef gnorm_vec;  // f32 [kHistory], contiguous: the past squared norms, written
+  TensorRef scale;      // f32 [1] on grad's device, optional, written: the step's gradient scale
   int64_t step = 1;     // 1 for the first step
+  int64_t percentile = 5;  // with scale: which sorted slot is the clip value, 0 to kHistory - 1
 };
 
 LOWBIT_DECLARE_OP(PercentileClippingArgs)

@@ -479,12 +479,20 @@ def _requantize(rows: torch.Tensor, qmap: torch.Tensor):
     return codes, absmax
 
 
-def _record_norm(p, gnorm_vec: torch.Tensor, step: int, percentile: int) -> None:
-    """Percentile clipping's record of this step's squared gradient norm in ``gnorm_vec`` (every slot at
-    step 1, slot ``step % 100`` after); of a sharded parameter, the sum of its shards' parts."""
+def _clip_scale(p, gnorm_vec: torch.Tensor, step: int, percentile: int) -> torch.Tensor:
+    """Percentile clipping's step on the device: this step's squared gradient norm recorded in ``gnorm_vec``
+    (every slot at step 1, slot ``step % 100`` after; of a sharded parameter, the sum of its shards' parts),
+    and the gradient scale it gives, a float32 [1] tensor the update reads (nothing is read back)."""
+    scale = torch.empty((1,), dtype=torch.float32, device=gnorm_vec.device)
+    if not _is_dtensor(p):
+        F._percentile_record(_local(p.grad), gnorm_vec, step, percentile, None, scale)
+        return scale
     F._percentile_record(_local(p.grad), gnorm_vec, step, percentile, None)
-    if _is_dtensor(p):
-        _sharded_sum(gnorm_vec if step == 1 else gnorm_vec[step % 100:step % 100 + 1], p)
+    _sharded_sum(gnorm_vec if step == 1 else gnorm_vec[step % 100:step % 100 + 1], p)
+    # the kernel's rule on the summed history, in torch ops: sqrt and quotient in float32, NaN sorting last
+    current, clip = gnorm_vec[step % 100].sqrt(), torch.sort(gnorm_vec).values[percentile].sqrt()
+    scale.copy_(torch.where(current > clip, clip / current, torch.ones_like(current)).reshape(1))
+    return scale
 
 
 class _StateOptimizer(Optimizer8bit):
@@ -596,11 +604,11 @@ class _StateOptimizer(Optimizer8bit):
     def _key(self, p, config, state, tails) -> tuple:
         """(_batch_key of p, (gradient, parameter) as the kernels take them), or (None, None); ``tails`` keeps the
         keys' constants by configuration, computed once a step."""
-        # percentile clipping (a scale per parameter) without a scale and tensor-wise states (no multi-tensor op)
-        # run alone
+        # percentile clipping without a scale from step() and tensor-wise states (no multi-tensor op) run alone;
+        # clipped parameters pass their device scales, one an entry
         if "max1" in state:
             return None, None
-        scale = 1.0
+        scale = None
         if config["percentile_clipping"] < 100:
             scale = getattr(self, "_clip_scales", {}).get(id(p))
             if scale is None:
@@ -619,36 +627,28 @@ class _StateOptimizer(Optimizer8bit):
                 float(config["weight_decay"]), float(config["max_unorm"]), bool(config["skip_zeros"]))
         kind = "32bit" if state["state1"].dtype is _F32 else "8bit_blockwise"
         # one map per call: the same tensors
-        return (kind, dtype, p.device, id(state.get("qmap1")), id(state.get("qmap2")), scale) + tail, (grad, p)
+        return (kind, dtype, p.device, id(state.get("qmap1")), id(state.get("qmap2"))) + tail, (grad, p, scale)
 
-    def _percentile_scales(self, todo, configs, states) -> Dict[int, float]:
-        # every clipped parameter's norm first, then one read-back per device for all their histories (bitsandbytes
-        # waits once per parameter)
-        pending: Dict[Any, list] = {}
+    def _percentile_scales(self, todo, configs, states) -> Dict[int, torch.Tensor]:
+        # every clipped parameter's scale on the device before any update (bitsandbytes reads each history back)
+        scales: Dict[int, torch.Tensor] = {}
         for member, config, state in zip(todo, configs, states):
             percentile = config["percentile_clipping"]
-            if percentile >= 100:
-                continue
-            p = member[1]
-            step = state["step"] + 1
-            _record_norm(p, state["gnorm_vec"], step, percentile)
-            pending.setdefault(state["gnorm_vec"].device, []).append((id(p), step, percentile, state["gnorm_vec"]))
-        scales: Dict[int, float] = {}
-        for items in pending.values():
-            histories = torch.stack([it[3] for it in items]).cpu().numpy()
-            for (pid, step, percentile, _), history in zip(items, histories):
-                scales[pid] = float(F._percentile_scale(history, step, percentile)[2])
+            if percentile < 100:
+                p = member[1]
+                scales[id(p)] = _clip_scale(p, state["gnorm_vec"], state["step"] + 1, percentile)
         return scales
 
     def _update_batch(self, key, entries) -> None:
         """One multi-tensor update of ``entries``, (member, state, (gradient, parameter)) each, that share ``key``."""
-        (kind, _, _, _, _, gnorm_scale, step, lr, beta1, beta2, beta3, alpha, eps, weight_decay, max_unorm,
-         skip_zeros) = key
+        kind, _, _, _, _, step, lr, beta1, beta2, beta3, alpha, eps, weight_decay, max_unorm, skip_zeros = key
         states = [e[1] for e in entries]
         for st in states:
             st["step"] += 1
         g = [e[2][0] for e in entries]
         p = [e[2][1] for e in entries]
+        clipped = [e[2][2] for e in entries]
+        gnorm_scale = clipped if any(c is not None for c in clipped) else 1.0
         two = "state2" in states[0]
         if kind == "32bit":
             F.optimizer_update_32bit_multi(
@@ -677,10 +677,8 @@ class _StateOptimizer(Optimizer8bit):
         gnorm_scale = 1.0
         if config["percentile_clipping"] < 100:
             gnorm_scale = getattr(self, "_clip_scales", {}).pop(id(p), None)
-            if gnorm_scale is None:  # not computed by step(): clip here, one read-back for this parameter
-                _record_norm(p, state["gnorm_vec"], step, config["percentile_clipping"])
-                history = state["gnorm_vec"].cpu().numpy()
-                gnorm_scale = F._percentile_scale(history, step, config["percentile_clipping"])[2]
+            if gnorm_scale is None:  # not computed by step(): clip here
+                gnorm_scale = _clip_scale(p, state["gnorm_vec"], step, config["percentile_clipping"])
         grad, p = _local(p.grad), _local(p)
         if not p.is_contiguous() or not grad.is_contiguous():
             raise ValueError(f"{type(self).__name__}.step: a sharded parameter's local shard and its gradient's "
@@ -693,19 +691,19 @@ class _StateOptimizer(Optimizer8bit):
         lr = float(config["lr"])
         if state1.dtype == torch.float32:
             F.optimizer_update_32bit(self.optimizer_name, grad, p, state1, beta1, config["eps"], step, lr, state2,
-                                     beta2, config["weight_decay"], float(gnorm_scale), unorm_vec,
+                                     beta2, config["weight_decay"], gnorm_scale, unorm_vec,
                                      max_unorm=config["max_unorm"], skip_zeros=config["skip_zeros"], beta3=beta3,
                                      alpha=alpha)
         elif "absmax1" in state:
             F.optimizer_update_8bit_blockwise(self.optimizer_name, grad, p, state1, state2, beta1, beta2, beta3, alpha,
                                               config["eps"], step, lr, state["qmap1"], state.get("qmap2"),
                                               state["absmax1"], state.get("absmax2"), config["weight_decay"],
-                                              gnorm_scale=float(gnorm_scale), skip_zeros=config["skip_zeros"])
+                                              gnorm_scale=gnorm_scale, skip_zeros=config["skip_zeros"])
         else:
             F.optimizer_update_8bit(self.optimizer_name, grad, p, state1, state2, beta1, beta2, config["eps"], step,
                                     lr, state["qmap1"], state.get("qmap2"), state["max1"], state.get("max2"),
                                     state["new_max1"], state.get("new_max2"), config["weight_decay"],
-                                    gnorm_scale=float(gnorm_scale), unorm_vec=unorm_vec,
+                                    gnorm_scale=gnorm_scale, unorm_vec=unorm_vec,
                                     max_unorm=config["max_unorm"])
             # this step's maxima scale the states from now on
             state["max1"], state["new_max1"] = state["new_max1"], state["max1"]

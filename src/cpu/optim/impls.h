@@ -19,6 +19,18 @@ void optimizer_update_8bit_blockwise_multi(const OptimizerUpdate8bitBlockwiseMul
                                            Stream stream);
 void percentile_clipping(const PercentileClippingArgs& a, void* workspace, Stream stream);
 
+// `a` with its clip_scale read on the host and folded into gnorm_scale (the
+// one scale the element loops take; "Clip scale" in lowbit/ops/optim.h).
+template <class Args>
+Args with_clip_scale(const Args& a) {
+  Args b = a;
+  if (a.clip_scale.present()) {
+    b.gnorm_scale = a.gnorm_scale * *static_cast<const float*>(a.clip_scale.data);
+    b.clip_scale = TensorRef{};
+  }
+  return b;
+}
+
 // The code maps of 8-bit blockwise updates, prepared once for a call or a
 // list: their midpoints and bucket tables (null: encode by binary search).
 struct BlockwiseMaps {

@@ -1,5 +1,6 @@
 // percentile_clipping on the CPU: the squared norm summed in float64
-// (OpenMP for large gradients), then recorded in gnorm_vec.
+// (OpenMP for large gradients), then recorded in gnorm_vec; the step's
+// gradient scale from it where asked.
 #include <cstdint>
 
 #include "core/float_convert.h"
@@ -19,7 +20,10 @@ void record(const PercentileClippingArgs& a) {
   double sum = 0.0;
 #pragma omp parallel for reduction(+ : sum) if (n >= kParallelFrom)
   for (int64_t i = 0; i < n; ++i) sum += optim::squared_term(to_f32(g[i]));
-  optim::record_gnorm(static_cast<float*>(a.gnorm_vec.data), a.step, static_cast<float>(sum));
+  auto* gnorm_vec = static_cast<float*>(a.gnorm_vec.data);
+  optim::record_gnorm(gnorm_vec, a.step, static_cast<float>(sum));
+  if (a.scale.present())
+    *static_cast<float*>(a.scale.data) = optim::history_clip_scale(gnorm_vec, a.step, a.percentile);
 }
 
 }  // namespace

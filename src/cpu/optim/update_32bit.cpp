@@ -93,7 +93,8 @@ void update(const OptimizerUpdate32bitArgs& a) {
 }  // namespace
 
 void optimizer_update_32bit(const OptimizerUpdate32bitArgs& a, void* /*workspace*/, Stream /*stream*/) {
-  with_float_type(a.g.dtype, OptimizerUpdate32bitArgs::kName, [&](auto t) { update<decltype(t)>(a); });
+  const OptimizerUpdate32bitArgs b = with_clip_scale(a);
+  with_float_type(b.g.dtype, OptimizerUpdate32bitArgs::kName, [&](auto t) { update<decltype(t)>(b); });
 }
 
 }  // namespace lowbit::core::cpu

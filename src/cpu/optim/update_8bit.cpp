@@ -118,7 +118,8 @@ void update(const OptimizerUpdate8bitArgs& a) {
 }  // namespace
 
 void optimizer_update_8bit(const OptimizerUpdate8bitArgs& a, void* /*workspace*/, Stream /*stream*/) {
-  with_float_type(a.g.dtype, OptimizerUpdate8bitArgs::kName, [&](auto t) { update<decltype(t)>(a); });
+  const OptimizerUpdate8bitArgs b = with_clip_scale(a);
+  with_float_type(b.g.dtype, OptimizerUpdate8bitArgs::kName, [&](auto t) { update<decltype(t)>(b); });
 }
 
 }  // namespace lowbit::core::cpu

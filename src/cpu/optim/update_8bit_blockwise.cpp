@@ -113,7 +113,8 @@ BlockwiseMaps blockwise_maps(Optimizer o, const TensorRef& qmap1, const TensorRe
 }
 
 void optimizer_update_8bit_blockwise(const OptimizerUpdate8bitBlockwiseArgs& a, const BlockwiseMaps& maps) {
-  with_float_type(a.g.dtype, OptimizerUpdate8bitBlockwiseArgs::kName, [&](auto t) { update<decltype(t)>(a, maps); });
+  const OptimizerUpdate8bitBlockwiseArgs b = with_clip_scale(a);
+  with_float_type(b.g.dtype, OptimizerUpdate8bitBlockwiseArgs::kName, [&](auto t) { update<decltype(t)>(b, maps); });
 }
 
 void optimizer_update_8bit_blockwise(const OptimizerUpdate8bitBlockwiseArgs& a, void* /*workspace*/,

@@ -9,6 +9,12 @@
 
 namespace lowbit::cuda::optim {
 
+// gnorm_scale times the update's device clip scale where it has one
+// ("Clip scale" in lowbit/ops/optim.h: the CPU's product, rounded to f32).
+__device__ __forceinline__ float with_clip(float gnorm_scale, const float* clip) {
+  return clip != nullptr ? gnorm_scale * *clip : gnorm_scale;
+}
+
 template <class T, int kN>
 __device__ __forceinline__ void load_in(Chunk<T, kN>& c, const T* src, int valid, bool vec) {
   if (valid == kN && vec) {

@@ -5,7 +5,8 @@
 // Two kernels: norm_partials has each CTA sum its grid-strided tiles (8
 // consecutive elements a thread, 16-byte loads where aligned) and write its
 // partial to the workspace; record_norm, one CTA, adds the partials in one
-// fixed order and writes the slots. No atomics, no memset, no host round
+// fixed order, writes the slots and, where asked, the step's scale (one slot's
+// sorted rank a thread). No atomics, no memset, no host round
 // trip: every run and every graph replay gives the same bits.
 #include <cuda_runtime.h>
 
@@ -53,11 +54,26 @@ __global__ void __launch_bounds__(kThreads) norm_partials(const T* g, int64_t n,
 }
 
 __global__ void __launch_bounds__(kThreads)
-    record_norm(const double* partials, int count, int64_t step, float* gnorm_vec) {
+    record_norm(const double* partials, int count, int64_t step, float* gnorm_vec, float* scale, int64_t percentile) {
+  constexpr int64_t kHistory = PercentileClippingArgs::kHistory;
+  static_assert(kHistory <= kThreads, "one slot a thread");
+  __shared__ float s_vec[kHistory];
+  __shared__ float s_norm, s_clip;
   double sum = 0.0, unused = 0.0;
   for (int i = threadIdx.x; i < count; i += kThreads) sum += partials[i];
   optim::block_sum<kThreads>(sum, unused);
-  if (threadIdx.x == 0) core::optim::record_gnorm(gnorm_vec, step, static_cast<float>(sum));
+  if (threadIdx.x == 0) {
+    s_norm = static_cast<float>(sum);
+    core::optim::record_gnorm(gnorm_vec, step, s_norm);
+  }
+  if (scale == nullptr) return;
+  __syncthreads();
+  const int i = static_cast<int>(threadIdx.x);
+  if (i < kHistory) s_vec[i] = step == 1 || i == step % kHistory ? s_norm : gnorm_vec[i];  // slots not rewritten
+  __syncthreads();
+  if (i < kHistory && core::optim::sorted_rank(s_vec, i) == percentile) s_clip = s_vec[i];
+  __syncthreads();
+  if (i == 0) *scale = core::optim::clip_scale(s_vec[step % kHistory], s_clip);
 }
 
 template <class T>
@@ -71,7 +87,8 @@ void launch(const PercentileClippingArgs& a, void* workspace, cudaStream_t strea
     norm_partials<T><<<count, kThreads, 0, stream>>>(g, n, aligned16(g), partials);
     check_launch(op, "norm_partials");
   }
-  record_norm<<<1, kThreads, 0, stream>>>(partials, count, a.step, a.gnorm_vec.ptr<float>());
+  float* scale = a.scale.present() ? a.scale.ptr<float>() : nullptr;
+  record_norm<<<1, kThreads, 0, stream>>>(partials, count, a.step, a.gnorm_vec.ptr<float>(), scale, a.percentile);
   check_launch(op, "record_norm");
 }
 

@@ -62,6 +62,7 @@ struct Entry {
   float* s2;
   float* s3;         // ademamix: its second first moment, state1 + n
   float* unorm_vec;  // where the update norm goes (max_unorm > 0)
+  const float* clip;  // the gradient scale's device factor, or null
   int64_t n;
   int first_cta;      // update_elements' CTAs of this tensor: [first_cta, first_cta + ctas)
   int ctas;
@@ -109,6 +110,7 @@ __global__ void __launch_bounds__(kThreads)
     update_norms(const __grid_constant__ Table<Entry<T>, kCap> tab, core::optim::Step st, float gnorm_scale,
                  double* partials) {
   const Entry<T>& x = tab.e[find_partial(tab, blockIdx.x)];
+  gnorm_scale = optim::with_clip(gnorm_scale, x.clip);
   double unorm = 0.0, pnorm = 0.0;
   const int64_t tiles = ceil_div(x.n, kTile);
   for (int64_t tile = blockIdx.x - x.first_partial; tile < tiles; tile += x.partials) {
@@ -144,6 +146,7 @@ __global__ void __launch_bounds__(kThreads)
                     Norms norms) {
   const Entry<T>& x = tab.e[tab.find(blockIdx.x)];
   const int cta = static_cast<int>(blockIdx.x) - x.first_cta;
+  gnorm_scale = optim::with_clip(gnorm_scale, x.clip);
   if (norms.on) {
     __shared__ float s_scale;
     double unorm = 0.0, pnorm = 0.0;
@@ -202,6 +205,7 @@ Entry<T> make_entry(const OptimizerUpdate32bitArgs& a) {
   x.s2 = a.state2.present() ? a.state2.ptr<float>() : nullptr;
   x.s3 = a.optimizer == Optimizer::ademamix ? x.s1 + n : nullptr;
   x.unorm_vec = a.max_unorm > 0.0f ? a.unorm_vec.ptr<float>() : nullptr;
+  x.clip = a.clip_scale.present() ? a.clip_scale.ptr<const float>() : nullptr;
   x.vec_g = aligned16(x.g), x.vec_p = aligned16(x.p), x.vec_s1 = aligned16(x.s1);
   x.vec_s2 = aligned16(x.s2), x.vec_s3 = aligned16(x.s3);
   return x;

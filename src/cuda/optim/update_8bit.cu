@@ -61,6 +61,7 @@ struct Params {
   float* new_max1;
   float* new_max2;
   float* unorm_vec;  // null: no norm
+  const float* clip;  // the gradient scale's device factor, or null
   float max_unorm;
   int64_t n;
   bool vec_g, vec_p, vec_c1, vec_c2;  // g, p 16-byte aligned; codes 8-byte aligned
@@ -135,6 +136,7 @@ template <class T>
 __global__ void __launch_bounds__(kThreads)
     precondition(Params<T> x, core::optim::Step st, float gnorm_scale, double* partials) {
   __shared__ float code1[256], code2[256];
+  gnorm_scale = optim::with_clip(gnorm_scale, x.clip);
   const bool two = x.c2 != nullptr, norms = x.unorm_vec != nullptr, trust = x.max_unorm > 0.0f;
   code1[threadIdx.x] = x.qmap1[threadIdx.x];  // kThreads == 256
   if (two) code2[threadIdx.x] = x.qmap2[threadIdx.x];
@@ -189,6 +191,7 @@ template <class T>
 __global__ void __launch_bounds__(kThreads)
     update_elements(Params<T> x, core::optim::Step st, float gnorm_scale, const double* partials, int count) {
   __shared__ optim::StateCodes map1, map2;
+  gnorm_scale = optim::with_clip(gnorm_scale, x.clip);
   __shared__ Reduced red;
   const bool two = x.c2 != nullptr;
   map1.build(x.qmap1);
@@ -246,6 +249,7 @@ void launch(const OptimizerUpdate8bitArgs& a, void* workspace, cudaStream_t stre
   x.max1 = a.max1.ptr<const float>(), x.max2 = two ? a.max2.ptr<const float>() : nullptr;
   x.new_max1 = a.new_max1.ptr<float>(), x.new_max2 = two ? a.new_max2.ptr<float>() : nullptr;
   x.unorm_vec = a.unorm_vec.present() ? a.unorm_vec.ptr<float>() : nullptr;
+  x.clip = a.clip_scale.present() ? a.clip_scale.ptr<const float>() : nullptr;
   x.max_unorm = a.max_unorm;
   x.vec_g = aligned16(x.g), x.vec_p = aligned16(x.p), x.vec_c1 = aligned8(x.c1), x.vec_c2 = aligned8(x.c2);
   const core::optim::Step st = core::optim::make_tensorwise_step(a);

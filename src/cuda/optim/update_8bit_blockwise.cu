@@ -29,6 +29,7 @@
 #include "cuda/common/dispatch.h"
 #include "cuda/common/launch.h"
 #include "cuda/common/vec.cuh"
+#include "cuda/optim/access.cuh"
 #include "cuda/optim/ops.h"
 #include "cuda/optim/state_code.cuh"
 #include "cuda/optim/tensor_table.h"
@@ -70,6 +71,7 @@ struct Entry {
   float* a1;    // the absmax of c1's blocks, of c2's, of c3's (absmax1 + blocks)
   float* a2;
   float* a3;
+  const float* clip;  // the gradient scale's device factor, or null
   int64_t n, blocks;
   int first_cta;  // this tensor's CTAs: [first_cta, first_cta + ctas)
   int ctas;
@@ -240,6 +242,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas<R>)
   const optim::StateCodes& map2 = map[two_states(R) ? 1 : 0];
 
   const Entry<T>& x = tab.e[tab.find(blockIdx.x)];
+  gnorm_scale = optim::with_clip(gnorm_scale, x.clip);
   const int lane = threadIdx.x & 31;
   const int64_t stride = static_cast<int64_t>(x.ctas) * kWarps;
   const int64_t whole = x.vec ? x.n / kBlock : 0;  // blocks of the vector path
@@ -258,6 +261,7 @@ Entry<T> make_entry(const OptimizerUpdate8bitBlockwiseArgs& a) {
   x.c1 = a.state1.ptr<uint8_t>(), x.c2 = two ? a.state2.ptr<uint8_t>() : nullptr, x.c3 = mix ? x.c1 + n : nullptr;
   x.a1 = a.absmax1.ptr<float>(), x.a2 = two ? a.absmax2.ptr<float>() : nullptr;
   x.a3 = mix ? x.a1 + x.blocks : nullptr;
+  x.clip = a.clip_scale.present() ? a.clip_scale.ptr<const float>() : nullptr;
   const auto run_aligned = [](const uint8_t* c) {
     return c == nullptr || (reinterpret_cast<uintptr_t>(c) % Layout<T>::kVec) == 0;
   };

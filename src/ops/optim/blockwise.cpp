@@ -39,6 +39,7 @@ void ops::optim::check_update(const OptimizerUpdate8bitBlockwiseArgs& a, bool li
     if (list_wide) ops::optim::require_absent(op, "qmap2", a.qmap2, a.optimizer);
     ops::optim::require_absent(op, "absmax2", a.absmax2, a.optimizer);
   }
+  if (a.clip_scale.present()) ops::optim::require_buffer(op, "clip_scale", a.clip_scale, DType::f32, 1);
   LOWBIT_REQUIRE(!list_wide || a.step >= 1, ErrorCode::invalid_argument, op, ": step must be at least 1 (got ", a.step,
                  ")");
   const TensorRef none;  // the maps' devices: list-wide too
@@ -49,7 +50,8 @@ void ops::optim::check_update(const OptimizerUpdate8bitBlockwiseArgs& a, bool li
                                  {"qmap1", list_wide ? &a.qmap1 : &none},
                                  {"qmap2", list_wide ? &a.qmap2 : &none},
                                  {"absmax1", &a.absmax1},
-                                 {"absmax2", &a.absmax2}});
+                                 {"absmax2", &a.absmax2},
+                                 {"clip_scale", &a.clip_scale}});
 }
 
 void check(const OptimizerUpdate8bitBlockwiseArgs& a) { ops::optim::check_update(a, true); }

@@ -59,6 +59,7 @@ OptimizerUpdate32bitArgs OptimizerUpdate32bitMultiArgs::entry(size_t i) const {
   auto a = with_constants<OptimizerUpdate32bitArgs>(*this);
   const OptimizerTensors32bit& t = params[i];
   a.g = t.g, a.p = t.p, a.state1 = t.state1, a.state2 = t.state2, a.unorm_vec = t.unorm_vec;
+  a.clip_scale = t.clip_scale;
   a.max_unorm = max_unorm;
   return a;
 }
@@ -67,6 +68,7 @@ OptimizerUpdate8bitBlockwiseArgs OptimizerUpdate8bitBlockwiseMultiArgs::entry(si
   auto a = with_constants<OptimizerUpdate8bitBlockwiseArgs>(*this);
   const OptimizerTensors8bitBlockwise& t = params[i];
   a.g = t.g, a.p = t.p, a.state1 = t.state1, a.state2 = t.state2, a.absmax1 = t.absmax1, a.absmax2 = t.absmax2;
+  a.clip_scale = t.clip_scale;
   a.qmap1 = qmap1, a.qmap2 = qmap2;
   return a;
 }

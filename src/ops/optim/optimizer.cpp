@@ -55,10 +55,15 @@ void ops::optim::check_update(const OptimizerUpdate32bitArgs& a, bool list_wide)
   }
   if (a.max_unorm > 0.0f || a.unorm_vec.present())
     ops::optim::require_buffer(op, "unorm_vec", a.unorm_vec, DType::f32, 1);
+  if (a.clip_scale.present()) ops::optim::require_buffer(op, "clip_scale", a.clip_scale, DType::f32, 1);
   LOWBIT_REQUIRE(!list_wide || a.step >= 1, ErrorCode::invalid_argument, op, ": step must be at least 1 (got ", a.step,
                  ")");
-  core::require_same_device(
-      op, {{"g", &a.g}, {"p", &a.p}, {"state1", &a.state1}, {"state2", &a.state2}, {"unorm_vec", &a.unorm_vec}});
+  core::require_same_device(op, {{"g", &a.g},
+                                 {"p", &a.p},
+                                 {"state1", &a.state1},
+                                 {"state2", &a.state2},
+                                 {"unorm_vec", &a.unorm_vec},
+                                 {"clip_scale", &a.clip_scale}});
 }
 
 void check(const OptimizerUpdate32bitArgs& a) { ops::optim::check_update(a, true); }

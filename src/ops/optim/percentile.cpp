@@ -15,7 +15,14 @@ void check(const PercentileClippingArgs& a) {
   core::require_contiguous(op, "gnorm_vec", a.gnorm_vec);
   core::require_numel(op, "gnorm_vec", a.gnorm_vec, PercentileClippingArgs::kHistory);
   LOWBIT_REQUIRE(a.step >= 1, ErrorCode::invalid_argument, op, ": step must be at least 1 (got ", a.step, ")");
-  core::require_same_device(op, {{"grad", &a.grad}, {"gnorm_vec", &a.gnorm_vec}});
+  if (a.scale.present()) {
+    core::require_dtype(op, "scale", a.scale, {DType::f32});
+    core::require_numel(op, "scale", a.scale, 1);
+    LOWBIT_REQUIRE(a.percentile >= 0 && a.percentile < PercentileClippingArgs::kHistory, ErrorCode::invalid_argument,
+                   op, ": percentile must be from 0 to ", PercentileClippingArgs::kHistory - 1,
+                   ", an index into the sorted norms (got ", a.percentile, ")");
+  }
+  core::require_same_device(op, {{"grad", &a.grad}, {"gnorm_vec", &a.gnorm_vec}, {"scale", &a.scale}});
 }
 size_t workspace_size(const PercentileClippingArgs& a) { return ops::backend_workspace(a, a.grad.device); }
 void run(const PercentileClippingArgs& a, void* ws, Stream s) { ops::dispatch(a, a.grad.device, ws, s); }

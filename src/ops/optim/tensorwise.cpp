@@ -59,6 +59,7 @@ void check(const OptimizerUpdate8bitArgs& a) {
   }
   if (a.max_unorm > 0.0f || a.unorm_vec.present())
     ops::optim::require_buffer(op, "unorm_vec", a.unorm_vec, DType::f32, 1);
+  if (a.clip_scale.present()) ops::optim::require_buffer(op, "clip_scale", a.clip_scale, DType::f32, 1);
   LOWBIT_REQUIRE(a.step >= 1, ErrorCode::invalid_argument, op, ": step must be at least 1 (got ", a.step, ")");
   core::require_same_device(op, {{"g", &a.g},
                                  {"p", &a.p},
@@ -70,7 +71,8 @@ void check(const OptimizerUpdate8bitArgs& a) {
                                  {"max2", &a.max2},
                                  {"new_max1", &a.new_max1},
                                  {"new_max2", &a.new_max2},
-                                 {"unorm_vec", &a.unorm_vec}});
+                                 {"unorm_vec", &a.unorm_vec},
+                                 {"clip_scale", &a.clip_scale}});
 }
 size_t workspace_size(const OptimizerUpdate8bitArgs& a) { return ops::backend_workspace(a, a.g.device); }
 void run(const OptimizerUpdate8bitArgs& a, void* ws, Stream s) { ops::dispatch(a, a.g.device, ws, s); }

@@ -43,8 +43,12 @@ inline void expect_bytes_equal(const Tensor& want, const Tensor& got, const std:
 struct Param32 {
   Tensor g, p, s1, s2, unorm;
   OptimizerTensors32bit refs() const {
-    return {g.ref(), p.ref(), s1.ref(), s2.defined() ? s2.ref() : TensorRef{},
-            unorm.defined() ? unorm.ref() : TensorRef{}};
+    return {g.ref(),
+            p.ref(),
+            s1.ref(),
+            s2.defined() ? s2.ref() : TensorRef{},
+            unorm.defined() ? unorm.ref() : TensorRef{},
+            TensorRef{}};
   }
 };
 
@@ -113,8 +117,10 @@ inline void expect_multi_equals_single32(Optimizer o, DType dtype, const std::ve
 struct Param8 {
   Tensor g, p, s1, s2, a1, a2;
   OptimizerTensors8bitBlockwise refs() const {
-    return {g.ref(), p.ref(), s1.ref(), s2.defined() ? s2.ref() : TensorRef{}, a1.ref(),
-            a2.defined() ? a2.ref() : TensorRef{}};
+    return {g.ref(),    p.ref(),
+            s1.ref(),   s2.defined() ? s2.ref() : TensorRef{},
+            a1.ref(),   a2.defined() ? a2.ref() : TensorRef{},
+            TensorRef{}};
   }
 };
 

@@ -103,8 +103,8 @@ TEST(OptimizerUpdate8bitBlockwiseMulti, BadArgumentsNameTheEntry) {
   const Tensor g0 = random_floats({300}, DType::f32), g1 = random_floats({600}, DType::f32);
   const Tensor few = Tensor::empty({2}, DType::f32);
   std::vector<OptimizerTensors8bitBlockwise> refs = {
-      {g0.ref(), s0.p.ref(), s0.state1.ref(), {}, s0.absmax1.ref(), {}},
-      {g1.ref(), s1.p.ref(), s1.state1.ref(), {}, s1.absmax1.ref(), {}}};
+      {g0.ref(), s0.p.ref(), s0.state1.ref(), {}, s0.absmax1.ref(), {}, {}},
+      {g1.ref(), s1.p.ref(), s1.state1.ref(), {}, s1.absmax1.ref(), {}, {}}};
   OptimizerUpdate8bitBlockwiseMultiArgs a;
   a.optimizer = Optimizer::momentum, a.params = refs, a.qmap1 = s0.qmap1.ref(), a.beta1 = 0.9f, a.lr = 1e-3f;
   refs[1].absmax1 = few.ref();
