@@ -167,6 +167,23 @@ def test_linear4bit_state_dict_roundtrip(device, nested, quant_storage):
     assert fresh.weight.quant_state == m.weight.quant_state
 
 
+@pytest.mark.parametrize("assign", [False, True])
+def test_state_dicts_load_with_assign(assign):
+    """transformers builds models on the meta device and loads with assign=True (the tensors themselves become the
+    parameters): every module keeps its weight's class and state either way."""
+    lin = _linear(64, 32, True, seed=23)
+    x = _input((3, 64), torch.float32, "cpu", seed=24)
+    made = (_make4(lin, "cpu"), _make8(lin, "cpu", threshold=2.0), lnn.LinearFP8.from_linear(lin))
+    where = "meta" if assign else "cpu"
+    fresh = (lnn.Linear4bit(64, 32, device=where), lnn.Linear8bitLt(64, 32, threshold=2.0, device=where),
+             lnn.LinearFP8(64, 32, bias=True, device=where))
+    for m, f in zip(made, fresh):
+        f.load_state_dict(m.state_dict(), assign=assign)
+        assert f.weight.device.type == "cpu" and isinstance(f.weight, type(m.weight)), type(m).__name__
+        with torch.no_grad():
+            assert torch.equal(f(x), m(x)), type(m).__name__
+
+
 def test_linear4bit_storage_survives_casts():
     lin = _linear(64, 48, False, seed=13)  # no bias: .half() rounds a bias, as it should
     m = _make4(lin, "cpu", quant_storage=torch.bfloat16)

@@ -256,6 +256,8 @@ class Linear4bit(torch.nn.Linear):
             return
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
+        if stats and self.quant_state is not None and not isinstance(self.weight, Params4bit):
+            self._packed_weight()  # load_state_dict(assign=True) put the tensor itself in place
         mine = {wkey + "." + k for k in stats}
         unexpected_keys[:] = [k for k in unexpected_keys if k not in mine]
 

@@ -170,12 +170,15 @@ class Linear8bitLt(torch.nn.Linear):
                 return
             here = self.weight.device
             device = weight.device if here.type == "meta" else here
+            SCB = SCB.detach().to(device=device, dtype=torch.float32, copy=True)
             self.weight = Int8Params(torch.empty(self.out_features, self.in_features, dtype=torch.int8, device=device),
-                                     requires_grad=False, has_fp16_weights=False,
-                                     SCB=SCB.detach().to(device=device, dtype=torch.float32, copy=True))
+                                     requires_grad=False, has_fp16_weights=False, SCB=SCB)
             self.state.has_fp16_weights = False
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
+        if SCB is not None and not isinstance(self.weight, Int8Params):  # load_state_dict(assign=True)
+            self.weight = Int8Params(self.weight.data, requires_grad=False, has_fp16_weights=False,
+                                     SCB=SCB.to(self.weight.device))
         mine = {prefix + "SCB", prefix + "weight_format"}
         unexpected_keys[:] = [k for k in unexpected_keys if k not in mine]
 
