@@ -58,15 +58,23 @@ def test_linear4bit_bitsandbytes_to_lowbit(device, quant_type, nested, dtype):
     own = lnn.Linear4bit(K, N, quant_type=quant_type, compress_statistics=nested)
     own.load_state_dict(lin.state_dict())
     own = own.to(device)
-    for key, value in own.state_dict().items():  # lowbit quantizes to bitsandbytes' bytes
-        if key == "weight":
-            assert torch.equal(_zero_as_plus(value, quant_type), _zero_as_plus(sd[key], quant_type))
-        else:
-            assert torch.equal(value.cpu(), sd[key].cpu()), key
+    # lowbit quantizes to bitsandbytes' codes. With double quant the offset (the absmax's mean) may differ by an
+    # ulp (torch's float32 reduction; lowbit's is taken in double: docs/formats.md), and with it the nested state.
+    mine = own.state_dict()
+    assert torch.equal(_zero_as_plus(mine["weight"], quant_type), _zero_as_plus(sd["weight"], quant_type))
+    exact = ["bias", "weight.quant_map"] + (["weight.nested_quant_map"] if nested else
+                                            ["weight.absmax", f"weight.quant_state.bitsandbytes__{quant_type}"])
+    for key in exact:
+        assert torch.equal(mine[key].cpu(), sd[key].cpu()), key
+    if nested:  # the decoded absmax within a step of the 8-bit dynamic map (under 1% near its top)
+        a, b = (F.dequantize_blockwise(m.weight.quant_state.absmax, m.weight.quant_state.state2).cpu().double()
+                + m.weight.quant_state.offset.cpu().double() for m in (own, ours))
+        assert ((a - b).abs() <= 0.01 * b.abs().max()).all()
     x = _x(dtype, device, seed=2)
     with torch.no_grad():
         y = ours(x)
-        assert torch.equal(y, own(x))  # by value: ±0 weights give the same sums
+        if not nested:
+            assert torch.equal(y, own(x))  # by value: ±0 weights give the same sums
         w = F.dequantize_4bit(ours.weight, ours.weight.quant_state)
         _close(y, theirs.eval()(x), x, w, lin.bias, dtype)
 
