@@ -184,6 +184,23 @@ def test_state_dicts_load_with_assign(assign):
             assert torch.equal(f(x), m(x)), type(m).__name__
 
 
+def test_whole_models_pickle():
+    """torch.save(model): the parameters keep their class and state (torch.nn.Parameter's pickling would not)."""
+    torch.manual_seed(25)
+    x = _input((3, 64), torch.float32, "cpu", seed=26)
+    for kind, cls in (("nf4", lnn.Params4bit), ("int8", lnn.Int8Params), ("fp8", torch.nn.Parameter)):
+        q = lnn.replace_linear(torch.nn.Sequential(torch.nn.Linear(64, 48), torch.nn.Linear(48, 32)), kind, skip=())
+        buf = io.BytesIO()
+        torch.save(q, buf)
+        buf.seek(0)
+        back = torch.load(buf, weights_only=False)
+        assert type(back[0].weight) is cls and not back[0].weight.requires_grad, kind
+        if kind == "nf4":
+            assert back[0].weight.module is back[0] and back[0].weight.quant_state is back[0].quant_state
+        with torch.no_grad():
+            assert torch.equal(back(x), q(x)), kind
+
+
 def test_linear4bit_storage_survives_casts():
     lin = _linear(64, 48, False, seed=13)  # no bias: .half() rounds a bias, as it should
     m = _make4(lin, "cpu", quant_storage=torch.bfloat16)

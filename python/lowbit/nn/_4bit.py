@@ -96,6 +96,13 @@ class Params4bit(torch.nn.Parameter):
     def __copy__(self) -> "Params4bit":
         return Params4bit(self.data, self.requires_grad, **self._fields())
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # torch.nn.Parameter's own reduction rebuilds a plain Parameter: keep the class and the fields
+        return (Params4bit, (self.data, self.requires_grad), self._fields())
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     @classmethod
     def from_prequantized(cls, data: torch.Tensor, quantized_stats: Dict[str, Any], requires_grad: bool = False,
                           device: Any = "cuda", module: Optional["Linear4bit"] = None, **kwargs: Any) -> "Params4bit":

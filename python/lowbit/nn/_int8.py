@@ -62,6 +62,10 @@ class Int8Params(torch.nn.Parameter):
         memo[id(self)] = new
         return new
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # torch.nn.Parameter's own reduction rebuilds a plain Parameter: keep the class and SCB
+        return (Int8Params, (self.data, self.requires_grad, self.has_fp16_weights, None, self.SCB))
+
     def to(self, *args: Any, **kwargs: Any) -> "Int8Params":  # type: ignore[override]
         device, dtype, non_blocking, _ = torch._C._nn._parse_to(*args, **kwargs)
         quantized = self.dtype == torch.int8
