@@ -4,6 +4,7 @@ torch.nn.Linear within the format's error, state-dict round trips, moves between
 import copy
 import io
 import json
+import os
 import sys
 
 import pytest
@@ -52,7 +53,8 @@ def test_import_lowbit_does_not_import_torch():
     import subprocess
 
     code = "import sys, lowbit; assert 'torch' not in sys.modules, 'lowbit imported torch'"
-    subprocess.run([sys.executable, "-c", code], check=True, env={"PYTHONPATH": ":".join(sys.path)})
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
 
 # ---------------------------------------------------------------- Linear4bit
