@@ -197,26 +197,26 @@ class Linear4bit(torch.nn.Linear):
         self.quant_state: Optional[QuantState] = None
         self.quant_storage = quant_storage
 
-    def _packed_weight(self) -> torch.Tensor:
-        """The quantized weight, its state restored from the module where a wrapper dropped it (FSDP)."""
-        w = self.weight
-        if getattr(w, "quant_state", None) is not None:
-            return w
-        if self.quant_state is None:
+    def _state(self) -> QuantState:
+        """The weight's QuantState, or the module's where a wrapper replaced the parameter (FSDP): the forward
+        reads it without changing the module."""
+        qs = getattr(self.weight, "quant_state", None) or self.quant_state
+        if qs is None:
             raise RuntimeError(
                 "Linear4bit: the weight is not quantized yet: call .to(device), .cuda() or .cpu() after loading "
                 "float weights (quantization happens there, as in bitsandbytes), or load a 4-bit state dict"
             )
-        if not isinstance(w, Params4bit):
-            self.weight = Params4bit(w.data, w.requires_grad, quant_state=self.quant_state,
-                                     blocksize=self.quant_state.blocksize, compress_statistics=self.quant_state.nested,
-                                     quant_type=self.quant_state.quant_type, quant_storage=w.dtype, module=self,
-                                     bnb_quantized=True)
-        self.weight.quant_state = self.quant_state
-        return self.weight
+        return qs
+
+    def _rewrap(self) -> None:
+        """Makes a replaced weight a Params4bit again, with the module's state (after assign=True loading)."""
+        w, qs = self.weight, self.quant_state
+        self.weight = Params4bit(w.data, w.requires_grad, quant_state=qs, blocksize=qs.blocksize,
+                                 compress_statistics=qs.nested, quant_type=qs.quant_type, quant_storage=w.dtype,
+                                 module=self, bnb_quantized=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        weight = self._packed_weight()
+        qs = self._state()
         dtype = self.compute_dtype or x.dtype
         if dtype not in FLOATS:
             raise TypeError(f"Linear4bit: the input must be float32, float16 or bfloat16 (got {x.dtype}); "
@@ -228,7 +228,7 @@ class Linear4bit(torch.nn.Linear):
                 "4-bit kernel (float16/bfloat16 only); set compute_dtype=torch.bfloat16 (or float16) for speed",
                 stacklevel=2,
             )
-        y = _calls.matmul_4bit(x.to(dtype), weight, weight.quant_state, self.bias)
+        y = _calls.matmul_4bit(x.to(dtype), self.weight, qs, self.bias)
         return y.to(x.dtype)
 
     def _save_to_state_dict(self, destination: Dict[str, Any], prefix: str, keep_vars: bool) -> None:
@@ -264,7 +264,7 @@ class Linear4bit(torch.nn.Linear):
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
         if stats and self.quant_state is not None and not isinstance(self.weight, Params4bit):
-            self._packed_weight()  # load_state_dict(assign=True) put the tensor itself in place
+            self._rewrap()  # load_state_dict(assign=True) put the tensor itself in place
         mine = {wkey + "." + k for k in stats}
         unexpected_keys[:] = [k for k in unexpected_keys if k not in mine]
 
