@@ -12,6 +12,8 @@ from .._quant_state import QuantState
 from . import _calls
 from ._common import FLOATS, check_compute_dtype, check_features, quant_keys
 
+__all__ = ["Linear4bit", "LinearFP4", "LinearNF4", "Params4bit"]
+
 _QUANT_TYPES = ("fp4", "nf4")
 _BLOCKSIZES = tuple(2**i for i in range(5, 13))  # 32 .. 4096, what quantize_4bit takes
 _slow_warned: set = set()

@@ -10,6 +10,8 @@ from .._matmul import Matmul, MatmulConfig, PackedWeight, import_gptq, unpack_we
 from . import _calls
 from ._common import check_features
 
+__all__ = ["Linear"]
+
 _FLOAT_W = ("float16", "bfloat16")
 _GPTQ_BITS = {"uint2": 2, "uint4": 4, "uint8": 8}
 

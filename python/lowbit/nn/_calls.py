@@ -16,6 +16,9 @@ from .. import functional as F
 from .._matmul import Matmul, PackedWeight
 from .._quant_state import QuantState
 
+__all__ = ["dequantize_4bit", "fp8_linear", "int8_linear", "int8_vectorwise_quant", "matmul", "matmul_4bit",
+           "quantize_4bit", "weight_dequant", "weight_quant"]
+
 _FP8_BLOCK = 128  # the FP8 GEMM's scale block, fixed by its kernels
 
 

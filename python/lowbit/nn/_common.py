@@ -6,6 +6,8 @@ from typing import Any, Dict, Optional
 
 import torch
 
+__all__ = ["FLOATS", "check_compute_dtype", "check_features", "quant_keys"]
+
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 

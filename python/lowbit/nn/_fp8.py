@@ -9,6 +9,8 @@ import torch
 from . import _calls
 from ._common import FLOATS, check_features
 
+__all__ = ["LinearFP8"]
+
 BLOCK = 128
 
 

@@ -9,6 +9,8 @@ import torch
 from . import _calls
 from ._common import FLOATS, check_features
 
+__all__ = ["Int8Params", "Linear8bitLt"]
+
 
 class Int8Params(torch.nn.Parameter):
     """A weight that becomes int8 rows ``CB`` and their absmax ``SCB`` on ``.to(device)`` (bitsandbytes').

@@ -11,6 +11,8 @@ from ._4bit import Linear4bit, Params4bit
 from ._fp8 import LinearFP8
 from ._int8 import Int8Params, Linear8bitLt
 
+__all__ = ["replace_linear"]
+
 Skip = Union[Iterable[str], Callable[[str, torch.nn.Linear], bool], None]
 Factory = Callable[[str, torch.nn.Linear], torch.nn.Module]
 KINDS = ("nf4", "fp4", "int8", "fp8")
