@@ -133,6 +133,24 @@ def test_skip_and_factory():
     assert already[0] is single  # lowbit modules (Linear subclasses) are left alone
 
 
+@pytest.mark.parametrize("kind", ["nf4", "fp4", "int8", "fp8"])
+def test_load_a_quantized_checkpoint(kind):
+    """quantize=False: empty modules on the meta device take a quantized state dict (as a checkpoint holds it)
+    with assign=True, and compute what the model that wrote it computes."""
+    torch.manual_seed(6)
+    written = lnn.replace_linear(Block(), kind)
+    checkpoint = {k: v.clone() for k, v in written.state_dict().items()}
+    with torch.device("meta"):
+        model = Block()
+    lnn.replace_linear(model, kind, quantize=False)
+    assert all(p.device.type == "meta" for p in model.q_proj.parameters())
+    model.load_state_dict(checkpoint, assign=True)
+    assert type(model.q_proj.weight) is type(written.q_proj.weight)
+    x = torch.randn(2, 7, 64, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        assert torch.equal(model(x), written(x))
+
+
 def test_replace_options_reach_the_modules():
     model = lnn.replace_linear(_mlp(seed=5), "nf4", skip=(), compress_statistics=False, blocksize=128,
                                quant_storage=torch.bfloat16)

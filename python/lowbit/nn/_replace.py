@@ -37,23 +37,31 @@ def _skipper(skip: Skip) -> Callable[[str, torch.nn.Linear], bool]:
     return match
 
 
-def _convert(linear: torch.nn.Linear, kind: str, device: torch.device, compute_dtype: Optional[torch.dtype],
-             compress_statistics: bool, quant_storage: torch.dtype, blocksize: int, threshold: float) -> torch.nn.Module:
+def _empty(linear: torch.nn.Linear, kind: str, compute_dtype: Optional[torch.dtype], compress_statistics: bool,
+           quant_storage: torch.dtype, blocksize: int, threshold: float) -> torch.nn.Module:
+    """The module for ``kind`` on the meta device, its weights to come from a state dict."""
+    n, k, has_bias = linear.out_features, linear.in_features, linear.bias is not None
+    if kind in ("nf4", "fp4"):
+        return Linear4bit(k, n, has_bias, compute_dtype, compress_statistics, kind, quant_storage, device="meta",
+                          blocksize=blocksize)
+    if kind == "int8":
+        return Linear8bitLt(k, n, has_bias, has_fp16_weights=False, threshold=threshold, device="meta")
+    return LinearFP8(k, n, has_bias, device="meta", dtype=None if linear.bias is None else linear.bias.dtype)
+
+
+def _convert(linear: torch.nn.Linear, kind: str, device: torch.device, **options: Any) -> torch.nn.Module:
     """One layer quantized to ``kind`` on ``device``, its bias kept (as a copy of the same dtype)."""
     w = linear.weight.detach()
-    has_bias = linear.bias is not None
+    m = _empty(linear, kind, **options)
     if kind in ("nf4", "fp4"):
-        m = Linear4bit(linear.in_features, linear.out_features, has_bias, compute_dtype, compress_statistics, kind,
-                       quant_storage, device="meta", blocksize=blocksize)
-        m.weight = Params4bit(w, False, blocksize=blocksize, compress_statistics=compress_statistics, quant_type=kind,
-                              quant_storage=quant_storage, module=m)._quantize(device)
+        m.weight = Params4bit(w, False, blocksize=options["blocksize"], quant_type=kind, module=m,
+                              compress_statistics=options["compress_statistics"],
+                              quant_storage=options["quant_storage"])._quantize(device)
     elif kind == "int8":
-        m = Linear8bitLt(linear.in_features, linear.out_features, has_bias, has_fp16_weights=False, threshold=threshold,
-                         device="meta")
         m.weight = Int8Params(w, requires_grad=False, has_fp16_weights=False)._quantize(device)
     else:
-        m = LinearFP8.from_linear(linear).to(device)
-    if has_bias:
+        m.quantize_(w.to(device))
+    if linear.bias is not None:
         m.bias = torch.nn.Parameter(linear.bias.detach().to(device, copy=True), linear.bias.requires_grad)
     return m
 
@@ -69,6 +77,7 @@ def replace_linear(
     quant_storage: torch.dtype = torch.uint8,
     blocksize: int = 64,
     threshold: float = 0.0,
+    quantize: bool = True,
 ) -> torch.nn.Module:
     """Replaces every ``torch.nn.Linear`` of ``model`` (in place) by a quantized lowbit module; returns the model.
 
@@ -82,6 +91,9 @@ def replace_linear(
     where the quantized weights go (default: each layer's own device). Only
     exact ``torch.nn.Linear`` instances are replaced (not subclasses such as
     lowbit's own modules). A model that is itself a Linear comes back replaced.
+    ``quantize=False`` leaves the float weights unread: the new modules are
+    empty, on the meta device, for ``model.load_state_dict(quantized, assign=True)``
+    of a checkpoint already in their layout (bitsandbytes', ``lowbit quantize``'s).
     """
     if isinstance(kind, str) and kind not in KINDS:
         raise ValueError(f"replace_linear: kind must be one of {', '.join(KINDS)} or a callable (got {kind!r})")
@@ -96,9 +108,13 @@ def replace_linear(
             if callable(kind):
                 new = kind(name, linear)
             else:
-                where = torch.device(device) if device is not None else linear.weight.device
-                new = _convert(linear, kind, where, compute_dtype, compress_statistics, quant_storage, blocksize,
-                               threshold)
+                options = dict(compute_dtype=compute_dtype, compress_statistics=compress_statistics,
+                               quant_storage=quant_storage, blocksize=blocksize, threshold=threshold)
+                if not quantize:
+                    new = _empty(linear, kind, **options)
+                else:
+                    where = torch.device(device) if device is not None else linear.weight.device
+                    new = _convert(linear, kind, where, **options)
             if name == "":
                 return new
             parent_name, _, child = name.rpartition(".")
