@@ -1,0 +1,30 @@
+"""Quantized drop-in ``torch.nn`` modules (PyTorch only; ``import lowbit`` does not import this).
+
+bitsandbytes' ``Linear4bit`` / ``Params4bit`` / ``LinearNF4`` / ``LinearFP4``
+and ``Linear8bitLt`` / ``Int8Params`` (same class names, arguments and state
+dict layout), DeepSeek's FP8 ``LinearFP8``, BitBLAS' ``Linear``, and
+``replace_linear`` to swap a model's ``torch.nn.Linear`` layers::
+
+    import lowbit.nn
+    model = lowbit.nn.replace_linear(model, "nf4", compute_dtype=torch.bfloat16)
+
+See docs/nn.md.
+"""
+
+from ._4bit import Linear4bit, LinearFP4, LinearNF4, Params4bit
+from ._bitblas import Linear
+from ._fp8 import LinearFP8
+from ._int8 import Int8Params, Linear8bitLt
+from ._replace import replace_linear
+
+__all__ = [
+    "Int8Params",
+    "Linear",
+    "Linear4bit",
+    "Linear8bitLt",
+    "LinearFP4",
+    "LinearFP8",
+    "LinearNF4",
+    "Params4bit",
+    "replace_linear",
+]
