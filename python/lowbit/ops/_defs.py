@@ -134,12 +134,13 @@ def quantize_blockwise(A: Tensor, code: Optional[Tensor], blocksize: int,
 @quantize_blockwise.register_fake
 def _(A, code, blocksize, nested):
     blocks = -(-A.numel() // blocksize)
+    f32 = torch.float32
     q = A.new_empty(A.shape, dtype=torch.uint8)
-    code_out = A.new_empty((256,)) if code is None else _empty(A)
+    code_out = A.new_empty((256,), dtype=f32) if code is None else _empty(A)
     if not nested:
-        return q, A.new_empty((blocks,)), code_out, _empty(A), _empty(A), _empty(A)
-    return (q, A.new_empty((blocks,)), code_out, A.new_empty(()), A.new_empty((-(-blocks // 256),)),
-            A.new_empty((256,)))
+        return q, A.new_empty((blocks,), dtype=f32), code_out, _empty(A), _empty(A), _empty(A)
+    return (q, A.new_empty((blocks,), dtype=torch.uint8), code_out, A.new_empty((), dtype=f32),
+            A.new_empty((-(-blocks // 256),), dtype=f32), A.new_empty((256,), dtype=f32))
 
 
 @_op("dequantize_blockwise")
@@ -170,7 +171,9 @@ def int8_vectorwise_quant(A: Tensor, threshold: float) -> Tuple[Tensor, Tensor, 
         mask = (A.reshape(-1, K).abs() >= threshold).any(0)
     else:
         mask = torch.zeros((K,), dtype=torch.bool, device=A.device)
-    return call.result(values), call.result(stats), mask
+    result = call.result(values), call.result(stats), mask
+    call.done()
+    return result
 
 
 @int8_vectorwise_quant.register_fake
