@@ -241,6 +241,13 @@ def test_attention_ops(device):
     _opcheck(lib.flash_attention_kvcache, (q[:, :2], kc, vc, seqlens, None, True, 0.3, False))
     assert torch.equal(ops.flash_attention_kvcache(q[:, :2], kc, vc, seqlens, is_causal=True, scale=0.3),
                        F.flash_attention_kvcache(q[:, :2], kc, vc, seqlens, is_causal=True, scale=0.3))
+    qv, kv, vv = q.reshape(10, 4, 24), k.reshape(14, 2, 24), v.reshape(14, 2, 20)
+    cu_q = torch.tensor([0, 3, 10], dtype=torch.int32, device=device)
+    cu_k = torch.tensor([0, 8, 14], dtype=torch.int32, device=device)
+    _opcheck(lib.flash_attention_varlen, (qv, kv, vv, cu_q, cu_k, True, None, True))
+    got = ops.flash_attention_varlen(qv, kv, vv, cu_q, cu_k, True, return_lse=True)
+    want = F.flash_attention_varlen(qv, kv, vv, cu_q, cu_k, True, return_lse=True)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
 
 # --------------------------------------------------------------------------- sparse

@@ -29,9 +29,9 @@ _grad.register()
 
 __all__ = [
     "act_quant", "bsr_dense_mm", "dequantize_4bit", "dequantize_blockwise", "flash_attention",
-    "flash_attention_kvcache", "fp8_gemm", "fp8_linear", "gemv_4bit", "int8_linear", "int8_linear_grad_input",
-    "int8_scaled_mm", "int8_vectorwise_quant", "matmul", "matmul_4bit", "quantize_4bit", "quantize_blockwise",
-    "weight_dequant", "weight_quant",
+    "flash_attention_kvcache", "flash_attention_varlen", "fp8_gemm", "fp8_linear", "gemv_4bit", "int8_linear",
+    "int8_linear_grad_input", "int8_scaled_mm", "int8_vectorwise_quant", "matmul", "matmul_4bit", "quantize_4bit",
+    "quantize_blockwise", "weight_dequant", "weight_quant",
 ]
 
 OPS = _defs.OPS
@@ -249,6 +249,15 @@ def flash_attention_kvcache(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_s
     return _attention_result("flash_attention_kvcache", o, l_, out, lse, return_lse)
 
 
+def flash_attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
+                           is_causal: bool = False, scale: Optional[float] = None, out: Optional[Tensor] = None,
+                           return_lse: bool = False, *,
+                           lse: Optional[Tensor] = None) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+    """``lowbit.functional.flash_attention_varlen`` as the op ``lowbit::flash_attention_varlen``."""
+    o, l_ = _ops.flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal, scale, return_lse)
+    return _attention_result("flash_attention_varlen", o, l_, out, lse, return_lse)
+
+
 def _attention_result(op: str, o: Tensor, l_: Tensor, out: Optional[Tensor], lse: Optional[Tensor],
                       return_lse: bool) -> Union[Tensor, Tuple[Tensor, Tensor]]:
     if lse is not None and out is None:
@@ -278,6 +287,7 @@ def matmul(mm: Matmul, A: Tensor, W: PackedWeight, output: Optional[Tensor] = No
     in A (through the dequantized weight). ``mm`` is the Matmul that packed W."""
     key = getattr(W, "_key", None)
     if key is None:
-        raise TypeError(f"matmul: W must be a lowbit.PackedWeight from Matmul.transform_weight (got {type(W).__name__})")
+        raise TypeError(f"matmul: W must be a lowbit.PackedWeight from Matmul.transform_weight "
+                        f"(got {type(W).__name__})")
     k, N, _, out_dtype = key
     return _into(output, _ops.matmul(A, k, N, _dtype(out_dtype)))

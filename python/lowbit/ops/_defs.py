@@ -309,6 +309,21 @@ def _(q, k_cache, v_cache, cache_seqlens, block_table, is_causal, scale, return_
     return q.new_empty((B, Sq, H, v_cache.shape[-1])), lse
 
 
+@_op("flash_attention_varlen")
+def flash_attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
+                           is_causal: bool, scale: Optional[float], return_lse: bool) -> Tuple[Tensor, Tensor]:
+    """(out [total_q, H, Dv], lse float32 [H, total_q] or empty)."""
+    r = F.flash_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal, scale, return_lse=return_lse)
+    return r if return_lse else (r, _empty(q))
+
+
+@flash_attention_varlen.register_fake
+def _(q, k, v, cu_seqlens_q, cu_seqlens_k, is_causal, scale, return_lse):
+    total, H, _ = q.shape
+    lse = q.new_empty((H, total), dtype=torch.float32) if return_lse else _empty(q)
+    return q.new_empty((total, H, v.shape[-1])), lse
+
+
 # ---------------------------------------------------------------- sparse
 
 
@@ -392,4 +407,4 @@ def _(like, key, N, K):
 OPS = ("quantize_4bit", "dequantize_4bit", "matmul_4bit", "gemv_4bit", "quantize_blockwise", "dequantize_blockwise",
        "int8_vectorwise_quant", "int8_linear", "int8_linear_grad_input", "int8_scaled_mm", "act_quant",
        "weight_quant", "weight_dequant", "fp8_gemm", "fp8_linear", "flash_attention", "flash_attention_kvcache",
-       "bsr_dense_mm", "bsr_dense_mm_backward", "matmul", "matmul_weight")
+       "flash_attention_varlen", "bsr_dense_mm", "bsr_dense_mm_backward", "matmul", "matmul_weight")

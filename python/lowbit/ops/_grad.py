@@ -27,10 +27,10 @@ def _bias_dtype(ctx: Any, bias: Optional[Tensor]) -> None:
 
 
 def _setup_4bit(ctx, inputs, output):
-    A, B, absmax, blocksize, quant_type, shape, dtype, nested_absmax, nested_code, offset, nested_blocksize, bias = inputs
+    B, absmax, blocksize, quant_type, shape, dtype, nested_absmax, nested_code, offset, nested_blocksize = inputs[1:11]
     ctx.save_for_backward(B, absmax, nested_absmax, nested_code, offset)
     ctx.fields = (blocksize, quant_type, shape, dtype, nested_blocksize)
-    _bias_dtype(ctx, bias)
+    _bias_dtype(ctx, inputs[11])
 
 
 def _backward_4bit(ctx, grad):
