@@ -257,9 +257,8 @@ def _bsr(seed, M, K, BM, BK, device):
     dense = _randn(seed, M, K)
     keep = torch.rand(M // BM, K // BK, generator=_gen(seed + 1)) < 0.5
     dense = dense * keep.repeat_interleave(BM, 0).repeat_interleave(BK, 1)
-    t = dense.to_sparse_bsr((BM, BK))
-    return (t.crow_indices().to(device), t.col_indices().to(device), t.values().to(device).contiguous(),
-            dense.to(device))
+    t = dense.to_sparse_bsr((BM, BK))  # its values() is a view of t, which dynamo cannot wrap: copies
+    return (t.crow_indices().to(device), t.col_indices().to(device), t.values().clone().to(device), dense.to(device))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -394,6 +393,39 @@ def test_model_compiles_without_graph_breaks(device):
     xe = x.clone().requires_grad_()
     model(xe).float().sum().backward()
     assert torch.equal(xg.grad, xe.grad) and torch.isfinite(xg.grad).all()
+
+
+def _every_op(x, w, q, k, v, seqlens, bsr, dense):
+    """A call of each op's wrapper (their results, flattened), for tracing them all in one graph."""
+    p, qs = ops.quantize_4bit(w, quant_type="nf4", compress_statistics=True)
+    b, bs = ops.quantize_blockwise(w, blocksize=256, nested=True)
+    xq, xs = ops.act_quant(x)
+    wq, ws = ops.weight_quant(w)
+    Aq, stats, _ = ops.int8_vectorwise_quant(x)
+    CB, SCB, _ = ops.int8_vectorwise_quant(w)
+    return (p, ops.dequantize_4bit(p, qs), ops.gemv_4bit(x[:1], p, qs), b, ops.dequantize_blockwise(b, bs),
+            ops.weight_dequant(wq, ws, dtype=torch.float32), ops.fp8_gemm(xq, xs, wq, ws, torch.float32),
+            ops.int8_scaled_mm(Aq, CB, stats, SCB), ops.int8_linear_grad_input(x[:, :130], CB[:, :130], SCB),
+            ops.flash_attention(q, k, v, True), ops.flash_attention_kvcache(q, k, v, seqlens, is_causal=True),
+            ops.flash_attention_varlen(q[0], k[0], v[0], seqlens[:2] * 0 + torch.tensor([0, 5], dtype=torch.int32,
+                                       device=q.device), seqlens[:2] * 0 + torch.tensor([0, 7], dtype=torch.int32,
+                                       device=q.device)),
+            ops.bsr_dense_mm(bsr, dense))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_every_op_traces_in_one_graph(device):
+    torch._dynamo.reset()
+    args = (_randn(1, 3, 256, device=device), _randn(2, 130, 256, device=device), _randn(3, 1, 5, 4, 24, device=device),
+            _randn(4, 1, 7, 2, 24, device=device), _randn(5, 1, 7, 2, 20, device=device),
+            torch.tensor([7], dtype=torch.int32, device=device),
+            lowbit.sparse.BSR(*_bsr(6, 12, 20, 4, 5, device)[:3], (12, 20)), _randn(7, 20, 7, device=device))
+    eager = _every_op(*args)
+    explained = torch._dynamo.explain(_every_op)(*args)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+    compiled = torch.compile(_every_op, fullgraph=True)(*args)
+    for i, (g, w) in enumerate(zip(compiled, eager)):
+        assert g.dtype == w.dtype and torch.equal(g.view(torch.uint8), w.view(torch.uint8)), f"output {i}"
 
 
 @pytest.mark.parametrize("device", DEVICES)
