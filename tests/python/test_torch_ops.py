@@ -221,6 +221,15 @@ def test_fp8_ops(device):
     _opcheck(lib.fp8_linear, (x.float().requires_grad_(), wq, ws, bias.clone().requires_grad_(), None))
     lin = ops.fp8_linear(x, wq, ws, bias)
     assert lin.dtype == x.dtype and torch.equal(lin, F.fp8_gemm(y, s, wq, ws, x.dtype, bias))
+    # K = 208: act_quant's last block padded with zeros, the codes cut back; a bfloat16 bias goes in as float32
+    w2q, w2s = F.weight_quant(_randn(4, 130, 208, device=device))
+    x2 = _randn(5, 3, 208, device=device, dtype=torch.bfloat16)
+    y2, s2 = F.act_quant(torch.nn.functional.pad(x2, (0, 48)))
+    want = F.fp8_gemm(y2[..., :208].contiguous(), s2, w2q, w2s, x2.dtype, bias)
+    _opcheck(lib.fp8_linear, (x2, w2q, w2s, bias.bfloat16(), None))
+    assert torch.equal(ops.fp8_linear(x2, w2q, w2s, bias.bfloat16()), F.fp8_gemm(y2[..., :208].contiguous(), s2, w2q,
+                                                                               w2s, x2.dtype, bias.bfloat16().float()))
+    assert torch.equal(ops.fp8_linear(x2, w2q, w2s, bias), want)
 
 
 # ------------------------------------------------------------------------- attention

@@ -223,8 +223,8 @@ def fp8_gemm(a: Tensor, a_s: Tensor, b: Tensor, b_s: Tensor, out_dtype: Any = No
 def fp8_linear(x: Tensor, weight: Tensor, weight_scale_inv: Tensor, bias: Optional[Tensor] = None,
                scale_fmt: Optional[str] = None) -> Tensor:
     """DeepSeek-V3's FP8 ``linear``: ``fp8_gemm(*act_quant(x, 128, scale_fmt), weight, weight_scale_inv)`` in
-    x's dtype, plus ``bias`` (float32 [N]) inside the GEMM; differentiable in x (through ``weight_dequant``)
-    and bias."""
+    x's dtype, plus ``bias`` [N] (as float32) inside the GEMM; x's K may be any multiple of 16 (zeros pad the
+    last block for act_quant). Differentiable in x (through ``weight_dequant``) and bias."""
     return _ops.fp8_linear(x, weight, weight_scale_inv, bias, scale_fmt)
 
 

@@ -265,8 +265,16 @@ def _(a, a_s, b, b_s, out_dtype, bias):
 @_op("fp8_linear")
 def fp8_linear(x: Tensor, weight: Tensor, weight_scale_inv: Tensor, bias: Optional[Tensor],
                scale_fmt: Optional[str]) -> Tensor:
-    """DeepSeek's FP8 Linear: x quantized by act_quant (blocks of 128), times the block-scaled weight; x's dtype."""
-    y, s = F.act_quant(x, 128, scale_fmt)
+    """DeepSeek's FP8 Linear: x quantized by act_quant (blocks of 128), times the block-scaled weight; x's dtype.
+    A K that is not a multiple of 128 is padded with zeros for act_quant (a zero leaves a block's amax as it is)
+    and the codes cut back to K; the bias goes into the GEMM as float32."""
+    K = x.shape[-1]
+    pad = -K % 128
+    y, s = F.act_quant(torch.nn.functional.pad(x, (0, pad)) if pad else x, 128, scale_fmt)
+    if pad:
+        y = y[..., :K].contiguous()
+    if bias is not None and bias.dtype != torch.float32:
+        bias = bias.float()
     return F.fp8_gemm(y, s, weight, weight_scale_inv, x.dtype, bias)
 
 
