@@ -1,7 +1,7 @@
 """The ``lowbit::`` torch custom ops: each runs the lowbit functional call on real tensors and has a fake
 implementation that gives its outputs' shapes, dtypes and devices from the inputs' alone.
 
-Signatures take tensors and plain scalars only: a QuantState is passed as its fields (the nested ones empty
+Signatures take tensors and plain scalars only: a QuantState is passed as its fields (the nested ones None
 when it is not nested), a packed Matmul weight as its key (``PackedWeight._key``). Results are the tensors the
 functional call returns: allocated by torch's allocator on CUDA (the binding's framework allocator), on the
 current stream. Optional outputs that a call does not make are empty tensors, so every op has one schema.
