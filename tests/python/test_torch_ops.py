@@ -362,6 +362,22 @@ def test_bsr_gradients(device):
         _close(values.grad[j], ref, g64[4 * i:4 * i + 4].abs() @ B64[5 * c:5 * c + 5].abs().T, 1e-5)
 
 
+def test_gradcheck_of_the_linear_ops():
+    """torch.autograd.gradcheck (finite differences) of the ops linear in their inputs, in float32 (the ops take no
+    float64): matmul_4bit in A and bias, bsr_dense_mm in the values and dense."""
+    p, qs = ops.quantize_4bit(_randn(1, 7, 33), quant_type="fp4", compress_statistics=True)
+    A, bias = _randn(2, 3, 33).requires_grad_(), _randn(3, 7).requires_grad_()
+    kw = dict(eps=1e-2, atol=2e-3, rtol=2e-3, fast_mode=False)
+    with pytest.warns(UserWarning, match="double precision"):
+        assert torch.autograd.gradcheck(lambda a, b: ops.matmul_4bit(a, p, qs, b), (A, bias), **kw)
+    crow, col, values, _ = _bsr(4, 8, 10, 4, 5, "cpu")
+    assert 0 < values.shape[0] < 4
+    values, B = values.requires_grad_(), _randn(5, 10, 3).requires_grad_()
+    with pytest.warns(UserWarning, match="double precision"):
+        assert torch.autograd.gradcheck(lambda v, b: ops.bsr_dense_mm(lowbit.sparse.BSR(crow, col, v, (8, 10)), b),
+                                        (values, B), **kw)
+
+
 # ------------------------------------------------------------- compile, export, graphs
 
 
