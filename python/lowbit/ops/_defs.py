@@ -390,21 +390,28 @@ def _(A, key, N, out_dtype):
     return A.new_empty(tuple(A.shape[:-1]) + (N,), dtype=out_dtype)
 
 
-_DEQUANTIZED: dict = {}  # (key, device) -> the packed weight dequantized there (float32 [N, K])
+_DEQUANTIZED: dict = {}  # key -> the packed weight dequantized on the host (float32 [N, K]; pinned with CUDA)
 
 
 @_op("matmul_weight")
 def matmul_weight(like: Tensor, key: int, N: int, K: int) -> Tensor:
-    """The float32 [N, K] weight of ``key`` on ``like``'s device (a new tensor each call; the device copy is made
-    once per weight and device, so later calls do not wait for a host copy)."""
+    """The float32 [N, K] weight of ``key`` as a new tensor on ``like``'s device. The host copy is made once per
+    weight and kept there (in pinned memory for a CUDA device, so the copy to the device is asynchronous and a
+    CUDA graph can hold it): no device memory stays held between backward passes."""
     mm, W = _matmul.bound(key)
-    cached = _DEQUANTIZED.get((key, like.device))
-    if cached is None:
-        for stale in [k for k in _DEQUANTIZED if k[0] not in _matmul._BOUND]:  # weights freed since
+    host = _DEQUANTIZED.get(key)
+    if host is None:
+        for stale in [k for k in _DEQUANTIZED if k not in _matmul._BOUND]:  # weights freed since
             del _DEQUANTIZED[stale]
-        cached = torch.as_tensor(_matmul.dequantize_weight(W)).to(like.device)
-        _DEQUANTIZED[(key, like.device)] = cached
-    return cached.clone()
+        host = torch.as_tensor(_matmul.dequantize_weight(W))
+        if like.is_cuda:
+            host = host.pin_memory()
+        _DEQUANTIZED[key] = host
+    if like.device.type == "cpu":
+        return host.clone()
+    if not host.is_pinned():  # made by a CPU call first
+        host = _DEQUANTIZED[key] = host.pin_memory()
+    return host.to(like.device, non_blocking=True)
 
 
 @matmul_weight.register_fake
