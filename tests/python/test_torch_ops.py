@@ -117,6 +117,10 @@ def test_4bit_ops(device, dtype, nested, quant_type):
     _opcheck(lib.dequantize_4bit, (p,) + _qs_args(qs))
     Wd = ops.dequantize_4bit(p, qs)
     assert torch.equal(Wd, F.dequantize_4bit(p_f, qs_f))
+    quantize, dequantize = (ops.quantize_nf4, ops.dequantize_nf4) if quant_type == "nf4" else \
+        (ops.quantize_fp4, ops.dequantize_fp4)
+    p2, qs2 = quantize(W, blocksize=64, compress_statistics=nested)
+    assert torch.equal(p2, p) and torch.equal(dequantize(p2, qs2), Wd)
     for op, fn, wrapper in ((lib.matmul_4bit, F.matmul_4bit, ops.matmul_4bit),
                             (lib.gemv_4bit, F.gemv_4bit, ops.gemv_4bit)):
         a = A if op is lib.matmul_4bit else A[:1, :1]
@@ -186,6 +190,17 @@ def test_int8_ops(device, dtype):
     g = _randn(5, 6, 19, device=device, dtype=dtype)
     _opcheck(lib.int8_linear_grad_input, (g, CB, SCB))
     assert torch.equal(ops.int8_linear_grad_input(g, CB, SCB), F.int8_linear_grad_input(g, CB, SCB))
+    _opcheck(lib.int8_vectorwise_dequant, (Aq, stats, dtype))
+    assert torch.equal(ops.int8_vectorwise_dequant(Aq, stats, dtype=dtype),
+                       F.int8_vectorwise_dequant(Aq, stats, dtype=dtype))
+    _opcheck(lib.int8_linear_matmul, (Aq, CB))
+    C = ops.int8_linear_matmul(Aq, CB)
+    assert C.dtype == torch.int32 and torch.equal(C, F.int8_linear_matmul(Aq, CB))
+    assert torch.equal(C.double(), Aq.double() @ CB.double().T)  # exact: the sums fit int32
+    _opcheck(lib.int8_mm_dequant, (C, stats, SCB, bias, dtype))
+    assert torch.equal(ops.int8_mm_dequant(C, stats, SCB, bias=bias, dtype=dtype),
+                       F.int8_mm_dequant(C, stats, SCB, bias=bias, dtype=dtype))
+    assert ops.int8_mm_dequant(C, stats, SCB).dtype == torch.float16
     _opcheck(lib.int8_scaled_mm, (Aq, CB, stats, SCB, bias, torch.float32))
     for dtype in (None, torch.bfloat16):
         assert torch.equal(ops.int8_scaled_mm(Aq, CB, stats, SCB, bias, dtype),

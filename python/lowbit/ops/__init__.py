@@ -28,10 +28,11 @@ from . import _defs, _grad
 _grad.register()
 
 __all__ = [
-    "act_quant", "bsr_dense_mm", "dequantize_4bit", "dequantize_blockwise", "flash_attention",
-    "flash_attention_kvcache", "flash_attention_varlen", "fp8_gemm", "fp8_linear", "gemv_4bit", "int8_linear",
-    "int8_linear_grad_input", "int8_scaled_mm", "int8_vectorwise_quant", "matmul", "matmul_4bit", "quantize_4bit",
-    "quantize_blockwise", "weight_dequant", "weight_quant",
+    "act_quant", "bsr_dense_mm", "dequantize_4bit", "dequantize_blockwise", "dequantize_fp4", "dequantize_nf4",
+    "flash_attention", "flash_attention_kvcache", "flash_attention_varlen", "fp8_gemm", "fp8_linear", "gemv_4bit",
+    "int8_linear", "int8_linear_grad_input", "int8_linear_matmul", "int8_mm_dequant", "int8_scaled_mm",
+    "int8_vectorwise_dequant", "int8_vectorwise_quant", "matmul", "matmul_4bit", "quantize_4bit",
+    "quantize_blockwise", "quantize_fp4", "quantize_nf4", "weight_dequant", "weight_quant",
 ]
 
 OPS = _defs.OPS
@@ -96,6 +97,18 @@ def quantize_4bit(A: Tensor, absmax: None = None, out: None = None, blocksize: i
     return packed, qs
 
 
+def quantize_fp4(A: Tensor, absmax: None = None, out: None = None, blocksize: int = 64,
+                 compress_statistics: bool = False, quant_storage: Any = None) -> Tuple[Tensor, QuantState]:
+    """:func:`quantize_4bit` with ``quant_type="fp4"``."""
+    return quantize_4bit(A, absmax, out, blocksize, compress_statistics, "fp4", quant_storage)
+
+
+def quantize_nf4(A: Tensor, absmax: None = None, out: None = None, blocksize: int = 64,
+                 compress_statistics: bool = False, quant_storage: Any = None) -> Tuple[Tensor, QuantState]:
+    """:func:`quantize_4bit` with ``quant_type="nf4"``."""
+    return quantize_4bit(A, absmax, out, blocksize, compress_statistics, "nf4", quant_storage)
+
+
 def dequantize_4bit(A: Tensor, quant_state: Optional[QuantState] = None, absmax: Optional[Tensor] = None,
                     out: Optional[Tensor] = None, blocksize: int = 64, quant_type: str = "fp4") -> Tensor:
     """``lowbit.functional.dequantize_4bit`` as the op ``lowbit::dequantize_4bit``."""
@@ -110,6 +123,18 @@ def dequantize_4bit(A: Tensor, quant_state: Optional[QuantState] = None, absmax:
     r = _ops.dequantize_4bit(A, amax, qs.blocksize or blocksize, qs.quant_type or quant_type,
                              _shape("dequantize_4bit", qs), dtype, amax2, code2, offset, bs2)
     return _into(out, r)
+
+
+def dequantize_fp4(A: Tensor, quant_state: Optional[QuantState] = None, absmax: Optional[Tensor] = None,
+                   out: Optional[Tensor] = None, blocksize: int = 64) -> Tensor:
+    """:func:`dequantize_4bit` with ``quant_type="fp4"``."""
+    return dequantize_4bit(A, quant_state, absmax, out, blocksize, "fp4")
+
+
+def dequantize_nf4(A: Tensor, quant_state: Optional[QuantState] = None, absmax: Optional[Tensor] = None,
+                   out: Optional[Tensor] = None, blocksize: int = 64) -> Tensor:
+    """:func:`dequantize_4bit` with ``quant_type="nf4"``."""
+    return dequantize_4bit(A, quant_state, absmax, out, blocksize, "nf4")
 
 
 def _matmul_4bit(op: Any, name: str, A: Tensor, B: Tensor, qs: Any, bias: Optional[Tensor],
@@ -182,6 +207,26 @@ def int8_linear(A: Tensor, CB: Tensor, SCB: Tensor, bias: Optional[Tensor] = Non
 def int8_linear_grad_input(grad_output: Tensor, CB: Tensor, SCB: Tensor) -> Tensor:
     """``lowbit.functional.int8_linear_grad_input`` as the op ``lowbit::int8_linear_grad_input``."""
     return _ops.int8_linear_grad_input(grad_output, CB, SCB)
+
+
+def int8_vectorwise_dequant(A: Tensor, stats: Tensor, *, dtype: Any = None) -> Tensor:
+    """``lowbit.functional.int8_vectorwise_dequant`` as the op ``lowbit::int8_vectorwise_dequant`` (float32 by
+    default)."""
+    return _ops.int8_vectorwise_dequant(A, stats, _dtype(dtype) if dtype is not None else torch.float32)
+
+
+def int8_linear_matmul(A: Tensor, B: Tensor, out: Optional[Tensor] = None, dtype: Any = torch.int32) -> Tensor:
+    """``lowbit.functional.int8_linear_matmul`` as the op ``lowbit::int8_linear_matmul`` (int32 only)."""
+    if _dtype(dtype) != torch.int32:
+        raise ValueError(f"int8_linear_matmul: dtype must be int32 (got {dtype})")
+    return _into(out, _ops.int8_linear_matmul(A, B))
+
+
+def int8_mm_dequant(A: Tensor, row_stats: Tensor, col_stats: Tensor, out: Optional[Tensor] = None,
+                    bias: Optional[Tensor] = None, *, dtype: Any = None) -> Tensor:
+    """``lowbit.functional.int8_mm_dequant`` as the op ``lowbit::int8_mm_dequant`` (float16 by default)."""
+    dtype = out.dtype if out is not None else (_dtype(dtype) if dtype is not None else torch.float16)
+    return _into(out, _ops.int8_mm_dequant(A, row_stats, col_stats, bias, dtype))
 
 
 def int8_scaled_mm(A: Tensor, B: Tensor, row_stats: Tensor, col_stats: Tensor, bias: Optional[Tensor] = None,

@@ -204,6 +204,37 @@ def _(grad_output, CB, SCB):
     return grad_output.new_empty(tuple(grad_output.shape[:-1]) + (CB.shape[-1],))
 
 
+@_op("int8_linear_matmul")
+def int8_linear_matmul(A: Tensor, B: Tensor) -> Tensor:
+    return F.int8_linear_matmul(A, B)
+
+
+@int8_linear_matmul.register_fake
+def _(A, B):
+    return A.new_empty(tuple(A.shape[:-1]) + (B.shape[0],), dtype=torch.int32)
+
+
+@_op("int8_mm_dequant")
+def int8_mm_dequant(A: Tensor, row_stats: Tensor, col_stats: Tensor, bias: Optional[Tensor],
+                    dtype: torch.dtype) -> Tensor:
+    return F.int8_mm_dequant(A, row_stats, col_stats, bias=bias, dtype=dtype)
+
+
+@int8_mm_dequant.register_fake
+def _(A, row_stats, col_stats, bias, dtype):
+    return A.new_empty(A.shape, dtype=dtype)
+
+
+@_op("int8_vectorwise_dequant")
+def int8_vectorwise_dequant(A: Tensor, stats: Tensor, dtype: torch.dtype) -> Tensor:
+    return F.int8_vectorwise_dequant(A, stats, dtype=dtype)
+
+
+@int8_vectorwise_dequant.register_fake
+def _(A, stats, dtype):
+    return A.new_empty(A.shape, dtype=dtype)
+
+
 @_op("int8_scaled_mm")
 def int8_scaled_mm(A: Tensor, B: Tensor, row_stats: Tensor, col_stats: Tensor, bias: Optional[Tensor],
                    dtype: torch.dtype) -> Tensor:
@@ -420,6 +451,7 @@ def _(like, key, N, K):
 
 
 OPS = ("quantize_4bit", "dequantize_4bit", "matmul_4bit", "gemv_4bit", "quantize_blockwise", "dequantize_blockwise",
-       "int8_vectorwise_quant", "int8_linear", "int8_linear_grad_input", "int8_scaled_mm", "act_quant",
-       "weight_quant", "weight_dequant", "fp8_gemm", "fp8_linear", "flash_attention", "flash_attention_kvcache",
-       "flash_attention_varlen", "bsr_dense_mm", "bsr_dense_mm_backward", "matmul", "matmul_weight")
+       "int8_vectorwise_quant", "int8_vectorwise_dequant", "int8_linear", "int8_linear_grad_input",
+       "int8_linear_matmul", "int8_mm_dequant", "int8_scaled_mm", "act_quant", "weight_quant", "weight_dequant",
+       "fp8_gemm", "fp8_linear", "flash_attention", "flash_attention_kvcache", "flash_attention_varlen",
+       "bsr_dense_mm", "bsr_dense_mm_backward", "matmul", "matmul_weight")
