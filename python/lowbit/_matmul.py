@@ -19,6 +19,8 @@ object: ``forward`` hands it to the op as it is.
 
 from __future__ import annotations
 
+import itertools
+import weakref
 from typing import Any, Dict, Optional, Tuple
 
 from . import _arrays, _lowbit
@@ -173,12 +175,13 @@ class PackedWeight:
     arrays). Writing into them changes the weight.
     """
 
-    __slots__ = ("_impl", "_fw", "_tensors")
+    __slots__ = ("_impl", "_fw", "_tensors", "_key", "__weakref__")
 
     def __init__(self, impl: Any, fw: _arrays.Framework):
         self._impl = impl
         self._fw = fw
         self._tensors = _Tensors(impl, fw)
+        self._key: Optional[Tuple[int, int, int, str]] = None  # set by _bind: (key, N, K, out dtype)
 
     W_dtype = _impl_field("W_dtype")
     N = _impl_field("N")
@@ -308,7 +311,7 @@ class Matmul:
                     "pass them as None"
                 )
             fw = _arrays.framework_for(self._device, self._hint or weight._tensors._fw)
-            return PackedWeight(self._impl.transform_quantized(weight._impl), fw)
+            return _bind(self, PackedWeight(self._impl.transform_quantized(weight._impl), fw))
         call = _arrays.Call("transform_weight", weight, "weight")
         _finish_reads(call)
         w_dtype = self._impl.config.W_dtype
@@ -319,7 +322,7 @@ class Matmul:
             call.opt(bias, "bias"),
             call.opt(perm, "perm"),
         )
-        return PackedWeight(impl, _arrays.framework_for(self._device, self._hint or call.fw))
+        return _bind(self, PackedWeight(impl, _arrays.framework_for(self._device, self._hint or call.fw)))
 
     def forward(
         self,
@@ -380,6 +383,30 @@ class Matmul:
 
     def __repr__(self) -> str:
         return f"Matmul({self.config!r}, device={self.device!r})"
+
+
+# Packed weights by key, for the torch ops (lowbit.ops), whose arguments are tensors and plain scalars: an op
+# names its weight by key. Weak references: the registry keeps neither the weight nor its Matmul alive.
+_BOUND: Dict[int, Tuple[Any, Any]] = {}
+_KEYS = itertools.count(1)
+
+
+def _bind(mm: Matmul, W: PackedWeight) -> PackedWeight:
+    """W with its key in _BOUND (plain Python data, so traced code reads it without calling the binding)."""
+    key = next(_KEYS)
+    config = mm.config
+    W._key = (key, int(W.N), int(W.K), _arrays.dtype_name(config.out_dtype))
+    _BOUND[key] = (weakref.ref(mm), weakref.ref(W, lambda _, key=key: _BOUND.pop(key, None)))
+    return W
+
+
+def bound(key: int) -> Tuple[Matmul, PackedWeight]:
+    """The Matmul and packed weight of a key (_bind's); ValueError once either is gone."""
+    refs = _BOUND.get(key)
+    mm, W = (refs[0](), refs[1]()) if refs is not None else (None, None)
+    if mm is None or W is None:
+        raise ValueError(f"matmul: no live packed weight has key {key} (the PackedWeight or its Matmul was freed)")
+    return mm, W
 
 
 def dequantize_weight(W: PackedWeight) -> Array:

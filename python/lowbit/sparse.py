@@ -127,14 +127,15 @@ def _transposed(crow: Any, col: Any, values: Any, M: int, K: int) -> BSR:
     batch = tuple(values.shape[:-3])
     crow2, col2, vals2 = crow.reshape(-1, rows + 1), col.reshape(-1, col.shape[-1]), values.reshape((-1,) + tuple(values.shape[-3:]))
     out_crow, out_col, out_vals = [], [], []
-    for b in range(crow2.shape[0]):
+    nnz = int(col2.shape[-1])
+    for b in range(crow2.shape[0]):  # sizes from the shapes alone (output_size, scatter_add): no device read-back
         counts = (crow2[b, 1:] - crow2[b, :-1]).long()
-        row_of = torch.repeat_interleave(torch.arange(rows, device=crow.device), counts)
+        row_of = torch.repeat_interleave(torch.arange(rows, device=crow.device), counts, output_size=nnz)
         c = col2[b].long()
         order = torch.sort(c * rows + row_of, stable=True).indices
         out_col.append(row_of[order].to(crow.dtype))
         out_vals.append(vals2[b][order].transpose(-2, -1))
-        per_col = torch.bincount(c, minlength=cols)
+        per_col = torch.zeros(cols, dtype=torch.long, device=crow.device).scatter_add_(0, c, torch.ones_like(c))
         out_crow.append(torch.cat([per_col.new_zeros(1), per_col.cumsum(0)]).to(crow.dtype))
     stack = lambda xs: torch.stack(xs).reshape(batch + tuple(xs[0].shape))  # noqa: E731
     return BSR(stack(out_crow), stack(out_col), stack(out_vals).contiguous(), batch + (K, M))
