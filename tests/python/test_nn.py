@@ -572,8 +572,6 @@ def test_bad_inputs():
     m4 = _make4(_linear(64, 16, False, seed=61), "cpu")
     with pytest.raises(TypeError, match="Linear4bit: the input must be float32, float16 or bfloat16"):
         m4(torch.zeros(1, 64, dtype=torch.float64))
-    with pytest.raises(NotImplementedError, match="input requires grad"):
-        m4(torch.zeros(1, 64, requires_grad=True))
     m8 = lnn.Linear8bitLt(64, 16, has_fp16_weights=False)
     with pytest.raises(RuntimeError, match="not quantized yet"):
         m8(torch.zeros(1, 64))
@@ -605,3 +603,60 @@ def test_bad_state_dicts():
         lnn.Linear8bitLt(64, 16).load_state_dict({**sd8, "weight": torch.zeros(16, 64)})
     with pytest.raises(RuntimeError, match="Missing key.*qweight"):
         lnn.Linear(64, 16, W_dtype="uint4", group_size=32, with_scaling=True).load_state_dict({})
+
+
+# ---------------------------------------------------------------- gradients
+
+
+def _dequantized(m):
+    """The float64 weight a module multiplies by (its forward's weight)."""
+    if isinstance(m, lnn.Linear4bit):
+        return F.dequantize_4bit(m.weight, m.weight.quant_state).double()
+    if isinstance(m, lnn.Linear8bitLt):
+        return m.weight.double() * m.weight.SCB.double()[:, None] / 127
+    return F.weight_dequant(m.weight, m.weight_scale_inv, 128, dtype=torch.float32).double()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", ["nf4", "int8", "fp8"])
+def test_input_and_bias_get_gradients_through_the_dequantized_weight(device, kind):
+    """QLoRA's case: the weight frozen, the input's and a trainable bias's gradients through the modules' custom
+    ops, against float64 through the dequantized weight."""
+    lin = _linear(256, 48, True, seed=71)
+    m = {"nf4": lambda: _make4(lin, device), "int8": lambda: _make8(lin, device),
+         "fp8": lambda: lnn.LinearFP8.from_linear(lin).to(device)}[kind]()
+    m.bias.requires_grad_(True)
+    x = _input((3, 5, 256), torch.float32, device, seed=72).requires_grad_(True)
+    grad_out = _input((3, 5, 48), torch.float32, device, seed=73)
+    m(x).backward(grad_out)
+    assert not m.weight.requires_grad and m.weight.grad is None
+    want_x = (grad_out.double().reshape(-1, 48) @ _dequantized(m).to(device)).reshape(3, 5, 256)
+    scale = grad_out.double().abs().reshape(-1, 48) @ _dequantized(m).abs().to(device)
+    err = (x.grad.double() - want_x).abs().reshape(-1, 256)
+    assert bool((err <= 1e-5 * scale + 1e-6).all()), f"{kind}: input gradient off by {float(err.max())}"
+    torch.testing.assert_close(m.bias.grad.double(), grad_out.double().sum((0, 1)), rtol=1e-6, atol=1e-6)
+
+
+def test_a_model_of_the_modules_compiles_without_graph_breaks_and_exports():
+    """nf4, int8 and FP8 layers in one model: torch.compile(fullgraph=True) gives eager's bits (the layers'
+    custom ops have fake implementations), as torch.export does without the int8 layer, and the compiled backward
+    gives the input its gradient."""
+    torch.manual_seed(74)
+    model = torch.nn.Sequential(torch.nn.Linear(256, 128), torch.nn.Linear(128, 64), torch.nn.Linear(64, 32))
+    model[0] = _make4(model[0], "cpu")
+    model[1] = _make8(model[1], "cpu", threshold=2.5)
+    model[2] = lnn.LinearFP8.from_linear(model[2])
+    x = _input((4, 256), torch.float32, "cpu", seed=75, scale=2.0)
+    with torch.no_grad():
+        want = model(x)
+        assert torch.equal(torch.compile(model, fullgraph=True)(x), want)
+        # export: the 4-bit and FP8 layers (Linear8bitLt's SCB lives on its parameter, which export's fake
+        # parameter drops)
+        two = torch.nn.Sequential(model[0], torch.nn.Linear(128, 64), model[2])
+        two[1] = lnn.LinearFP8.from_linear(two[1])
+        assert torch.equal(torch.export.export(two, (x,)).module()(x), two(x))
+    xg = x.clone().requires_grad_(True)
+    torch.compile(model, fullgraph=True)(xg).sum().backward()
+    xe = x.clone().requires_grad_(True)
+    model(xe).sum().backward()
+    assert torch.equal(xg.grad, xe.grad)

@@ -1,9 +1,10 @@
 """Every lowbit kernel call of lowbit.nn's modules, in one file, so that one place decides what runs them.
 
-The bodies call :mod:`lowbit.functional`, which has no autograd: a call whose
-inputs need gradients is refused here (``_no_grad_inputs``) rather than
-silently returning a result without a ``grad_fn``. A trainable bias gets its
-gradient by being added outside the kernel.
+The matmuls run as ``torch.ops.lowbit`` custom ops (:mod:`lowbit.ops`): they
+trace under ``torch.compile(fullgraph=True)`` and ``torch.export``, replay in
+CUDA graphs, and give the input and bias their gradients through the
+dequantized weight (weights stay frozen). The quantization at load time calls
+:mod:`lowbit.functional` directly.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Optional, Tuple
 import torch
 
 from .. import functional as F
+from .. import ops
 from .._matmul import Matmul, PackedWeight
 from .._quant_state import QuantState
 
@@ -20,29 +22,6 @@ __all__ = ["dequantize_4bit", "fp8_linear", "int8_linear", "int8_vectorwise_quan
            "quantize_4bit", "weight_dequant", "weight_quant"]
 
 _FP8_BLOCK = 128  # the FP8 GEMM's scale block, fixed by its kernels
-
-
-def _no_grad_inputs(op: str, **tensors: Optional[torch.Tensor]) -> None:
-    """Refuses inputs that need a gradient, since these calls do not record one."""
-    if not torch.is_grad_enabled():
-        return
-    for name, t in tensors.items():
-        if t is not None and t.requires_grad:
-            raise NotImplementedError(
-                f"{op}: {name} requires grad, but this lowbit.nn call has no backward yet; "
-                f"run it under torch.no_grad() or freeze {name}"
-            )
-
-
-def _split_bias(bias: Optional[torch.Tensor]) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
-    """(bias for the kernel, bias to add afterwards): a bias that needs a gradient is added by torch."""
-    if bias is not None and bias.requires_grad and torch.is_grad_enabled():
-        return None, bias
-    return bias, None
-
-
-def _add(y: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
-    return y if bias is None else y + bias.to(y.dtype)
 
 
 # ----------------------------------------------------------------- 4-bit
@@ -62,9 +41,7 @@ def dequantize_4bit(packed: torch.Tensor, quant_state: QuantState) -> torch.Tens
 def matmul_4bit(x: torch.Tensor, packed: torch.Tensor, quant_state: QuantState,
                 bias: Optional[torch.Tensor]) -> torch.Tensor:
     """``x · dequantize_4bit(packed)ᵀ + bias`` in x's dtype."""
-    _no_grad_inputs("Linear4bit", input=x)
-    fused, later = _split_bias(bias)
-    return _add(F.matmul_4bit(x, packed, quant_state, fused), later)
+    return ops.matmul_4bit(x, packed, quant_state, bias)
 
 
 # ----------------------------------------------------------------- int8
@@ -79,9 +56,7 @@ def int8_vectorwise_quant(w: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
 def int8_linear(x: torch.Tensor, CB: torch.Tensor, SCB: torch.Tensor, bias: Optional[torch.Tensor],
                 threshold: float) -> torch.Tensor:
     """LLM.int8's ``x · (CB · SCB / 127)ᵀ + bias`` in x's dtype, outlier columns above threshold in float."""
-    _no_grad_inputs("Linear8bitLt", input=x)
-    fused, later = _split_bias(bias)
-    return _add(F.int8_linear(x, CB, SCB, fused, threshold), later)
+    return ops.int8_linear(x, CB, SCB, bias, threshold)
 
 
 # ------------------------------------------------------------------ FP8
@@ -98,21 +73,9 @@ def weight_dequant(weight: torch.Tensor, scale_inv: torch.Tensor, dtype: torch.d
 
 def fp8_linear(x: torch.Tensor, weight: torch.Tensor, weight_scale_inv: torch.Tensor,
                bias: Optional[torch.Tensor]) -> torch.Tensor:
-    """DeepSeek's FP8 linear: ``act_quant(x)`` in 1x128 blocks, then ``fp8_gemm``; x's dtype out.
-
-    K that is not a multiple of 128 is padded with zeros for the activation
-    scales (a zero does not change a block's amax) and the codes cut back to K.
-    """
-    _no_grad_inputs("LinearFP8", input=x)
-    K = x.shape[-1]
-    pad = -K % _FP8_BLOCK
-    a, a_s = F.act_quant(torch.nn.functional.pad(x, (0, pad)) if pad else x, _FP8_BLOCK)
-    if pad:
-        a = a[..., :K].contiguous()
-    fused, later = _split_bias(bias)
-    if fused is not None and fused.dtype != torch.float32:
-        fused = fused.float()
-    return _add(F.fp8_gemm(a, a_s, weight, weight_scale_inv, out_dtype=x.dtype, bias=fused), later)
+    """DeepSeek's FP8 linear: ``act_quant(x)`` in 1x128 blocks (K padded with zeros to the block), then
+    ``fp8_gemm``; x's dtype out."""
+    return ops.fp8_linear(x, weight, weight_scale_inv, bias)
 
 
 # ------------------------------------------------------ mixed-precision matmul
@@ -120,5 +83,4 @@ def fp8_linear(x: torch.Tensor, weight: torch.Tensor, weight_scale_inv: torch.Te
 
 def matmul(mm: Matmul, x: torch.Tensor, packed: PackedWeight, output: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``x · dequant(packed)ᵀ (+ its bias)`` in the config's out_dtype (into ``output`` when given)."""
-    _no_grad_inputs("Linear", input=x)
-    return mm(x, packed, output=output)
+    return ops.matmul(mm, x, packed, output)
