@@ -164,14 +164,14 @@ TEST(CudaOptimizerMulti, MixedListRunsAsFastAsOneTensor) {
       if (bits == 32) {
         std::vector<OptimizerTensors32bit> refs;
         for (int64_t n : ns) refs.push_back({dev({n}, DType::bf16), dev({n}, DType::bf16), dev({n}, DType::f32),
-                                             dev({n}, DType::f32), {}});
+                                             dev({n}, DType::f32), {}, {}});
         return [refs, s] { run(multi_args32(Optimizer::adam, 0.0f, 0.0f, refs), nullptr, Stream{s}); };
       }
       std::vector<OptimizerTensors8bitBlockwise> refs;
       for (int64_t n : ns) {
         const int64_t b = blocks8(n);
         refs.push_back({dev({n}, DType::bf16), dev({n}, DType::bf16), dev({n}, DType::u8), dev({n}, DType::u8),
-                        dev({b}, DType::f32), dev({b}, DType::f32)});
+                        dev({b}, DType::f32), dev({b}, DType::f32), {}});
       }
       return [refs, s, &qmap, &qmap2] {
         OptimizerUpdate8bitBlockwiseMultiArgs a;
