@@ -282,3 +282,29 @@ def test_bnb_namespace_is_bitsandbytes_shaped():
     assert list(inspect.signature(bnb.matmul_4bit).parameters) == ["A", "B", "quant_state", "out", "bias"]
     assert list(inspect.signature(F.gemv_4bit).parameters) == ["A", "B", "out", "transposed_A", "transposed_B", "state"]
     assert inspect.signature(F.quantize_4bit).parameters["blocksize"].default is None
+
+
+@pytest.mark.parametrize("threshold", [0.0, 2.5])
+def test_int8_matmul_and_its_gradients(gen, threshold):
+    N, K = 48, 72
+    A = _randn(gen, 2, 5, K).requires_grad_()
+    B = _randn(gen, N, K).requires_grad_()
+    bias = _randn(gen, N).requires_grad_()
+    grad = _randn(gen, 2, 5, N)
+    state = bnb.MatmulLtState()
+    out = bnb.matmul(A, B, state=state, threshold=threshold, bias=bias)
+    assert state.threshold == threshold and state.CB.dtype == torch.int8 and state.CB.shape == (N, K)
+    CB, SCB, _ = LF.int8_vectorwise_quant(B.detach().half())
+    assert torch.equal(state.CB, CB) and torch.equal(state.SCB, SCB)
+    torch.testing.assert_close(out, LF.int8_linear(A.detach(), CB, SCB, bias.detach(), threshold), rtol=0, atol=0)
+    out.backward(grad)
+    w = CB.double() * SCB.double()[:, None] / 127
+    g = grad.double().reshape(-1, N)
+    torch.testing.assert_close(A.grad.double(), (g @ w).reshape(2, 5, K), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(B.grad.double(), g.t() @ A.detach().double().reshape(-1, K), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(bias.grad.double(), g.sum(0), rtol=1e-5, atol=1e-5)
+    # an int8 weight kept in the state (has_fp16_weights=False) is used as it is
+    frozen = bnb.MatmulLtState()
+    frozen.has_fp16_weights, frozen.CB, frozen.SCB = False, CB, SCB
+    torch.testing.assert_close(bnb.matmul(A.detach(), CB, state=frozen), LF.int8_linear(A.detach(), CB, SCB),
+                               rtol=0, atol=0)

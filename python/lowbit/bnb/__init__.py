@@ -6,7 +6,8 @@
 - ``bnb.optim``: bitsandbytes' optimizers (:mod:`lowbit.optim`);
 - ``bnb.nn``: bitsandbytes' modules (:mod:`lowbit.nn`, imported on first use);
 - ``bnb.utils``: the state-dict helpers;
-- ``bnb.matmul_4bit`` / ``bnb.MatMul4Bit``: the 4-bit matmul with autograd.
+- ``bnb.matmul_4bit`` / ``bnb.MatMul4Bit``: the 4-bit matmul with autograd;
+- ``bnb.matmul`` / ``bnb.MatmulLtState``: LLM.int8's matmul with autograd.
 
 What differs from bitsandbytes, and which of bitsandbytes' own tests pass: docs/bnb.md.
 """
@@ -18,8 +19,9 @@ from typing import Any as _Any
 from .. import optim
 from . import functional, utils
 from ._autograd import MatMul4Bit, matmul_4bit
+from ._matmul8bit import MatMul8bitLt, MatmulLtState, matmul
 
-__all__ = ["MatMul4Bit", "functional", "matmul_4bit", "optim", "utils"]
+__all__ = ["MatMul4Bit", "MatMul8bitLt", "MatmulLtState", "functional", "matmul", "matmul_4bit", "optim", "utils"]
 if _importlib_util.find_spec("lowbit.nn") is not None:  # bnb.nn is lowbit.nn: exported where it exists
     __all__.append("nn")
 
