@@ -308,3 +308,43 @@ def test_int8_matmul_and_its_gradients(gen, threshold):
     frozen.has_fp16_weights, frozen.CB, frozen.SCB = False, CB, SCB
     torch.testing.assert_close(bnb.matmul(A.detach(), CB, state=frozen), LF.int8_linear(A.detach(), CB, SCB),
                                rtol=0, atol=0)
+
+
+def test_pytorch_lars_against_float64(gen):
+    p = _randn(gen, 33, 7).requires_grad_()
+    p64 = p.detach().double().clone()
+    opt = bnb.optim.PytorchLARS([p], lr=0.1, momentum=0.9, weight_decay=0.01, max_unorm=0.02)
+    buf = None
+    for _ in range(3):
+        g = _randn(gen, 33, 7)
+        p.grad = g.clone()
+        opt.step()
+        d = g.double() + 0.01 * p64
+        buf = d.clone() if buf is None else 0.9 * buf + d
+        scale = min(1.0, float(0.02 * p64.norm() / buf.norm()))
+        p64 -= 0.1 * scale * buf
+    torch.testing.assert_close(p.detach().double(), p64, rtol=1e-5, atol=1e-6)
+
+
+def test_reference_ademamix_against_float64(gen):
+    p = _randn(gen, 50).requires_grad_()
+    w = p.detach().double().clone()
+    opt = bnb.optim.ademamix._ReferenceAdEMAMix([p], lr=0.01, t_alpha=4, t_beta3=4)
+    m1 = torch.zeros_like(w); m2 = torch.zeros_like(w); nu = torch.zeros_like(w)  # noqa: E702
+    b1, b2, b3, alpha = 0.9, 0.999, 0.9999, 5.0
+    import math
+
+    for t in range(1, 4):
+        g = _randn(gen, 50)
+        p.grad = g.clone()
+        opt.step()
+        a = min(t * alpha / 4, alpha)
+        ln1, ln3 = math.log(b1), math.log(b3)
+        beta3 = min(math.exp(ln1 * ln3 / ((1 - t / 4) * ln3 + t / 4 * ln1)), b3)
+        g = g.double()
+        m1 = b1 * m1 + (1 - b1) * g
+        m2 = beta3 * m2 + (1 - beta3) * g
+        nu = b2 * nu + (1 - b2) * g * g
+        update = (m1 / (1 - b1**t) + a * m2) / (nu.sqrt() / math.sqrt(1 - b2**t) + 1e-8) + 0.01 * w
+        w = w - 0.01 * update
+    torch.testing.assert_close(p.detach().double(), w, rtol=1e-5, atol=1e-6)
