@@ -104,6 +104,15 @@ class QuantState:
         self.state2 = state2
         self.nested = state2 is not None
 
+    def __getattr__(self, name: str) -> Any:
+        """``bitsandbytes__<quant_type>``: the packed dict's ``quant_state.`` entry, as bitsandbytes gives it, for
+        FSDP's state_dict traversal (it reads each key's path with getattr)."""
+        if name.startswith("bitsandbytes__") and name[len("bitsandbytes__"):] in self.valid_quant_types:
+            packed = self.as_dict(packed=True)
+            if "quant_state." + name in packed:
+                return packed["quant_state." + name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
     def __getitem__(self, idx: int) -> Any:
         """The old list layout: [absmax, shape, dtype, blocksize, [offset, state2] or None, quant_type]."""
         nested = [self.offset, self.state2] if self.nested else None

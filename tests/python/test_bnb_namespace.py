@@ -348,3 +348,12 @@ def test_reference_ademamix_against_float64(gen):
         update = (m1 / (1 - b1**t) + a * m2) / (nu.sqrt() / math.sqrt(1 - b2**t) + 1e-8) + 0.01 * w
         w = w - 0.01 * update
     torch.testing.assert_close(p.detach().double(), w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("quant_type", ["nf4", "fp4"])
+def test_packed_state_entry_as_attribute(gen, quant_type):
+    _, state = F.quantize_4bit(_randn(gen, 16, 64), quant_type=quant_type, compress_statistics=True)
+    blob = getattr(state, f"bitsandbytes__{quant_type}")  # FSDP reads state_dict keys' paths with getattr
+    assert torch.equal(blob, state.as_dict(packed=True)[f"quant_state.bitsandbytes__{quant_type}"])
+    other = "fp4" if quant_type == "nf4" else "nf4"
+    assert not hasattr(state, f"bitsandbytes__{other}") and not hasattr(state, "no_such_field")
