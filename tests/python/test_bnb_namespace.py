@@ -357,3 +357,13 @@ def test_packed_state_entry_as_attribute(gen, quant_type):
     assert torch.equal(blob, state.as_dict(packed=True)[f"quant_state.bitsandbytes__{quant_type}"])
     other = "fp4" if quant_type == "nf4" else "nf4"
     assert not hasattr(state, f"bitsandbytes__{other}") and not hasattr(state, "no_such_field")
+
+
+def test_adagrad_sized_classes_keep_bitsandbytes_optim_bits_slot():
+    p = [torch.nn.Parameter(torch.zeros(4))]
+    with pytest.raises(ValueError, match="Adagrad8bit: optim_bits must be 8 \\(got 32\\)"):
+        bnb.optim.Adagrad8bit(p, optim_bits=32)
+    with pytest.raises(ValueError, match="Adagrad32bit: optim_bits must be 32 \\(got 8\\)"):
+        bnb.optim.Adagrad32bit(p, 1e-2, 0, 0, 0, 1e-10, 8)
+    opt = bnb.optim.Adagrad8bit(p, 1e-2, 0, 0, 0, 1e-10, 8, None, 1)  # positional, as bitsandbytes orders them
+    assert opt.defaults["lr"] == 1e-2
