@@ -127,4 +127,5 @@ def synchronize(stream=None) -> None:
     _lowbit.synchronize(0 if handle is None else handle)
 
 
-__all__ = functional.__all__ + _matmul_all + ["FlashAtten", "FlashAttenConfig", "cuda_available", "cuda_device_count", "synchronize", "functional", "sparse", "__version__"]
+# The functional names imported above (not the optimizer and paged ones, which stay in lowbit.functional).
+__all__ = [n for n in functional.__all__ if n in globals()] + _matmul_all + ["FlashAtten", "FlashAttenConfig", "cuda_available", "cuda_device_count", "synchronize", "functional", "sparse", "__version__"]

@@ -34,6 +34,25 @@ def _move(x: Any, device: Any) -> Any:
     return target.wrap(raw, raw[1])
 
 
+def _is_8bit_dict(qs_dict: Mapping) -> bool:
+    """True for bitsandbytes' dict of an 8-bit state: a ``quant_type`` entry that is None."""
+    return any(str(key).split(".")[-1] == "quant_type" and value is None for key, value in qs_dict.items())
+
+
+def _scalar(x: Any) -> Any:
+    """A one-element array as a Python number (read on the host: serialization only); others unchanged."""
+    if hasattr(x, "__dlpack__"):
+        return _host(x).reshape(-1)[0].item()
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def _copy(x: Any) -> Any:
+    """A copy of an array in its own framework (an immutable array is its own copy)."""
+    if hasattr(x, "clone"):
+        return x.clone()
+    return x.copy() if hasattr(x, "copy") else x
+
+
 class QuantState:
     """Container for the quantization state of blockwise / 4-bit quantization.
 
@@ -85,6 +104,15 @@ class QuantState:
         self.state2 = state2
         self.nested = state2 is not None
 
+    def __getattr__(self, name: str) -> Any:
+        """``bitsandbytes__<quant_type>``: the packed dict's ``quant_state.`` entry, as bitsandbytes gives it, for
+        FSDP's state_dict traversal (it reads each key's path with getattr)."""
+        if name.startswith("bitsandbytes__") and name[len("bitsandbytes__"):] in self.valid_quant_types:
+            packed = self.as_dict(packed=True)
+            if "quant_state." + name in packed:
+                return packed["quant_state." + name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
     def __getitem__(self, idx: int) -> Any:
         """The old list layout: [absmax, shape, dtype, blocksize, [offset, state2] or None, quant_type]."""
         nested = [self.offset, self.state2] if self.nested else None
@@ -102,11 +130,14 @@ class QuantState:
         ``"cpu"``, ``"cuda[:N]"``, a torch.device, or an array to follow.
         Arrays come back in the framework of the dict's tensors (CUDA ones in
         PyTorch, else CuPy, when those were NumPy). Raises ValueError naming
-        the missing or malformed key.
+        the missing or malformed key. An 8-bit dict (``quant_type`` None, as
+        :meth:`as_dict` gives for 8-bit states) rebuilds an 8-bit state.
         """
         if not isinstance(qs_dict, Mapping):
             raise TypeError(f"QuantState.from_dict: qs_dict must be a dict of the state's entries "
                             f"(got {type(qs_dict).__name__})")
+        if _is_8bit_dict(qs_dict):
+            return cls._from_8bit_dict(qs_dict, device)
         tensors = []
         values: Dict[str, Any] = {}
         fw = None
@@ -157,9 +188,12 @@ class QuantState:
         only arrays — the non-array fields go into
         ``quant_state.bitsandbytes__<quant_type>``, a uint8 array of UTF-8 JSON
         written byte for byte as bitsandbytes writes it. Arrays are in the
-        state's framework, on its device. Only 4-bit states serialize
-        (ValueError otherwise).
+        state's framework, on its device. An 8-bit state (``quant_type`` None)
+        gives bitsandbytes' unpacked dict either way (``quant_type: None``,
+        ``shape`` None when unknown), as bitsandbytes does.
         """
+        if not self.quant_type:
+            return self._as_8bit_dict()
         fw = _arrays.framework_of(self.absmax, "QuantState.as_dict", "absmax")
         device = fw.device(self.absmax)
         call = _arrays.Call("QuantState.as_dict", self.absmax, "absmax")
@@ -197,6 +231,67 @@ class QuantState:
             else:
                 out[key] = value
         return out
+
+    def _as_8bit_dict(self) -> Dict[str, Any]:
+        """bitsandbytes' dict of an 8-bit blockwise state: the arrays themselves, the rest as plain values."""
+        op = "QuantState.as_dict"
+        if self.absmax is None or self.code is None:
+            raise ValueError(f"{op}: an 8-bit state needs absmax and code (got absmax={type(self.absmax).__name__}, "
+                             f"code={type(self.code).__name__})")
+        d: Dict[str, Any] = {
+            "quant_type": None,
+            "absmax": self.absmax,
+            "blocksize": _arrays.integer(self.blocksize, op, "blocksize"),
+            "quant_map": self.code,
+            "dtype": _arrays.dtype_name(self.dtype if self.dtype is not None else "float32"),
+            "shape": tuple(int(v) for v in self.shape) if self.shape is not None else None,
+        }
+        if self.nested:
+            s2 = self.state2
+            d.update({
+                "nested_absmax": s2.absmax,
+                "nested_blocksize": _arrays.integer(s2.blocksize, op, "state2.blocksize"),
+                "nested_quant_map": _copy(s2.code),  # not shared, as bitsandbytes: safetensors drops shared arrays
+                "nested_dtype": _arrays.dtype_name(s2.dtype if s2.dtype is not None else "float32"),
+                "nested_offset": _arrays.real(_scalar(self.offset), op, "offset"),
+            })
+        return d
+
+    @classmethod
+    def _from_8bit_dict(cls, qs_dict: Mapping, device: Any) -> "QuantState":
+        """The 8-bit state of bitsandbytes' dict (``quant_type`` None), its arrays moved to ``device``."""
+        op = "QuantState.from_dict"
+        d = {str(k).split(".")[-1]: v for k, v in qs_dict.items()}
+        unknown = sorted(set(d) - set(cls.valid_qs_keys))
+        if unknown:
+            raise ValueError(f"{op}: unknown key {unknown[0]!r} in an 8-bit state dict (expected {cls.valid_qs_keys})")
+        for key in ("absmax", "quant_map", "blocksize", "dtype"):
+            if key not in d:
+                raise ValueError(f"{op}: an 8-bit state dict needs {key!r} (got keys {sorted(d)})")
+
+        def array(key: str) -> Any:
+            if not hasattr(d[key], "__dlpack__"):
+                raise TypeError(f"{op}: {key} must be an array (got {type(d[key]).__name__})")
+            return _move(d[key], device)
+
+        absmax = array("absmax")
+        fw = _arrays.framework_of(absmax, op, "absmax")
+        state2 = offset = None
+        if "nested_absmax" in d:
+            for key in ("nested_quant_map", "nested_blocksize", "nested_offset"):
+                if key not in d:
+                    raise ValueError(f"{op}: a nested 8-bit state dict needs {key!r} (got keys {sorted(d)})")
+            state2 = cls(absmax=array("nested_absmax"), code=array("nested_quant_map"),
+                         blocksize=_arrays.integer(d["nested_blocksize"], op, "nested_blocksize"),
+                         dtype=fw.dtype(_arrays.text(d.get("nested_dtype", "float32"), op, "nested_dtype")))
+            value = np.asarray(_arrays.real(_scalar(d["nested_offset"]), op, "nested_offset"), dtype=np.float32)
+            offset = fw.from_numpy(value, fw.device(absmax))
+        shape = d.get("shape")
+        return cls(absmax=absmax, code=array("quant_map"),
+                   blocksize=_arrays.integer(d["blocksize"], op, "blocksize"),
+                   dtype=fw.dtype(_arrays.text(d["dtype"], op, "dtype")),
+                   shape=tuple(int(v) for v in shape) if shape is not None else None,
+                   offset=offset, state2=state2)
 
     def to(self, device: Any) -> "QuantState":
         """Moves the state's arrays to ``device`` (in place, like bitsandbytes); returns self."""

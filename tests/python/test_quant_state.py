@@ -118,8 +118,12 @@ def test_to_moves_arrays(backend, rng):
 def test_errors(rng):
     w = _weights(rng)
     _, state8 = F.quantize_blockwise(w)
-    with pytest.raises(ValueError, match="only 4-bit states serialize"):
-        state8.as_dict()
+    d8 = state8.as_dict()  # 8-bit states serialize as bitsandbytes' unpacked dict (bnb.md)
+    assert d8["quant_type"] is None
+    with pytest.raises(ValueError, match="an 8-bit state dict needs 'quant_map'"):
+        F.QuantState.from_dict({k: v for k, v in d8.items() if k != "quant_map"}, "cpu")
+    with pytest.raises(ValueError, match="unknown key 'bogus' in an 8-bit state dict"):
+        F.QuantState.from_dict({**d8, "bogus": 1}, "cpu")
     _, state = F.quantize_nf4(w, compress_statistics=True)
     d = state.as_dict(packed=True)
     missing = dict(d)

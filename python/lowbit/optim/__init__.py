@@ -12,7 +12,7 @@ from .adam import Adam, Adam8bit, Adam32bit, PagedAdam, PagedAdam8bit, PagedAdam
 from .adamw import AdamW, AdamW8bit, AdamW32bit, PagedAdamW, PagedAdamW8bit, PagedAdamW32bit
 from .ademamix import AdEMAMix, AdEMAMix8bit, AdEMAMix32bit, PagedAdEMAMix, PagedAdEMAMix8bit, PagedAdEMAMix32bit
 from .lamb import LAMB, LAMB8bit, LAMB32bit
-from .lars import LARS, LARS8bit, LARS32bit
+from .lars import LARS, LARS8bit, LARS32bit, PytorchLARS
 from .lion import Lion, Lion8bit, Lion32bit, PagedLion, PagedLion8bit, PagedLion32bit
 from .optimizer import GlobalOptimManager, Optimizer1State, Optimizer2State, Optimizer8bit
 from .rmsprop import RMSprop, RMSprop8bit, RMSprop32bit
@@ -24,7 +24,7 @@ __all__ = [
     "AdamW", "AdamW8bit", "AdamW32bit", "PagedAdamW", "PagedAdamW8bit", "PagedAdamW32bit",
     "AdEMAMix", "AdEMAMix8bit", "AdEMAMix32bit", "PagedAdEMAMix", "PagedAdEMAMix8bit", "PagedAdEMAMix32bit",
     "LAMB", "LAMB8bit", "LAMB32bit",
-    "LARS", "LARS8bit", "LARS32bit",
+    "LARS", "LARS8bit", "LARS32bit", "PytorchLARS",
     "Lion", "Lion8bit", "Lion32bit", "PagedLion", "PagedLion8bit", "PagedLion32bit",
     "RMSprop", "RMSprop8bit", "RMSprop32bit",
     "SGD", "SGD8bit", "SGD32bit",

@@ -25,7 +25,9 @@ class Adagrad8bit(Adagrad):
     """Adagrad with 8-bit states."""
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
-                 args=None, min_8bit_size=4096, percentile_clipping=100, block_wise=True):
+                 optim_bits=8, args=None, min_8bit_size=4096, percentile_clipping=100, block_wise=True):
+        if optim_bits != 8:  # bitsandbytes' positional slot, kept so that positional calls line up
+            raise ValueError(f"{type(self).__name__}: optim_bits must be 8 (got {optim_bits})")
         super().__init__(params, lr, lr_decay, weight_decay, initial_accumulator_value, eps, 8, args, min_8bit_size,
                          percentile_clipping, block_wise)
 
@@ -34,6 +36,8 @@ class Adagrad32bit(Adagrad):
     """Adagrad with 32-bit states."""
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
-                 args=None, min_8bit_size=4096, percentile_clipping=100, block_wise=True):
+                 optim_bits=32, args=None, min_8bit_size=4096, percentile_clipping=100, block_wise=True):
+        if optim_bits != 32:  # bitsandbytes' positional slot, kept so that positional calls line up
+            raise ValueError(f"{type(self).__name__}: optim_bits must be 32 (got {optim_bits})")
         super().__init__(params, lr, lr_decay, weight_decay, initial_accumulator_value, eps, 32, args, min_8bit_size,
                          percentile_clipping, block_wise)
