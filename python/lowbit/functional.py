@@ -970,7 +970,7 @@ def int8_linear(A: Array, CB: Array, SCB: Array, bias: Optional[Array] = None, t
 def int8_linear_grad_input(grad_output: Array, CB: Array, SCB: Array, *, stream: Any = None) -> Array:
     """The input gradient of ``int8_linear`` (bitsandbytes' ``MatMul8bitLt`` backward on an int8 weight):
     ``grad_output @ W`` with ``W[n, k] = CB[n, k] * SCB[n] / 127``, summed in float32 over ascending ``n`` and
-    rounded once to ``grad_output``'s dtype. ``grad_output`` [..., N]; returns [..., K]. CPU; CUDA not yet.
+    rounded once to ``grad_output``'s dtype. ``grad_output`` [..., N]; returns [..., K]. CPU and CUDA.
     """
     call = _arrays.Call("int8_linear_grad_input", grad_output, "grad_output", stream)
     raw = _lowbit.int8_linear_grad_input(call.arg(grad_output, "grad_output"), call.arg(CB, "CB"),
