@@ -660,3 +660,16 @@ def test_a_model_of_the_modules_compiles_without_graph_breaks_and_exports():
     xe = x.clone().requires_grad_(True)
     model(xe).sum().backward()
     assert torch.equal(xg.grad, xe.grad)
+
+
+def test_params4bit_chunk_and_split_keep_the_class_and_fields():
+    """torch.chunk / torch.split of a Params4bit give Params4bit pieces with its fields (bitsandbytes' behaviour);
+    other ops give plain tensors, as a Parameter's do."""
+    p = lnn.Params4bit(_input((8, 6), torch.float16, "cpu", seed=76), quant_type="nf4", blocksize=128)
+    for pieces in (torch.chunk(p, 2, dim=0), torch.split(p, [3, 5], dim=0)):
+        assert isinstance(pieces, tuple)
+        for piece in pieces:
+            assert type(piece) is lnn.Params4bit
+            assert (piece.quant_type, piece.blocksize) == ("nf4", 128)
+        assert torch.equal(torch.cat([x.data for x in pieces]), p.data)
+    assert type(p * 2) is torch.Tensor and type(p.t()) is torch.Tensor

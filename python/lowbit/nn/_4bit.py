@@ -106,6 +106,17 @@ class Params4bit(torch.nn.Parameter):
         self.__dict__.update(state)
 
     @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        """As a Parameter (no subclass results), but ``torch.chunk`` / ``torch.split`` give Params4bit pieces with
+        the fields, as bitsandbytes' do."""
+        with torch._C.DisableTorchFunctionSubclass():
+            result = func(*args, **(kwargs or {}))
+        if func in (torch.chunk, torch.split) and isinstance(args[0], Params4bit):
+            whole = args[0]
+            return tuple(Params4bit(piece, whole.requires_grad, **whole._fields()) for piece in result)
+        return result
+
+    @classmethod
     def from_prequantized(cls, data: torch.Tensor, quantized_stats: Dict[str, Any], requires_grad: bool = False,
                           device: Any = "cuda", module: Optional["Linear4bit"] = None, **kwargs: Any) -> "Params4bit":
         """A quantized parameter from packed codes and their state dict (the ``weight.*`` entries)."""
