@@ -219,6 +219,15 @@ def test_quantized_embeddings_reject_float_indices(cls, storage):
         e([1])
 
 
+@pytest.mark.parametrize("cls,storage", QUANTIZED, ids=QUANTIZED_IDS)
+def test_quantized_embeddings_take_int32_indices_and_refuse_out_of_range_ones(cls, storage):
+    e = _quantized(cls, storage, 8, 64, _table(8, 64, 20), "cpu")
+    x = torch.tensor([[7, 0], [3, 3]])
+    assert torch.equal(e(x.int()), e(x))
+    with pytest.raises(IndexError):
+        e(torch.tensor([8]))
+
+
 # -------------------------------------------------- StableEmbedding, Embedding
 
 
