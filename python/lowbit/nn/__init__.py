@@ -3,8 +3,9 @@
 bitsandbytes' ``Linear4bit`` / ``Params4bit`` / ``LinearNF4`` / ``LinearFP4``
 and ``Linear8bitLt`` / ``Int8Params`` (same class names, arguments and state
 dict layout), the embeddings ``StableEmbedding`` / ``Embedding`` /
-``Embedding8bit`` / ``Embedding4bit`` / ``EmbeddingNF4`` / ``EmbeddingFP4``, DeepSeek's FP8 ``LinearFP8``, BitBLAS' ``Linear``, and
-``replace_linear`` to swap a model's ``torch.nn.Linear`` layers::
+``Embedding8bit`` / ``Embedding4bit`` / ``EmbeddingNF4`` / ``EmbeddingFP4``,
+DeepSeek's FP8 ``LinearFP8``, BitBLAS' ``Linear``, and ``replace_linear`` to
+swap a model's ``torch.nn.Linear`` layers::
 
     import lowbit.nn
     model = lowbit.nn.replace_linear(model, "nf4", compute_dtype=torch.bfloat16)

@@ -18,8 +18,8 @@ from .. import ops
 from .._matmul import Matmul, PackedWeight
 from .._quant_state import QuantState
 
-__all__ = ["dequantize_4bit", "embedding_4bit", "embedding_int8", "fp8_linear", "int8_linear", "int8_vectorwise_quant", "matmul", "matmul_4bit",
-           "quantize_4bit", "weight_dequant", "weight_quant"]
+__all__ = ["dequantize_4bit", "embedding_4bit", "embedding_int8", "fp8_linear", "int8_linear", "int8_vectorwise_quant",
+           "matmul", "matmul_4bit", "quantize_4bit", "weight_dequant", "weight_quant"]
 
 _FP8_BLOCK = 128  # the FP8 GEMM's scale block, fixed by its kernels
 
