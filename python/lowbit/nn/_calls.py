@@ -1,10 +1,11 @@
 """Every lowbit kernel call of lowbit.nn's modules, in one file, so that one place decides what runs them.
 
-The matmuls run as ``torch.ops.lowbit`` custom ops (:mod:`lowbit.ops`): they
+The matmuls and the embeddings' row dequantization run as ``torch.ops.lowbit``
+custom ops (:mod:`lowbit.ops`, the functional ops of the same names): they
 trace under ``torch.compile(fullgraph=True)`` and ``torch.export``, replay in
-CUDA graphs, and give the input and bias their gradients through the
-dequantized weight (weights stay frozen). The quantization at load time calls
-:mod:`lowbit.functional` directly.
+CUDA graphs, and the matmuls give the input and bias their gradients through
+the dequantized weight (weights stay frozen). The quantization at load time
+calls :mod:`lowbit.functional` directly.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def embedding_4bit(input: torch.Tensor, packed: torch.Tensor, quant_state: Quant
     qs = quant_state
     blocksize = qs.blocksize
     if embedding_dim % blocksize != 0 or qs.state2 is not None:
-        table = F.dequantize_4bit(packed, qs)
+        table = ops.dequantize_4bit(packed, qs)
         return torch.nn.functional.embedding(input, table.view(num_embeddings, embedding_dim))
     half = embedding_dim // 2
     # the codes are bytes whatever quant_storage holds them; padding past the table is never gathered
@@ -61,7 +62,7 @@ def embedding_4bit(input: torch.Tensor, packed: torch.Tensor, quant_state: Quant
         return torch.empty(*input.shape, embedding_dim, dtype=qs.dtype, device=packed.device)
     part = QuantState(absmax=absmax.reshape(-1), shape=(n, embedding_dim), code=qs.code, blocksize=blocksize,
                       quant_type=qs.quant_type, dtype=qs.dtype)
-    return F.dequantize_4bit(rows.reshape(-1, 1), part).view(*input.shape, embedding_dim)
+    return ops.dequantize_4bit(rows.reshape(-1, 1), part).view(*input.shape, embedding_dim)
 
 
 def matmul_4bit(x: torch.Tensor, packed: torch.Tensor, quant_state: QuantState,
@@ -87,7 +88,7 @@ def embedding_int8(input: torch.Tensor, CB: torch.Tensor, SCB: torch.Tensor, dty
     rows = torch.nn.functional.embedding(flat, CB)
     stats = torch.nn.functional.embedding(flat, SCB.view(-1, 1)).view(-1)
     out_dtype = dtype if dtype in (torch.float32, torch.float16, torch.bfloat16) else torch.float32
-    out = F.int8_vectorwise_dequant(rows, stats, dtype=out_dtype)
+    out = ops.int8_vectorwise_dequant(rows, stats, dtype=out_dtype)
     return out.to(dtype).view(*input.shape, dim)
 
 

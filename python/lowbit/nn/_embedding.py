@@ -166,7 +166,8 @@ class Embedding4bit(torch.nn.Embedding):
                                  quant_type=quant_type, quant_storage=quant_storage, module=self)
         if embedding_dim % blocksize != 0:
             warnings.warn(f"{self._op}: embedding_dim {embedding_dim} is not a multiple of the blocksize "
-                          f"{blocksize}: each lookup dequantizes the whole table (slow inference)", stacklevel=2)
+                          f"{blocksize}: each lookup dequantizes the whole table (slow inference)",
+                          stacklevel=2 if type(self).__init__ is Embedding4bit.__init__ else 3)  # the caller's line
 
     def _state(self) -> QuantState:
         """The weight's QuantState, put back from the module's where a wrapper dropped it (FSDP), as bitsandbytes."""
