@@ -343,11 +343,12 @@ def test_bad_sizes_name_the_module_and_argument(cls, args, error, message):
 
 
 def test_bad_4bit_arguments():
-    with pytest.raises(ValueError, match=r"quant_type must be 'fp4' or 'nf4' \(got 'int4'\)"):
+    with pytest.raises(ValueError, match=r"^Embedding4bit: quant_type must be 'fp4' or 'nf4' \(got 'int4'\)"):
         lnn.Embedding4bit(8, 64, quant_type="int4")
-    with pytest.raises(ValueError, match=r"blocksize must be a power of two from 32 to 4096 \(got 48\)"):
+    with pytest.raises(ValueError, match=r"^EmbeddingNF4: blocksize must be a power of two from 32 to 4096 "
+                                         r"\(got 48\)"):
         lnn.EmbeddingNF4(8, 96, blocksize=48)
-    with pytest.raises(TypeError, match=r"quant_storage must be a torch.dtype \(got 'uint8'\)"):
+    with pytest.raises(TypeError, match=r"^EmbeddingFP4: quant_storage must be a torch.dtype \(got 'uint8'\)"):
         lnn.EmbeddingFP4(8, 64, quant_storage="uint8")
 
 

@@ -11,7 +11,7 @@ import torch
 from .._quant_state import QuantState
 from ..optim import GlobalOptimManager
 from . import _calls
-from ._4bit import Params4bit
+from ._4bit import _BLOCKSIZES, _QUANT_TYPES, Params4bit
 from ._int8 import Int8Params
 
 __all__ = ["Embedding", "Embedding4bit", "Embedding8bit", "EmbeddingFP4", "EmbeddingNF4", "StableEmbedding"]
@@ -159,6 +159,12 @@ class Embedding4bit(torch.nn.Embedding):
     def __init__(self, num_embeddings: int, embedding_dim: int, dtype: Any = None, quant_type: str = "fp4",
                  quant_storage: torch.dtype = torch.uint8, device: Any = None, *, blocksize: int = 64):
         _check_sizes(self._op, num_embeddings, embedding_dim)
+        if quant_type not in _QUANT_TYPES:
+            raise ValueError(f"{self._op}: quant_type must be 'fp4' or 'nf4' (got {quant_type!r})")
+        if isinstance(blocksize, bool) or blocksize not in _BLOCKSIZES:
+            raise ValueError(f"{self._op}: blocksize must be a power of two from 32 to 4096 (got {blocksize!r})")
+        if not isinstance(quant_storage, torch.dtype):
+            raise TypeError(f"{self._op}: quant_storage must be a torch.dtype (got {quant_storage!r})")
         super().__init__(num_embeddings, embedding_dim, device=device, dtype=dtype)
         self.dtype = self.weight.data.dtype
         self.quant_state: Optional[QuantState] = None
