@@ -1,9 +1,10 @@
 """``bitsandbytes.nn`` for ``lowbit.bnb``: lowbit's PyTorch modules under bitsandbytes' names.
 
 This module re-exports :mod:`lowbit.nn` (``Linear4bit``, ``Params4bit``, ``LinearNF4``, ``LinearFP4``,
-``Linear8bitLt``, ``Int8Params``, ...), so ``bnb.nn.Linear4bit`` is ``lowbit.nn.Linear4bit``. It is
-imported on first use of ``lowbit.bnb.nn``: an installation without ``lowbit.nn`` still has the rest of
-``lowbit.bnb``.
+``Linear8bitLt``, ``Int8Params``, the embeddings ``StableEmbedding``, ``Embedding``, ``Embedding8bit``,
+``Embedding4bit``, ``EmbeddingNF4``, ``EmbeddingFP4``, ...), so ``bnb.nn.Linear4bit`` is
+``lowbit.nn.Linear4bit``. It is imported on first use of ``lowbit.bnb.nn``: an installation without
+``lowbit.nn`` still has the rest of ``lowbit.bnb``.
 """
 
 try:

@@ -2,8 +2,10 @@
 
 bitsandbytes' ``Linear4bit`` / ``Params4bit`` / ``LinearNF4`` / ``LinearFP4``
 and ``Linear8bitLt`` / ``Int8Params`` (same class names, arguments and state
-dict layout), DeepSeek's FP8 ``LinearFP8``, BitBLAS' ``Linear``, and
-``replace_linear`` to swap a model's ``torch.nn.Linear`` layers::
+dict layout), the embeddings ``StableEmbedding`` / ``Embedding`` /
+``Embedding8bit`` / ``Embedding4bit`` / ``EmbeddingNF4`` / ``EmbeddingFP4``,
+DeepSeek's FP8 ``LinearFP8``, BitBLAS' ``Linear``, and ``replace_linear`` to
+swap a model's ``torch.nn.Linear`` layers::
 
     import lowbit.nn
     model = lowbit.nn.replace_linear(model, "nf4", compute_dtype=torch.bfloat16)
@@ -13,11 +15,17 @@ See docs/nn.md.
 
 from ._4bit import Linear4bit, LinearFP4, LinearNF4, Params4bit
 from ._bitblas import Linear
+from ._embedding import Embedding, Embedding4bit, Embedding8bit, EmbeddingFP4, EmbeddingNF4, StableEmbedding
 from ._fp8 import LinearFP8
 from ._int8 import Int8Params, Linear8bitLt
 from ._replace import replace_linear
 
 __all__ = [
+    "Embedding",
+    "Embedding4bit",
+    "Embedding8bit",
+    "EmbeddingFP4",
+    "EmbeddingNF4",
     "Int8Params",
     "Linear",
     "Linear4bit",
@@ -26,5 +34,6 @@ __all__ = [
     "LinearFP8",
     "LinearNF4",
     "Params4bit",
+    "StableEmbedding",
     "replace_linear",
 ]
