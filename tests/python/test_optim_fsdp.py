@@ -38,16 +38,6 @@ import fsdp_worker as worker  # noqa: E402
 STEPS = 6
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """The unsharded references compute with one thread, as the workers do (OMP_NUM_THREADS=1): the same
-    gradient bits, which the 8-bit states need (a gradient an ulp apart can take the next code)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _run(mode: str, world: int, *args) -> None:
     env = dict(os.environ)
     tree = os.path.dirname(os.path.dirname(lowbit.__file__))  # the lowbit this run tests
