@@ -440,6 +440,23 @@ def test_a_clipped_step_never_waits_for_the_device(cls):
     torch.cuda.synchronize()
 
 
+
+def test_a_module_override_stays_with_its_parameter():
+    """register_module_override (StableEmbedding's 32-bit states) applies to that module's parameter only: a later
+    optimizer whose first parameter sits where the overridden one sat keeps its 8-bit states."""
+    emb = torch.nn.Embedding(300, 64)
+    optim.GlobalOptimManager.get_instance().register_module_override(emb, "weight", {"optim_bits": 32})
+    opt = optim.Adam8bit([emb.weight], lr=1e-3)
+    emb.weight.grad = torch.ones_like(emb.weight)
+    opt.step()
+    assert opt.state[emb.weight]["state1"].dtype == torch.float32
+    other = _params("cpu", shapes=((300, 64),))
+    opt2 = optim.Adam8bit(other, lr=1e-3)
+    _grads(other, 0)
+    opt2.step()
+    assert opt2.state[other[0]]["state1"].dtype == torch.uint8
+
+
 def test_multi_lists_of_any_torch_tensors_give_the_single_calls_values():
     """The list export: parameters that require grad as they are, a strided gradient copied (the rest of its list
     exported directly), each parameter what its single call gives; a strided buffer is an error naming its entry."""

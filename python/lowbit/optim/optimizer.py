@@ -339,14 +339,15 @@ class Optimizer8bit(torch.optim.Optimizer):
             for gindex, group in enumerate(self.param_groups):
                 for pindex, p in enumerate(group["params"]):
                     if p is target:
+                        # by the parameter, which the override's module keeps alive: a position in this
+                        # optimizer's groups would also match another optimizer's parameter there
                         self.mng.pid2config[id(p)] = config
-                        self.mng.index2config[(gindex, pindex)] = config
 
     @torch.no_grad()
     def step(self, closure=None):
         """One update of every parameter that has a gradient. Parameters that share a rule, a step count, the
         constants, a dtype and a device go to the GPU as one multi-tensor update; nothing here waits for the
-        GPU but percentile clipping, which reads the clipped parameters' histories back together, once."""
+        GPU (percentile clipping's scales stay on the device)."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
