@@ -149,8 +149,12 @@ struct RowsDecoder {
     for (uint32_t c = 0; bits <= 8 && c < (1u << bits); ++c) vtab[c] = weight_code_value(f.type, c, table);
   }
 
+  // Group g's quantized zero point of row n as its code (zeros_q only).
+  uint8_t zero_code(int64_t n, int64_t g) const {
+    return static_cast<uint8_t>(stream_read(zeros_q + g * zeros_bytes, n, bits));
+  }
   float zero(int64_t n, int64_t g) const {
-    if (zeros_q) return vtab[stream_read(zeros_q + g * zeros_bytes, n, bits)];
+    if (zeros_q) return vtab[zero_code(n, g)];
     return zeros_f32 ? zeros_f32[n * f.groups() + g] : 0.0f;
   }
 
@@ -274,19 +278,21 @@ template <class Store>
 void bnb4_gemv(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, float* a32, int64_t lda, const Store& store) {
   std::vector<float> ax(static_cast<size_t>(M * K));
   for (int64_t m = 0; m < M; ++m) gemm::bnb4_split_a(a32 + m * lda, K, ax.data() + m * K);
+  const gemm::Gemv4Table table = gemm::gemv4_table(d.table);
   bnb4_rows(
       d, M, N, K,
       [&](int64_t n, const float* scales, float* sums) {
-        gemm::bnb4_gemv_row(d.packed + n * K / 2, K, d.a.blocksize, scales, d.table, ax.data(), K, static_cast<int>(M),
+        gemm::bnb4_gemv_row(d.packed + n * K / 2, K, d.a.blocksize, scales, table, ax.data(), K, static_cast<int>(M),
                             sums);
       },
       store);
 }
 
 // The few-rows product on bf16 A (M <= kFewRowsBf16) of a 4-bit weight whose rows
-// (row(n): K / 2 bytes) hold whole 128-element chunks, A already permuted
-// into ap (M x K): scales(n, buf) gives row n's scales of `blocksize`
-// columns each (32, 64 or a multiple of 128), zeros(n, buf) its blocks' zero
+// (row(n): K / 2 bytes) the kernel takes (gemm::gemv4_bf16_fits), A already
+// permuted into ap (M rows of K elements): scales(n, buf) gives row n's scales of
+// `blocksize` columns each, zeros(n, buf) its blocks' zero-point codes (when with_zeros: the table's
+// indices) in buf
 // points or null. Rows of W 16 at a time a task, two at a time and A's rows
 // 4 at a time a kernel call (a W row pair stays in L1 for the next group of
 // 4). Splitting K into panels whose slice of A stays in L1 measured slower:
@@ -297,20 +303,21 @@ void bnb4_gemv(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, float* a32
 constexpr int64_t kFewRowsBf16 = 64;
 
 template <class RowFn, class ScalesFn, class ZerosFn, class Store>
-void gemv4_bf16(int64_t M, int64_t N, int64_t K, const uint16_t* ap, const gemm::Gemv4Table& table, int64_t blocksize,
-                bool buffered, const RowFn& row, const ScalesFn& scales_of, const ZerosFn& zeros_of,
+void gemv4_bf16(int64_t M, int64_t N, int64_t K, const uint8_t* ap, const gemm::Gemv4Table& table, int64_t blocksize,
+                bool buffered, bool with_zeros, const RowFn& row, const ScalesFn& scales_of, const ZerosFn& zeros_of,
                 const Store& store) {
-  const int64_t blocks = K / blocksize, rows_per_task = 16;
+  const int64_t blocks = K / blocksize, rows_per_task = 16, a_row_bytes = K * gemm::gemv4_a_bytes();
   parallel_for((N + rows_per_task - 1) / rows_per_task, M * N * K, [&](int64_t task) {
     const int64_t n0 = task * rows_per_task;
     const int nr = static_cast<int>(std::min(rows_per_task, N - n0));
-    // Decoded scales or zeros (nested absmax, quantized zeros) need room; the others are read in place.
-    std::vector<float> buf(buffered ? static_cast<size_t>(2 * nr * blocks) : 0);
+    // Decoded scales (nested absmax) and zero-point codes need room; other scales are read in place.
+    std::vector<float> buf(buffered ? static_cast<size_t>(nr * blocks) : 0);
+    std::vector<uint8_t> zbuf(with_zeros ? static_cast<size_t>(nr * blocks) : 0);
     const float* scales[16];
-    const float* zeros[16];
+    const uint8_t* zeros[16];
     for (int j = 0; j < nr; ++j) {
       scales[j] = scales_of(n0 + j, buffered ? buf.data() + j * blocks : nullptr);
-      zeros[j] = zeros_of(n0 + j, buffered ? buf.data() + (nr + j) * blocks : nullptr);
+      zeros[j] = with_zeros ? zeros_of(n0 + j, zbuf.data() + j * blocks) : nullptr;
     }
     float out[kFewRowsBf16][16];  // [row of A][row of W]
     for (int j = 0; j < nr; j += 2) {
@@ -319,7 +326,7 @@ void gemv4_bf16(int64_t M, int64_t N, int64_t K, const uint16_t* ap, const gemm:
       for (int64_t m0 = 0; m0 < M; m0 += 4) {
         const int a_rows = static_cast<int>(std::min<int64_t>(4, M - m0));
         alignas(64) float acc[2][4][16];  // [row of W][row of A][lane]
-        gemm::gemv4_rows_bf16(w, K, blocksize, table, ap + m0 * K, K, a_rows, &acc[0][0][0]);
+        gemm::gemv4_rows_bf16(w, K, blocksize, table, ap + m0 * a_row_bytes, K, a_rows, &acc[0][0][0]);
         for (int r = 0; r < count; ++r) {
           for (int m = 0; m < a_rows; ++m) {
             const float* lanes = &acc[0][0][0] + 16 * (r * a_rows + m);
@@ -336,15 +343,17 @@ void gemv4_bf16(int64_t M, int64_t N, int64_t K, const uint16_t* ap, const gemm:
 
 // matmul_4bit's few-rows path on bf16 A: bitsandbytes' codes (the high nibble first).
 template <class Store>
-void bnb4_gemv_bf16(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, uint16_t* ap, const Store& store) {
+void bnb4_gemv_bf16(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, uint8_t* ap, const Store& store) {
   const uint16_t* a = d.a.A.ptr<const uint16_t>();
-  for (int64_t m = 0; m < M; ++m) gemm::permute_a_bf16(a + m * K, nullptr, K, gemm::Nibbles::high_first, ap + m * K);
+  for (int64_t m = 0; m < M; ++m) {
+    gemm::permute_a_bf16(a + m * K, nullptr, K, gemm::Nibbles::high_first, ap + m * K * gemm::gemv4_a_bytes());
+  }
   const int64_t blocks = K / d.a.blocksize;
   gemv4_bf16(
-      M, N, K, ap, gemm::gemv4_table(d.table), d.a.blocksize, d.a.nested.present(),
+      M, N, K, ap, gemm::gemv4_table(d.table), d.a.blocksize, d.a.nested.present(), false,
       [&](int64_t n) { return d.packed + n * K / 2; },
       [&](int64_t n, float* buf) { return row_absmax(d, n, blocks, buf); },
-      [](int64_t, float*) { return static_cast<const float*>(nullptr); }, store);
+      [](int64_t, uint8_t*) { return static_cast<const uint8_t*>(nullptr); }, store);
 }
 
 // The large-M path: A of at least kLargeRows rows, no config forced, a build with oneDNN. W goes kPanelRows rows
@@ -430,8 +439,8 @@ void large_m_matmul(int64_t M, int64_t N, int64_t K, const void* a, int64_t lda,
 }
 
 // Whether the bf16 few-rows kernel takes a call (the run and its workspace ask the same): bf16 A of up to
-// kFewRowsBf16 rows, 4-bit codes, K whole 128-element chunks, groups that hold whole lanes of them (quantized
-// zeros: whole chunks), no config forced.
+// kFewRowsBf16 rows, 4-bit codes, K and groups the kernel takes (gemm::gemv4_bf16_fits; quantized zeros: groups
+// of whole 128-element chunks), no config forced.
 bool few_rows_bf16(const MatmulArgs& a, int64_t M) {
   const WeightFormat& f = a.weight.format;
   const int64_t gl = f.group_length(), blocksize = f.with_scaling ? gl : f.K;
@@ -473,19 +482,20 @@ void matmul_fast(const MatmulArgs& a, void* workspace, Stream) {
   // The few-rows kernel: each weight row streamed once per 4 rows of A.
   if (few_rows_bf16(a, M)) {
     const int64_t blocksize = f.with_scaling ? f.group_length() : K;
-    auto* ap = reinterpret_cast<uint16_t*>(s.a32);  // M x K halves fit in a32
+    auto* ap = reinterpret_cast<uint8_t*>(s.a32);  // M x K floats fit in a32
     const uint16_t* A = a.A.ptr<const uint16_t>();
-    for (int64_t m = 0; m < M; ++m) gemm::permute_a_bf16(A + m * K, perm, K, gemm::Nibbles::low_first, ap + m * K);
+    for (int64_t m = 0; m < M; ++m) {
+      gemm::permute_a_bf16(A + m * K, perm, K, gemm::Nibbles::low_first, ap + m * K * gemm::gemv4_a_bytes());
+    }
     const float one = 1.0f;
     const int64_t groups = f.groups();
     with_store(a.out, N, bias, a.kName, [&](const auto& store) {
       gemv4_bf16(
-          M, N, K, ap, gemm::gemv4_table(decode.vtab), blocksize, f.with_zeros,
+          M, N, K, ap, gemm::gemv4_table(decode.vtab), blocksize, false, f.with_zeros,
           [&](int64_t n) { return decode.q + n * decode.row_bytes; },
           [&](int64_t n, float*) { return f.with_scaling ? decode.scale + n * groups : &one; },
-          [&](int64_t n, float* buf) -> const float* {
-            if (!f.with_zeros) return nullptr;
-            for (int64_t g = 0; g < groups; ++g) buf[g] = decode.zero(n, g);
+          [&](int64_t n, uint8_t* buf) -> const uint8_t* {
+            for (int64_t g = 0; g < groups; ++g) buf[g] = decode.zero_code(n, g);
             return buf;
           },
           store);
@@ -534,11 +544,10 @@ void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream) {
   if (M == 0) return;
   const Scratch s(workspace, M, K);
   const int64_t lda = gemm::round_up(K, kVec);
-  // Up to 4 rows, whole blocks of 32-multiples a row, no config forced: each weight row streamed once;
-  // bf16 A as it is, up to 64 rows, where K is whole 128-element chunks and the blocks hold whole lanes of them.
-  const bool gemv = a.config.empty() && K % a.blocksize == 0 && a.blocksize % 32 == 0;
+  // Up to 4 rows where the kernel takes K and the blocks, no config forced: each weight row streamed once;
+  // bf16 A as it is, up to 64 rows, where its kernel takes K and the blocks.
   const bool gemv_bf16 = few_rows_bf16(a, M, K);
-  const bool gemv_f32 = gemv && M <= 4 && !gemv_bf16 && gemm::bnb4_gemv_available();
+  const bool gemv_f32 = a.config.empty() && M <= 4 && !gemv_bf16 && gemm::bnb4_gemv_fits(K, a.blocksize);
   const bool large = !gemv_bf16 && large_m(a.config, M, a.A.dtype), large_bf16 = large && bf16_panels(a.A.dtype);
   if (!gemv_bf16 && !large_bf16) gemm::prepare_a(a.A, nullptr, M, K, lda, s.a32);
   if (a.bias.present()) {
@@ -561,7 +570,7 @@ void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream) {
   }
   with_store(a.out, N, a.bias.present() ? s.bias : nullptr, a.kName, [&](const auto& store) {
     if (gemv_bf16) {
-      bnb4_gemv_bf16(decode, M, N, K, reinterpret_cast<uint16_t*>(s.a32), store);  // M x K halves fit in a32
+      bnb4_gemv_bf16(decode, M, N, K, reinterpret_cast<uint8_t*>(s.a32), store);  // M x K floats fit in a32
     } else if (gemv_f32) {
       bnb4_gemv(decode, M, N, K, s.a32, lda, store);
     } else {

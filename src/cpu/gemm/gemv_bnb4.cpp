@@ -6,10 +6,12 @@
 // path's order of sums). fp32 A: bitsandbytes' codes, 16 at a time by
 // vpermps. bf16 A: bitsandbytes' codes or the rows layout's (the nibble
 // order is A's permutation), 32 at a time by vpermw into vdpbf16ps, for
-// matmul_4bit and Matmul alike.
+// matmul_4bit and Matmul alike. Without AVX-512 the AVX2 kernels
+// (gemv4_avx2.cpp) serve both; this file picks.
 #include <cstdint>
 
 #include "core/float_convert.h"
+#include "cpu/gemm/gemv4_avx2.h"
 #include "cpu/gemm/kernels.h"
 #include "cpu/isa.h"
 
@@ -134,7 +136,6 @@ LOWBIT_BF16_TARGET void rows_bf16(const Gemv4Rows& w, int64_t K, int64_t blocksi
                                   const uint16_t* ap, int64_t ldap, float* acc16) {
   __m512i tab[2];
   tab[0] = tab[1] = _mm512_loadu_si512(t.bf16);
-  const __m512 values = _mm512_loadu_ps(t.values);
   __m512 acc[kW][kRows];
   for (int r = 0; r < kW; ++r) {
     for (int m = 0; m < kRows; ++m) acc[r][m] = _mm512_setzero_ps();
@@ -145,10 +146,7 @@ LOWBIT_BF16_TARGET void rows_bf16(const Gemv4Rows& w, int64_t K, int64_t blocksi
     for (int64_t b = 0, k = 0; k < K; ++b) {
       for (int r = 0; r < kW; ++r) {
         s[r] = _mm512_set1_ps(w.scales[r][b]);
-        if constexpr (kZeros) {  // the block's values minus its zero (small integers: exact in bf16), twice
-          const __m512 v = _mm512_sub_ps(values, _mm512_set1_ps(w.zeros[r][b]));
-          tab[r] = (__m512i)_mm512_cvtne2ps_pbh(v, v);
-        }
+        if constexpr (kZeros) tab[r] = _mm512_loadu_si512(t.zero_bf16[w.zeros[r][b]]);
       }
       for (int64_t c = 0; c < per_block; ++c, k += 128) chunk_bf16<kRows, kW>(w.codes, k, tab, ap, ldap, s, acc);
     }
@@ -197,39 +195,67 @@ LOWBIT_BF16_TARGET void rows_bf16_entry(const Gemv4Rows& w, int64_t K, int64_t b
 #undef LOWBIT_BF16_TARGET
 #endif
 
-using RowBf16Fn = void (*)(const Gemv4Rows&, int64_t, int64_t, const Gemv4Table&, const uint16_t*, int64_t, int,
-                           float*);
+// Which kernel family serves the few-rows products on this CPU (capped by LOWBIT_CPU_ISA).
+enum class Kernels { none, avx2, avx512 };
 
-RowBf16Fn row_bf16_fn() {
-  static const RowBf16Fn fn = [] {
+Kernels f32_kernels() {
+  static const Kernels k = [] {
 #if defined(__x86_64__)
-    if (supports(Feature::avx512bw) && supports(Feature::avx512bf16)) return &rows_bf16_entry;
+    if (supports(Feature::avx512f)) return Kernels::avx512;
+    if (supports(Feature::avx2) && supports(Feature::fma)) return Kernels::avx2;
 #endif
-    return static_cast<RowBf16Fn>(nullptr);
+    return Kernels::none;
   }();
-  return fn;
+  return k;
 }
 
-using RowFn = void (*)(const uint8_t*, int64_t, int64_t, const float*, const float*, const float*, int64_t, int,
-                       float*);
-
-RowFn pick_row() {
+Kernels bf16_kernels() {
+  static const Kernels k = [] {
 #if defined(__x86_64__)
-  if (supports(Feature::avx512f)) return row_avx512_any;
+    if (supports(Feature::avx512bw) && supports(Feature::avx512bf16)) return Kernels::avx512;
+    if (supports(Feature::avx2) && supports(Feature::fma)) return Kernels::avx2;
 #endif
-  return nullptr;
-}
-
-RowFn row_fn() {
-  static const RowFn fn = pick_row();
-  return fn;
+    return Kernels::none;
+  }();
+  return k;
 }
 
 }  // namespace
 
-bool bnb4_gemv_available() { return row_fn() != nullptr; }
+Gemv4Table gemv4_table(const float* values16) {
+  Gemv4Table t{};
+  for (int i = 0; i < 16; ++i) {
+    t.values[i] = values16[i];
+    const uint16_t h = f32_to_bf16(values16[i]);
+    t.bf16[i] = t.bf16[i + 16] = h;
+    t.bf16_bytes[0][i] = static_cast<uint8_t>(h & 0xff);
+    t.bf16_bytes[1][i] = static_cast<uint8_t>(h >> 8);
+    const uint32_t bits = float_bits(values16[i]);
+    for (int b = 0; b < 4; ++b) t.f32_bytes[b][i] = static_cast<uint8_t>(bits >> (8 * b));
+  }
+  for (int z = 0; z < 16; ++z) {
+    for (int i = 0; i < 16; ++i) {
+      const uint16_t h = f32_to_bf16(values16[i] - values16[z]);
+      t.zero_bf16[z][i] = t.zero_bf16[z][i + 16] = h;
+      t.zero_bf16_bytes[z][0][i] = static_cast<uint8_t>(h & 0xff);
+      t.zero_bf16_bytes[z][1][i] = static_cast<uint8_t>(h >> 8);
+    }
+  }
+  return t;
+}
+
+bool bnb4_gemv_fits(int64_t K, int64_t blocksize) {
+  if (blocksize <= 0 || K % blocksize != 0 || blocksize % 32 != 0) return false;
+  switch (f32_kernels()) {
+    case Kernels::avx512: return true;
+    case Kernels::avx2: return avx2::fits(K, blocksize);
+    case Kernels::none: return false;
+  }
+  return false;
+}
 
 void bnb4_split_a(const float* a, int64_t K, float* ax) {
+  if (f32_kernels() == Kernels::avx2) return avx2::permute_a(nullptr, a, nullptr, K, Nibbles::high_first, 4, ax);
   for (int64_t c = 0; c < K; c += 32) {
     for (int j = 0; j < 16; ++j) {
       ax[c + j] = a[c + 2 * j];
@@ -238,17 +264,29 @@ void bnb4_split_a(const float* a, int64_t K, float* ax) {
   }
 }
 
-void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float* scales, const float* table16,
+void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float* scales, const Gemv4Table& t,
                    const float* ax, int64_t ldx, int rows, float* out) {
-  row_fn()(row, K, blocksize, scales, table16, ax, ldx, rows, out);
+#if defined(__x86_64__)
+  if (f32_kernels() == Kernels::avx512) return row_avx512_any(row, K, blocksize, scales, t.values, ax, ldx, rows, out);
+  avx2::row_f32(row, K, blocksize, scales, t, ax, ldx, rows, out);
+#endif
 }
 
 bool gemv4_bf16_fits(int64_t K, int64_t blocksize) {
-  return row_bf16_fn() != nullptr && K % 128 == 0 && blocksize > 0 &&
-         (blocksize == 32 || blocksize == 64 || blocksize % 128 == 0);
+  switch (bf16_kernels()) {
+    case Kernels::avx512:
+      return K % 128 == 0 && blocksize > 0 && (blocksize == 32 || blocksize == 64 || blocksize % 128 == 0);
+    case Kernels::avx2: return avx2::fits(K, blocksize);
+    case Kernels::none: return false;
+  }
+  return false;
 }
 
-void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, Nibbles order, uint16_t* ap) {
+int64_t gemv4_a_bytes() { return bf16_kernels() == Kernels::avx2 ? 4 : 2; }
+
+void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, Nibbles order, void* out) {
+  if (bf16_kernels() == Kernels::avx2) return avx2::permute_a(a, nullptr, perm, K, order, 2, static_cast<float*>(out));
+  auto* ap = static_cast<uint16_t*>(out);
   // The element each shift of word i yields, in shift order 0, 4, 8, 12.
   const int high[4] = {1, 0, 3, 2}, low[4] = {0, 1, 2, 3};
   const int* at = order == Nibbles::high_first ? high : low;
@@ -262,16 +300,14 @@ void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, Nibbles o
   }
 }
 
-Gemv4Table gemv4_table(const float* values16) {
-  Gemv4Table t{};
-  for (int i = 0; i < 16; ++i) t.values[i] = values16[i];
-  for (int i = 0; i < 32; ++i) t.bf16[i] = f32_to_bf16(values16[i % 16]);
-  return t;
-}
-
-void gemv4_rows_bf16(const Gemv4Rows& w, int64_t K, int64_t blocksize, const Gemv4Table& t, const uint16_t* ap,
+void gemv4_rows_bf16(const Gemv4Rows& w, int64_t K, int64_t blocksize, const Gemv4Table& t, const void* ap,
                      int64_t ldap, int rows, float* acc16) {
-  row_bf16_fn()(w, K, blocksize, t, ap, ldap, rows, acc16);
+#if defined(__x86_64__)
+  if (bf16_kernels() == Kernels::avx512) {
+    return rows_bf16_entry(w, K, blocksize, t, static_cast<const uint16_t*>(ap), ldap, rows, acc16);
+  }
+  avx2::rows_bf16(w, K, blocksize, t, static_cast<const float*>(ap), ldap, rows, acc16);
+#endif
 }
 
 }  // namespace lowbit::core::cpu::gemm

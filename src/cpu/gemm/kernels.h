@@ -22,43 +22,54 @@ void decode4_row_bf16(const uint8_t* row, int64_t K, int64_t gl, const float* vt
 // out[i] = table16[code of element e0 + i] * scale for i < len: bitsandbytes'
 // 4-bit stream (two codes a byte, the high nibble first), one block's run.
 void decode_bnb4(const uint8_t* packed, int64_t e0, int64_t len, const float* table16, float scale, float* out);
-// The few-rows product with a bitsandbytes 4-bit weight (gemv_bnb4.cpp), on
-// CPUs with AVX-512 (bnb4_gemv_available): out[m] = Σ_k a_m[k] · w[k] for
-// rows <= 4 rows of A against one row of W (row: its K / 2 bytes, K and the
-// blocksize multiples of 32, scales: its blocks' absmax), each A row first
-// split by bnb4_split_a into ax (ldx floats apart).
-bool bnb4_gemv_available();
+// The few-rows products of 4-bit weights (gemv_bnb4.cpp on AVX-512,
+// gemv4_avx2.cpp on AVX2 + FMA): each W row streamed once, its codes decoded
+// in registers by a table of the 16 values.
+struct Gemv4Table {
+  float values[16];           // the codes' values
+  uint16_t bf16[32];          // the same rounded to bf16, twice (vpermw reads 5 index bits)
+  uint8_t bf16_bytes[2][16];  // byte b of each bf16 value (vpshufb tables)
+  uint8_t f32_bytes[4][16];   // byte b of each fp32 value
+  // For zero-point code z: values[i] - values[z] rounded to bf16, twice, and its bytes.
+  uint16_t zero_bf16[16][32];
+  uint8_t zero_bf16_bytes[16][2][16];
+};
+Gemv4Table gemv4_table(const float* values16);
+// fp32 A, bitsandbytes' codes (bnb4_gemv_fits: a CPU with a kernel, K and
+// the blocksize it takes): out[m] = Σ_k a_m[k] · w[k] for rows <= 4 rows of
+// A against one row of W (row: its K / 2 bytes, scales: its blocks'
+// absmax), each A row first reordered by bnb4_split_a into ax (ldx floats
+// apart). The weights are the table's fp32 values.
+bool bnb4_gemv_fits(int64_t K, int64_t blocksize);
 void bnb4_split_a(const float* a, int64_t K, float* ax);
-void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float* scales, const float* table16,
+void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float* scales, const Gemv4Table& t,
                    const float* ax, int64_t ldx, int rows, float* out);
-// The few-rows product of a 4-bit weight with bf16 A (gemv_bnb4.cpp), on
-// CPUs with AVX-512 BF16, K a multiple of 128 and scale blocks of 32, 64 or
-// a multiple of 128 columns (gemv4_bf16_fits says all three), for w.count (1 or 2)
-// rows of W at once (each A chunk loaded once for both): acc16
+// bf16 A (gemv4_bf16_fits: a CPU with a kernel, K and the blocksize it
+// takes: on AVX-512 BF16 K a multiple of 128 and blocks of 32, 64 or a
+// multiple of 128; on AVX2 K a multiple of 64 and blocks of 32 or a multiple
+// of 64), for w.count (1 or 2) rows of W at once: acc16
 // ([w.count][rows][16] floats) gets each (W row, A row) pair's 16 lane sums
 // (their total is the dot product). Zero points (blocks of a multiple of
-// 128 only) make a block's weights (value − zero) · scale, its table rebuilt
-// from the codes' fp32 values (small integers: exact in bf16). Without them
-// the table is the values rounded to bf16. permute_a_bf16 orders each A row
-// (columns perm[k] when perm is given) as the codes' nibbles come out of a
-// 16-bit word: bitsandbytes' high nibble first or the rows layout's low
-// nibble first. Products and sums in fp32 (vdpbf16ps: bf16 subnormals count
-// as zero).
+// 128 only; codes into the table, as quantized zeros are) make a block's
+// weights (value − values[zero]) · scale, rounded to bf16 (small integers:
+// exact). Without them the table is the values rounded to bf16. permute_a_bf16 orders each A row
+// (columns perm[k] when perm is given) as the kernel reads it, into ap of
+// gemv4_a_bytes() bytes an element (bf16 for AVX-512, fp32 for AVX2), for
+// codes of either nibble order: bitsandbytes' high nibble first or the rows
+// layout's low nibble first. Products and sums in fp32 (vdpbf16ps: bf16
+// subnormals count as zero).
 enum class Nibbles { high_first, low_first };
 struct Gemv4Rows {
   const uint8_t* codes[2];  // each row's packed codes
   const float* scales[2];   // each row's blocks' scales
-  const float* zeros[2];    // each row's blocks' zero points, or null
+  const uint8_t* zeros[2];  // each row's blocks' zero-point codes, or null
   int count;                // rows: 1 or 2
 };
-struct Gemv4Table {
-  float values[16];   // the codes' values
-  uint16_t bf16[32];  // the same rounded to bf16, twice (vpermw reads 5 index bits)
-};
 bool gemv4_bf16_fits(int64_t K, int64_t blocksize);
-Gemv4Table gemv4_table(const float* values16);
-void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, Nibbles order, uint16_t* ap);
-void gemv4_rows_bf16(const Gemv4Rows& w, int64_t K, int64_t blocksize, const Gemv4Table& t, const uint16_t* ap,
+int64_t gemv4_a_bytes();
+void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, Nibbles order, void* ap);
+// ap: the first of `rows` permuted rows, ldap elements apart.
+void gemv4_rows_bf16(const Gemv4Rows& w, int64_t K, int64_t blocksize, const Gemv4Table& t, const void* ap,
                      int64_t ldap, int rows, float* acc16);
 // 8-bit codes: int8 / uint8 values converted, fp8 (E4M3) decoded, any other
 // kind through vtab[256].

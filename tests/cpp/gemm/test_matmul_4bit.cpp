@@ -103,13 +103,13 @@ TEST(Matmul4bit, EveryBlocksizeOnEveryPath) {
   }
 }
 
-// The CPU few-rows kernel for bf16 A (K whole 128-element chunks; blocks of
-// 32, 64 or whole chunks, nested or not): row counts in one or several
-// groups of 4.
+// The CPU few-rows kernel for bf16 A (K whole 128-element chunks on
+// AVX-512, 64-element steps on AVX2; blocks of 32, 64 or whole chunks,
+// nested or not): row counts in one or several groups of 4.
 TEST(Matmul4bit, Bf16FewRowsEveryBlocksize) {
   SCOPED_TRACE("impls: " + impl_names<Matmul4bitArgs>());
   int i = 0;
-  for (const int64_t K : {128, 384, 2048}) {
+  for (const int64_t K : {128, 192, 384, 2048}) {
     for (const int64_t bs : {32, 64, 128, 256, 1024, 2048}) {
       if (K % bs != 0) continue;
       for (const int64_t M : {1, 2, 3, 4, 7, 16, 37, 64}) {
@@ -122,6 +122,32 @@ TEST(Matmul4bit, Bf16FewRowsEveryBlocksize) {
                                  std::to_string(K) + " bs=" + std::to_string(bs) + (nested ? " nested" : "") +
                                  " M=" + std::to_string(M) + " bf16" + (bias.defined() ? " bias" : "");
         run_on_all_backends_close(bnb_case(name, random_floats({M, K}, DType::bf16), packed, st, bias));
+        ++i;
+      }
+    }
+  }
+}
+
+// The CPU few-rows kernel for fp32 A (fp16 A converted): up to 4 rows, every
+// blocksize that divides K, K of one or several 64-element steps.
+TEST(Matmul4bit, F32FewRowsEveryBlocksize) {
+  SCOPED_TRACE("impls: " + impl_names<Matmul4bitArgs>());
+  int i = 0;
+  for (const int64_t K : {64, 192, 2048}) {
+    for (const int64_t bs : {32, 64, 128, 256, 1024, 2048}) {
+      if (K % bs != 0) continue;
+      for (const int64_t M : {1, 2, 3, 4}) {
+        const Quant4Type type = i % 2 ? Quant4Type::fp4 : Quant4Type::nf4;
+        const bool nested = (i / 2) % 2 == 1;
+        const DType dt = (i / 3) % 2 ? DType::f16 : DType::f32;
+        const int64_t N = 19 + i % 3;
+        auto [packed, st] = quantize_4bit(random_floats({N, K}, DType::f32), bs, type, nested);
+        const Tensor bias = i % 3 == 0 ? random_floats({N}, DType::f32) : Tensor();
+        const std::string name = "matmul_4bit " + st.quant_type + " N=" + std::to_string(N) +
+                                 " K=" + std::to_string(K) + " bs=" + std::to_string(bs) + (nested ? " nested" : "") +
+                                 " M=" + std::to_string(M) + " " + std::string(dtype_name(dt)) +
+                                 (bias.defined() ? " bias" : "");
+        run_on_all_backends_close(bnb_case(name, random_floats({M, K}, dt), packed, st, bias));
         ++i;
       }
     }
