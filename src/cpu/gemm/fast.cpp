@@ -20,6 +20,7 @@
 #include "cpu/gemm/kernels.h"
 #include "cpu/gemm/onednn.h"
 #include "cpu/gemm/tiles.h"
+#include "cpu/isa.h"
 #include "cpu/quant/elementwise.h"
 #include "cpu/quant/parallel.h"
 #include "cpu/quant/spans.h"
@@ -253,6 +254,9 @@ const float* row_absmax(const Bnb4Decoder& d, int64_t n, int64_t blocks, float* 
   return buf;
 }
 
+// The most rows of A any fp32 few-rows kernel takes (gemm::bnb4_gemv_max_rows: this CPU's).
+constexpr int64_t kFewRowsF32 = 64;
+
 // Rows of W 16 at a time a task for the few-rows fp32 path: row(n, scales,
 // sums) writes the M sums of row n given its blocks' absmax.
 template <class Row, class Store>
@@ -262,7 +266,7 @@ void bnb4_rows(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, const Row&
     const int64_t n0 = task * rows_per_task;
     const int nr = static_cast<int>(std::min(rows_per_task, N - n0));
     std::vector<float> decoded(d.a.nested.present() ? static_cast<size_t>(blocks) : 0);
-    float out[4][16], sums[4];
+    float out[kFewRowsF32][16], sums[kFewRowsF32];
     for (int j = 0; j < nr; ++j) {
       const int64_t n = n0 + j;
       row(n, row_absmax(d, n, blocks, decoded.data()), sums);
@@ -272,8 +276,8 @@ void bnb4_rows(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, const Row&
   });
 }
 
-// The few-rows path on fp32 A: A's rows split for gemm::bnb4_gemv_row (in
-// the rows of a32: lda >= K floats each).
+// The few-rows path on fp32 A (M <= gemm::bnb4_gemv_max_rows()): A's rows split for gemm::bnb4_gemv_row (in
+// the rows of a32: lda >= K floats each), 4 at a time a call.
 template <class Store>
 void bnb4_gemv(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, float* a32, int64_t lda, const Store& store) {
   std::vector<float> ax(static_cast<size_t>(M * K));
@@ -282,8 +286,10 @@ void bnb4_gemv(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, float* a32
   bnb4_rows(
       d, M, N, K,
       [&](int64_t n, const float* scales, float* sums) {
-        gemm::bnb4_gemv_row(d.packed + n * K / 2, K, d.a.blocksize, scales, table, ax.data(), K, static_cast<int>(M),
-                            sums);
+        for (int64_t m0 = 0; m0 < M; m0 += 4) {
+          gemm::bnb4_gemv_row(d.packed + n * K / 2, K, d.a.blocksize, scales, table, ax.data() + m0 * K, K,
+                              static_cast<int>(std::min<int64_t>(4, M - m0)), sums + m0);
+        }
       },
       store);
 }
@@ -365,8 +371,11 @@ constexpr int64_t kPanelRows = 512;
 // Whether the large-M path runs in bf16 (bf16 A where oneDNN has bf16 kernels), else in fp32.
 bool bf16_panels(DType a_dtype) { return a_dtype == DType::bf16 && gemm::onednn_bf16_available(); }
 
+// fp32 panels take A from 64 rows on AVX-512 (the tiles and few-rows kernels hold up to there), from 32 without
+// it (the AVX2 few-rows kernel's time grows past oneDNN's from there).
 bool large_m(const KernelConfig& config, int64_t M, DType a_dtype) {
-  return config.empty() && M >= (bf16_panels(a_dtype) ? kLargeRows : 2 * kLargeRows) && gemm::onednn_available();
+  const int64_t rows = bf16_panels(a_dtype) || !supports(Feature::avx512f) ? kLargeRows : 2 * kLargeRows;
+  return config.empty() && M >= rows && gemm::onednn_available();
 }
 
 // The large-M path's workspace after Scratch's (whose a32 holds A, gathered in bf16 or prepared in fp32): a panel
@@ -544,10 +553,11 @@ void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream) {
   if (M == 0) return;
   const Scratch s(workspace, M, K);
   const int64_t lda = gemm::round_up(K, kVec);
-  // Up to 4 rows where the kernel takes K and the blocks, no config forced: each weight row streamed once;
+  // A few rows where the kernel takes K and the blocks, no config forced: each weight row streamed once;
   // bf16 A as it is, up to 64 rows, where its kernel takes K and the blocks.
   const bool gemv_bf16 = few_rows_bf16(a, M, K);
-  const bool gemv_f32 = a.config.empty() && M <= 4 && !gemv_bf16 && gemm::bnb4_gemv_fits(K, a.blocksize);
+  const bool gemv_f32 =
+      a.config.empty() && M <= gemm::bnb4_gemv_max_rows() && !gemv_bf16 && gemm::bnb4_gemv_fits(K, a.blocksize);
   const bool large = !gemv_bf16 && large_m(a.config, M, a.A.dtype), large_bf16 = large && bf16_panels(a.A.dtype);
   if (!gemv_bf16 && !large_bf16) gemm::prepare_a(a.A, nullptr, M, K, lda, s.a32);
   if (a.bias.present()) {

@@ -254,6 +254,8 @@ bool bnb4_gemv_fits(int64_t K, int64_t blocksize) {
   return false;
 }
 
+int64_t bnb4_gemv_max_rows() { return f32_kernels() == Kernels::avx2 ? 64 : 4; }
+
 void bnb4_split_a(const float* a, int64_t K, float* ax) {
   if (f32_kernels() == Kernels::avx2) return avx2::permute_a(nullptr, a, nullptr, K, Nibbles::high_first, 4, ax);
   for (int64_t c = 0; c < K; c += 32) {

@@ -41,6 +41,9 @@ Gemv4Table gemv4_table(const float* values16);
 // absmax), each A row first reordered by bnb4_split_a into ax (ldx floats
 // apart). The weights are the table's fp32 values.
 bool bnb4_gemv_fits(int64_t K, int64_t blocksize);
+// The most rows of A the few-rows path takes in groups of 4 (from 4 rows on,
+// where it beats the tiles on this CPU's kernel): 4 on AVX-512, 64 on AVX2.
+int64_t bnb4_gemv_max_rows();
 void bnb4_split_a(const float* a, int64_t K, float* ax);
 void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float* scales, const Gemv4Table& t,
                    const float* ax, int64_t ldx, int rows, float* out);

@@ -128,15 +128,16 @@ TEST(Matmul4bit, Bf16FewRowsEveryBlocksize) {
   }
 }
 
-// The CPU few-rows kernel for fp32 A (fp16 A converted): up to 4 rows, every
-// blocksize that divides K, K of one or several 64-element steps.
+// The CPU few-rows kernel for fp32 A (fp16 A converted): up to 4 rows a call
+// (in one or several groups on AVX2), every blocksize that divides K, K of
+// one or several 64-element steps.
 TEST(Matmul4bit, F32FewRowsEveryBlocksize) {
   SCOPED_TRACE("impls: " + impl_names<Matmul4bitArgs>());
   int i = 0;
   for (const int64_t K : {64, 192, 2048}) {
     for (const int64_t bs : {32, 64, 128, 256, 1024, 2048}) {
       if (K % bs != 0) continue;
-      for (const int64_t M : {1, 2, 3, 4}) {
+      for (const int64_t M : {1, 2, 3, 4, 7, 30}) {
         const Quant4Type type = i % 2 ? Quant4Type::fp4 : Quant4Type::nf4;
         const bool nested = (i / 2) % 2 == 1;
         const DType dt = (i / 3) % 2 ? DType::f16 : DType::f32;
