@@ -21,3 +21,12 @@ lowbit_header_dep(nlohmann_json nlohmann/json.hpp nlohmann_json::nlohmann_json)
 if(LOWBIT_BUILD_CLI OR LOWBIT_BUILD_BENCH)
   lowbit_header_dep(CLI11 CLI/CLI.hpp CLI11::CLI11)
 endif()
+
+# Highway (libhwy-dev), header-only: lowbit picks each kernel's target itself (src/cpu/hwy_targets.h), so
+# nothing of libhwy is linked and the library needs no Highway at run time.
+find_path(LOWBIT_HWY_INCLUDE hwy/highway.h PATHS ${LOWBIT_DEPS_DIR}/include /usr/include NO_DEFAULT_PATH)
+if(NOT LOWBIT_HWY_INCLUDE)
+  message(FATAL_ERROR "lowbit: hwy/highway.h not found (apt-get install libhwy-dev, or run scripts/fetch-deps)")
+endif()
+add_library(lowbit::hwy INTERFACE IMPORTED GLOBAL)
+set_target_properties(lowbit::hwy PROPERTIES INTERFACE_INCLUDE_DIRECTORIES ${LOWBIT_HWY_INCLUDE})

@@ -9,6 +9,7 @@
 #endif
 
 #include "core/check.h"
+#include "cpu/hwy_targets.h"
 
 namespace lowbit::core::cpu {
 namespace {
@@ -52,9 +53,11 @@ bool has(Feature f) {
     case Feature::f16c: return __builtin_cpu_supports("avx") && cpuid_bit(1, 0, 2, 29);
     case Feature::avx2: return __builtin_cpu_supports("avx2");
     case Feature::fma: return __builtin_cpu_supports("fma");
+    case Feature::bmi2: return __builtin_cpu_supports("bmi2");
     case Feature::avx512f: return __builtin_cpu_supports("avx512f");
     case Feature::avx512bw: return __builtin_cpu_supports("avx512bw");
     case Feature::avx512dq: return __builtin_cpu_supports("avx512dq");
+    case Feature::avx512vl: return __builtin_cpu_supports("avx512vl");
     case Feature::avx512bf16: return __builtin_cpu_supports("avx512f") && cpuid_bit(7, 1, 0, 5);
     case Feature::avx512vnni: return __builtin_cpu_supports("avx512vnni");
   }
@@ -68,7 +71,8 @@ int level_of(Feature f) {
     case Feature::avx:
     case Feature::f16c:
     case Feature::avx2:
-    case Feature::fma: return 1;
+    case Feature::fma:
+    case Feature::bmi2: return 1;
     default: return 2;
   }
 }
@@ -85,6 +89,20 @@ std::string_view isa_cap() {
     case 1: return "avx2";
     default: return "native";
   }
+}
+
+HwyTarget hwy_target() {
+#if defined(__x86_64__) || defined(__i386__)
+  const bool avx2 =
+      supports(Feature::avx2) && supports(Feature::fma) && supports(Feature::f16c) && supports(Feature::bmi2);
+  if (avx2 && supports(Feature::avx512f) && supports(Feature::avx512bw) && supports(Feature::avx512dq) &&
+      supports(Feature::avx512vl)) {
+    return HwyTarget::avx3;
+  }
+  return avx2 ? HwyTarget::avx2 : HwyTarget::sse4;
+#else
+  return HwyTarget::other;
+#endif
 }
 
 }  // namespace lowbit::core::cpu

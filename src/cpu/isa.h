@@ -3,7 +3,7 @@
 // every path below its best (oneDNN's dispatch is capped alike: gemm/onednn.cpp):
 // "native" (the default) or "avx512" takes what
 // the CPU has, "avx2" drops the AVX-512 features, "baseline" also AVX, AVX2,
-// FMA and F16C. The loops built by GCC's target_clones (simd_clones.h) are
+// FMA, F16C and BMI2. The loops built by GCC's target_clones (simd_clones.h) are
 // picked at load time by the CPU alone; they give the same bits in every
 // variant (-ffp-contract=off).
 #pragma once
@@ -12,7 +12,7 @@
 
 namespace lowbit::core::cpu {
 
-enum class Feature { avx, f16c, avx2, fma, avx512f, avx512bw, avx512dq, avx512bf16, avx512vnni };
+enum class Feature { avx, f16c, avx2, fma, bmi2, avx512f, avx512bw, avx512dq, avx512vl, avx512bf16, avx512vnni };
 
 // Whether the CPU has `f` and LOWBIT_CPU_ISA allows it (read once). Never throws.
 bool supports(Feature f);

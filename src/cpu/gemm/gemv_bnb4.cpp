@@ -6,12 +6,12 @@
 // path's order of sums). fp32 A: bitsandbytes' codes, 16 at a time by
 // vpermps. bf16 A: bitsandbytes' codes or the rows layout's (the nibble
 // order is A's permutation), 32 at a time by vpermw into vdpbf16ps, for
-// matmul_4bit and Matmul alike. Without AVX-512 the AVX2 kernels
-// (gemv4_avx2.cpp) serve both; this file picks.
+// matmul_4bit and Matmul alike. Without AVX-512 the Highway kernels
+// (gemv4_hwy.cpp: AVX2, SSE4, NEON) serve both; this file picks.
 #include <cstdint>
 
 #include "core/float_convert.h"
-#include "cpu/gemm/gemv4_avx2.h"
+#include "cpu/gemm/gemv4_hwy.h"
 #include "cpu/gemm/kernels.h"
 #include "cpu/isa.h"
 
@@ -195,16 +195,16 @@ LOWBIT_BF16_TARGET void rows_bf16_entry(const Gemv4Rows& w, int64_t K, int64_t b
 #undef LOWBIT_BF16_TARGET
 #endif
 
-// Which kernel family serves the few-rows products on this CPU (capped by LOWBIT_CPU_ISA).
-enum class Kernels { none, avx2, avx512 };
+// Which kernels serve the few-rows products on this CPU (under LOWBIT_CPU_ISA): the AVX-512 ones above where
+// their features are allowed, else the Highway ones (gemv4_hwy.cpp) for the best target allowed.
+enum class Kernels { hwy, avx512 };
 
 Kernels f32_kernels() {
   static const Kernels k = [] {
 #if defined(__x86_64__)
     if (supports(Feature::avx512f)) return Kernels::avx512;
-    if (supports(Feature::avx2) && supports(Feature::fma)) return Kernels::avx2;
 #endif
-    return Kernels::none;
+    return Kernels::hwy;
   }();
   return k;
 }
@@ -213,9 +213,8 @@ Kernels bf16_kernels() {
   static const Kernels k = [] {
 #if defined(__x86_64__)
     if (supports(Feature::avx512bw) && supports(Feature::avx512bf16)) return Kernels::avx512;
-    if (supports(Feature::avx2) && supports(Feature::fma)) return Kernels::avx2;
 #endif
-    return Kernels::none;
+    return Kernels::hwy;
   }();
   return k;
 }
@@ -246,18 +245,15 @@ Gemv4Table gemv4_table(const float* values16) {
 
 bool bnb4_gemv_fits(int64_t K, int64_t blocksize) {
   if (blocksize <= 0 || K % blocksize != 0 || blocksize % 32 != 0) return false;
-  switch (f32_kernels()) {
-    case Kernels::avx512: return true;
-    case Kernels::avx2: return avx2::fits(K, blocksize);
-    case Kernels::none: return false;
-  }
-  return false;
+  return f32_kernels() == Kernels::avx512 || hwy_gemv4::fits(hwy_gemv4::kernels().step, K, blocksize);
 }
 
-int64_t bnb4_gemv_max_rows() { return f32_kernels() == Kernels::avx2 ? 64 : 4; }
+int64_t bnb4_gemv_max_rows() { return f32_kernels() == Kernels::hwy ? 64 : 4; }
 
 void bnb4_split_a(const float* a, int64_t K, float* ax) {
-  if (f32_kernels() == Kernels::avx2) return avx2::permute_a(nullptr, a, nullptr, K, Nibbles::high_first, 4, ax);
+  if (f32_kernels() == Kernels::hwy) {
+    return hwy_gemv4::permute_a(hwy_gemv4::kernels().step, nullptr, a, nullptr, K, Nibbles::high_first, 4, ax);
+  }
   for (int64_t c = 0; c < K; c += 32) {
     for (int j = 0; j < 16; ++j) {
       ax[c + j] = a[c + 2 * j];
@@ -270,24 +266,25 @@ void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float
                    const float* ax, int64_t ldx, int rows, float* out) {
 #if defined(__x86_64__)
   if (f32_kernels() == Kernels::avx512) return row_avx512_any(row, K, blocksize, scales, t.values, ax, ldx, rows, out);
-  avx2::row_f32(row, K, blocksize, scales, t, ax, ldx, rows, out);
 #endif
+  hwy_gemv4::kernels().row_f32(row, K, blocksize, scales, t, ax, ldx, rows, out);
 }
 
 bool gemv4_bf16_fits(int64_t K, int64_t blocksize) {
   switch (bf16_kernels()) {
     case Kernels::avx512:
       return K % 128 == 0 && blocksize > 0 && (blocksize == 32 || blocksize == 64 || blocksize % 128 == 0);
-    case Kernels::avx2: return avx2::fits(K, blocksize);
-    case Kernels::none: return false;
+    case Kernels::hwy: return hwy_gemv4::fits(hwy_gemv4::kernels().step, K, blocksize);
   }
   return false;
 }
 
-int64_t gemv4_a_bytes() { return bf16_kernels() == Kernels::avx2 ? 4 : 2; }
+int64_t gemv4_a_bytes() { return bf16_kernels() == Kernels::hwy ? 4 : 2; }
 
 void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, Nibbles order, void* out) {
-  if (bf16_kernels() == Kernels::avx2) return avx2::permute_a(a, nullptr, perm, K, order, 2, static_cast<float*>(out));
+  if (bf16_kernels() == Kernels::hwy) {
+    return hwy_gemv4::permute_a(hwy_gemv4::kernels().step, a, nullptr, perm, K, order, 2, static_cast<float*>(out));
+  }
   auto* ap = static_cast<uint16_t*>(out);
   // The element each shift of word i yields, in shift order 0, 4, 8, 12.
   const int high[4] = {1, 0, 3, 2}, low[4] = {0, 1, 2, 3};
@@ -308,8 +305,8 @@ void gemv4_rows_bf16(const Gemv4Rows& w, int64_t K, int64_t blocksize, const Gem
   if (bf16_kernels() == Kernels::avx512) {
     return rows_bf16_entry(w, K, blocksize, t, static_cast<const uint16_t*>(ap), ldap, rows, acc16);
   }
-  avx2::rows_bf16(w, K, blocksize, t, static_cast<const float*>(ap), ldap, rows, acc16);
 #endif
+  hwy_gemv4::kernels().rows_bf16(w, K, blocksize, t, static_cast<const float*>(ap), ldap, rows, acc16);
 }
 
 }  // namespace lowbit::core::cpu::gemm

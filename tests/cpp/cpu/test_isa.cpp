@@ -20,13 +20,13 @@ TEST(CpuIsa, TheCapFollowsTheEnvironment) {
   const std::string want = env == nullptr || *env == '\0' || std::string(env) == "avx512" ? "native" : env;
   EXPECT_EQ(isa_cap(), want);
   if (want != "native") {
-    for (Feature f : {Feature::avx512f, Feature::avx512bw, Feature::avx512dq, Feature::avx512bf16,
+    for (Feature f : {Feature::avx512f, Feature::avx512bw, Feature::avx512dq, Feature::avx512vl, Feature::avx512bf16,
                       Feature::avx512vnni}) {
       EXPECT_FALSE(supports(f)) << static_cast<int>(f);
     }
   }
   if (want == "baseline") {
-    for (Feature f : {Feature::avx, Feature::f16c, Feature::avx2, Feature::fma}) {
+    for (Feature f : {Feature::avx, Feature::f16c, Feature::avx2, Feature::fma, Feature::bmi2}) {
       EXPECT_FALSE(supports(f));
     }
   }
