@@ -8,6 +8,7 @@
 #include "core/quant_math.h"
 #include "core/tables.h"
 #include "cpu/isa.h"
+#include "cpu/quant/decode4_hwy.h"
 #include "cpu/simd_clones.h"
 
 namespace lowbit::core::cpu {
@@ -312,97 +313,6 @@ LOWBIT_DECODE4_TARGET void decode4_blocks_avx512(const uint8_t* packed, int64_t 
   }
 }
 
-// The same on AVX2: 16 bytes -> 32 codes in element order (the high and low
-// nibbles interleaved), looked up by vpshufb in four byte tables of the
-// values' fp32 bits (exact), the bytes interleaved back into fp32 lanes,
-// then times the block's scale; bf16 rounded by f32_to_bf16's integer
-// rounding (NaN kept quiet).
-#define LOWBIT_DECODE4_AVX2 __attribute__((target("avx2")))
-
-struct Decode4Avx2Tables {
-  __m256i t[4];
-};
-
-LOWBIT_DECODE4_AVX2 Decode4Avx2Tables decode4_avx2_tables(const float* table) {
-  alignas(16) uint8_t bytes[4][16];
-  for (int i = 0; i < 16; ++i) {
-    const uint32_t u = float_bits(table[i]);
-    for (int b = 0; b < 4; ++b) bytes[b][i] = static_cast<uint8_t>(u >> (8 * b));
-  }
-  Decode4Avx2Tables t;
-  for (int b = 0; b < 4; ++b) {
-    t.t[b] = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(bytes[b])));
-  }
-  return t;
-}
-
-// Elements 0 .. 31 of the 16 bytes at p, each table[code] * m, into v[0..3] (8 each, in order).
-LOWBIT_DECODE4_AVX2 __attribute__((always_inline)) inline void decode32_avx2(const Decode4Avx2Tables& t,
-                                                                             const uint8_t* p, __m256 m,
-                                                                             __m256 (&v)[4]) {
-  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  const __m128i low4 = _mm_set1_epi8(0x0f);
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(x, 4), low4), lo = _mm_and_si128(x, low4);
-  const __m256i idx = _mm256_set_m128i(_mm_unpackhi_epi8(hi, lo), _mm_unpacklo_epi8(hi, lo));
-  const __m256i b0 = _mm256_shuffle_epi8(t.t[0], idx), b1 = _mm256_shuffle_epi8(t.t[1], idx);
-  const __m256i b2 = _mm256_shuffle_epi8(t.t[2], idx), b3 = _mm256_shuffle_epi8(t.t[3], idx);
-  const __m256i l01 = _mm256_unpacklo_epi8(b0, b1), h01 = _mm256_unpackhi_epi8(b0, b1);
-  const __m256i l23 = _mm256_unpacklo_epi8(b2, b3), h23 = _mm256_unpackhi_epi8(b2, b3);
-  // d[j]: elements 4j .. 4j + 3 in lane 0, 16 + 4j .. 19 + 4j in lane 1.
-  const __m256i d0 = _mm256_unpacklo_epi16(l01, l23), d1 = _mm256_unpackhi_epi16(l01, l23);
-  const __m256i d2 = _mm256_unpacklo_epi16(h01, h23), d3 = _mm256_unpackhi_epi16(h01, h23);
-  v[0] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_permute2x128_si256(d0, d1, 0x20)), m);
-  v[1] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_permute2x128_si256(d2, d3, 0x20)), m);
-  v[2] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_permute2x128_si256(d0, d1, 0x31)), m);
-  v[3] = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_permute2x128_si256(d2, d3, 0x31)), m);
-}
-
-LOWBIT_DECODE4_AVX2 __attribute__((always_inline)) inline void store32_avx2(float* o, const __m256 (&v)[4]) {
-  for (int j = 0; j < 4; ++j) _mm256_storeu_ps(o + 8 * j, v[j]);
-}
-
-LOWBIT_DECODE4_AVX2 __attribute__((always_inline)) inline __m256i bf16_bits_avx2(__m256 v) {
-  const __m256i u = _mm256_castps_si256(v);
-  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
-  const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
-  return _mm256_blendv_epi8(r, nan, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
-}
-
-LOWBIT_DECODE4_AVX2 __attribute__((always_inline)) inline void store32_avx2(BFloat16* o, const __m256 (&v)[4]) {
-  for (int j = 0; j < 4; j += 2) {
-    // packus interleaves the lanes' halves; the qword permute puts them back in order.
-    const __m256i w = _mm256_packus_epi32(bf16_bits_avx2(v[j]), bf16_bits_avx2(v[j + 1]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 8 * j), _mm256_permute4x64_epi64(w, 0xd8));
-  }
-}
-
-template <class T>
-LOWBIT_DECODE4_AVX2 void decode4_blocks_avx2(const uint8_t* packed, int64_t count, int64_t bs, const float* scales,
-                                             const float* table, T* out) {
-  const Decode4Avx2Tables t = decode4_avx2_tables(table);
-  for (int64_t b = 0, k0 = 0; k0 < count; ++b, k0 += bs) {
-    const __m256 vm = _mm256_set1_ps(scales[b]);
-    const int64_t end = std::min(count, k0 + bs);
-    int64_t k = k0;
-    for (; k + 32 <= end; k += 32) {
-      __m256 v[4];
-      decode32_avx2(t, packed + k / 2, vm, v);
-      store32_avx2(out + k, v);
-    }
-    for (; k < end; ++k) {  // the last block's ragged tail
-      const uint8_t byte = packed[k / 2];
-      const float v = table[k % 2 ? byte & 0xfu : byte >> 4] * scales[b];
-      if constexpr (std::is_same_v<T, float>) {
-        out[k] = v;
-      } else {
-        out[k] = BFloat16{f32_to_bf16(v)};
-      }
-    }
-  }
-}
-#undef LOWBIT_DECODE4_AVX2
-
 void decode8_scalar(const uint8_t* q, int64_t n, const float* code, float m, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = code[q[i]] * m;
 }
@@ -421,22 +331,19 @@ __attribute__((target("avx512f"))) void decode8_avx512(const uint8_t* q, int64_t
 }  // namespace
 
 void decode4_span(const uint8_t* packed, int64_t count, const float* table16, float m, float* out) {
-  switch (simd_level()) {
-    case 2: return decode4_avx512(packed, count, table16, m, out);
-    case 1: return decode4_blocks_avx2(packed, count, count, &m, table16, out);  // one block
-    default: return decode4_scalar(packed, count, table16, m, out);
-  }
+  if (simd_level() == 2) return decode4_avx512(packed, count, table16, m, out);
+  hwy_decode4::blocks(packed, count, count, &m, table16, out);  // one block
 }
 
 namespace {
 
-// The fused loop: AVX-512 with BW, DQ and BF16, else AVX2; other CPUs keep the per-block path.
+// The fused loop: AVX-512 with BW, DQ and BF16, else Highway's (decode4_hwy.cpp); an AVX-512 CPU without
+// them keeps the per-block path (its AVX-512 decoder, then the conversion).
 int decode4_blocks_level() {
-  static const int level =
-      simd_level() == 2 && supports(Feature::avx512bw) && supports(Feature::avx512dq) && supports(Feature::avx512bf16)
-          ? 2
-      : simd_level() == 1 ? 1
-                          : 0;
+  static const int level = simd_level() < 2 ? 1
+                           : supports(Feature::avx512bw) && supports(Feature::avx512dq) && supports(Feature::avx512bf16)
+                               ? 2
+                               : 0;
   return level;
 }
 
@@ -446,7 +353,7 @@ bool decode4_blocks(const uint8_t* packed, int64_t count, int64_t bs, const floa
   if (bs % 32 != 0) return false;
   switch (decode4_blocks_level()) {
     case 2: decode4_blocks_avx512(packed, count, bs, scales, table16, out); return true;
-    case 1: decode4_blocks_avx2(packed, count, bs, scales, table16, out); return true;
+    case 1: hwy_decode4::blocks(packed, count, bs, scales, table16, out); return true;
     default: return false;
   }
 }
