@@ -245,7 +245,8 @@ def _layer_norm64(x, norm):
     x = x.double()
     mean = x.mean(-1, keepdim=True)
     var = x.var(-1, unbiased=False, keepdim=True)
-    return (x - mean) / torch.sqrt(var + norm.eps) * norm.weight.double() + norm.bias.double()
+    weight, bias = norm.weight.detach().cpu().double(), norm.bias.detach().cpu().double()
+    return (x - mean) / torch.sqrt(var + norm.eps) * weight + bias
 
 
 @pytest.mark.parametrize("device", DEVICES)

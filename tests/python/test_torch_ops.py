@@ -232,7 +232,9 @@ def test_fp8_ops(device):
     assert torch.equal(got, F.fp8_gemm(y, s, wq, ws, torch.float32, bias))
     xd = y.double() * s.double().repeat_interleave(128, -1)
     Wd = F.weight_dequant(wq, ws, dtype=torch.float32).double()
-    _close(got, xd @ Wd.T + bias.double(), xd.abs() @ Wd.abs().T + bias.double().abs(), 1e-5)
+    # CUDA: the FP8 tensor cores' accumulation, kFp8TensorCoreError = 1/512 of the terms' magnitudes (docs/fp8_gemm.md)
+    tol = 1e-5 if device == "cpu" else 1 / 512
+    _close(got, xd @ Wd.T + bias.double(), xd.abs() @ Wd.abs().T + bias.double().abs(), tol)
     _opcheck(lib.fp8_linear, (x.float().requires_grad_(), wq, ws, bias.clone().requires_grad_(), None))
     lin = ops.fp8_linear(x, wq, ws, bias)
     assert lin.dtype == x.dtype and torch.equal(lin, F.fp8_gemm(y, s, wq, ws, x.dtype, bias))
