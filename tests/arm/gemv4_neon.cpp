@@ -1,7 +1,8 @@
 // The Highway few-rows kernels of 4-bit weights (src/cpu/gemm/gemv4_hwy.cpp)
 // built for Arm (NEON) and checked against a float64 reference of the same
-// rounded weights: bf16 A (both nibble orders, with and without zero-point
-// codes) and fp32 A, every blocksize class, 1-4 rows of A. scripts/arm-check
+// rounded weights: bf16 A on codes of 1, 2 and 4 bits (4-bit ones in both
+// nibble orders; with and without zero-point codes) and fp32 A, every
+// blocksize class, 1-4 rows of A. scripts/arm-check
 // cross-compiles it with the kernel's sources and runs it under qemu, since
 // no Arm machine runs the suites; the exit status is the verdict.
 #include <cmath>
@@ -27,81 +28,92 @@ void fail(ErrorCode, const std::string& m) {
 using namespace lowbit::core::cpu::gemm;
 using lowbit::core::bf16_to_f32;
 using lowbit::core::f32_to_bf16;
+// Code k of a row: `bits` wide, the first in a byte's low bits (4-bit codes with high_first: the high nibble).
+int code_at(const uint8_t* row, int64_t k, int bits, Nibbles order) {
+  const int per = 8 / bits, sub = static_cast<int>(k % per);
+  const int shift = bits == 4 && order == Nibbles::high_first ? 4 * (1 - sub) : sub * bits;
+  return (row[k / per] >> shift) & ((1 << bits) - 1);
+}
+
 int main() {
   std::mt19937 g(3);
   std::uniform_real_distribution<float> u(-1, 1);
   float vals[16];
-  for (int i = 0; i < 16; ++i) vals[i] = u(g);
+  for (float& v : vals) v = u(g);
   const Gemv4Table t = gemv4_table(vals);
   int bad = 0, runs = 0;
-  std::printf("target %s, step %ld\n", hwy_gemv4::kernels().name, static_cast<long>(hwy_gemv4::kernels().step));
-  for (int64_t K : {64, 192, 512})
-    for (int64_t bs : {32, 64, 128})
-      for (int rows : {1, 2, 3, 4})
-        for (int zeros = 0; zeros < 2; ++zeros)
-          for (int order = 0; order < 2; ++order) {
-            if (K % bs || !gemv4_bf16_fits(K, bs)) continue;
-            const int N = 2;
-            std::vector<uint8_t> codes(N * K / 2), zc(N * K / bs);
-            for (auto& c : codes) c = g();
-            for (auto& z : zc) z = g() % 16;
-            std::vector<float> scales(N * K / bs);
-            for (auto& s : scales) s = u(g);
-            std::vector<uint16_t> a(rows * K);
-            for (auto& x : a) x = f32_to_bf16(u(g));
-            std::vector<float> ap(rows * K);
-            const Nibbles nib = order ? Nibbles::low_first : Nibbles::high_first;
-            for (int m = 0; m < rows; ++m) permute_a_bf16(&a[m * K], nullptr, K, nib, &ap[m * K]);
-            Gemv4Rows w{{&codes[0], &codes[K / 2]},
-                        {&scales[0], &scales[K / bs]},
-                        {zeros ? &zc[0] : nullptr, zeros ? &zc[K / bs] : nullptr},
-                        2};
-            float acc[2][4][16];
-            gemv4_rows_bf16(w, K, bs, t, ap.data(), K, rows, &acc[0][0][0]);
-            for (int r = 0; r < 2; ++r)
-              for (int m = 0; m < rows; ++m) {
-                double ref = 0, mag = 0;
-                for (int64_t k = 0; k < K; ++k) {
-                  const uint8_t byte = codes[r * K / 2 + k / 2];
-                  const int first = order ? (byte & 15) : (byte >> 4), second = order ? (byte >> 4) : (byte & 15);
-                  const int c = k % 2 ? second : first;
-                  const float v = zeros ? vals[c] - vals[zc[r * K / bs + k / bs]] : vals[c];
-                  const double wv = bf16_to_f32(f32_to_bf16(v)) * (double)scales[r * K / bs + k / bs];
-                  ref += wv * bf16_to_f32(a[m * K + k]);
-                  mag += std::fabs(wv * bf16_to_f32(a[m * K + k]));
-                }
-                double got = 0;
-                for (int l = 0; l < 16; ++l) got += (&acc[0][0][0])[16 * (r * rows + m) + l];
-                ++runs;
-                if (std::fabs(got - ref) > 1e-5 * mag + 1e-6) {
-                  ++bad;
-                  printf("bf16 K=%ld bs=%ld rows=%d zeros=%d order=%d r=%d m=%d got %g ref %g\n", (long)K, (long)bs,
-                         rows, zeros, order, r, m, got, ref);
+  std::printf("target %s, %ld code bytes a step\n", hwy_gemv4::kernels().name,
+              static_cast<long>(hwy_gemv4::kernels().bytes));
+  for (const int bits : {1, 2, 4}) {
+    for (const int64_t K : {64, 192, 512, 1024}) {
+      for (const int64_t bs : {32, 64, 128, 512}) {
+        for (int rows = 1; rows <= 4; ++rows) {
+          for (const bool zeros : {false, true}) {
+            for (const Nibbles order : {Nibbles::high_first, Nibbles::low_first}) {
+              if (K % bs != 0 || (bits != 4 && order == Nibbles::high_first)) continue;
+              if (!gemv4_bf16_fits(K, bs, bits, zeros)) continue;
+              const int64_t row_bytes = K * bits / 8, blocks = K / bs;
+              std::vector<uint8_t> codes(2 * row_bytes), zc(2 * blocks);
+              for (auto& c : codes) c = static_cast<uint8_t>(g());
+              for (auto& z : zc) z = static_cast<uint8_t>(g() % (1u << bits));
+              std::vector<float> scales(2 * blocks);
+              for (auto& s : scales) s = u(g);
+              std::vector<uint16_t> a(rows * K);
+              for (auto& x : a) x = f32_to_bf16(u(g));
+              std::vector<float> ap(rows * K);
+              for (int m = 0; m < rows; ++m) permute_a_bf16(&a[m * K], nullptr, K, bits, order, &ap[m * K]);
+              const Gemv4Rows w{{&codes[0], &codes[row_bytes]},
+                                {&scales[0], &scales[blocks]},
+                                {zeros ? &zc[0] : nullptr, zeros ? &zc[blocks] : nullptr},
+                                2};
+              float acc[2][4][16];
+              gemv4_rows_bf16(w, K, bs, bits, t, ap.data(), K, rows, &acc[0][0][0]);
+              for (int r = 0; r < 2; ++r) {
+                for (int m = 0; m < rows; ++m) {
+                  double ref = 0, mag = 0;
+                  for (int64_t k = 0; k < K; ++k) {
+                    const int c = code_at(&codes[r * row_bytes], k, bits, order);
+                    const float v = zeros ? vals[c] - vals[zc[r * blocks + k / bs]] : vals[c];
+                    const double x =
+                        bf16_to_f32(f32_to_bf16(v)) * double{scales[r * blocks + k / bs]} * bf16_to_f32(a[m * K + k]);
+                    ref += x;
+                    mag += std::fabs(x);
+                  }
+                  double got = 0;
+                  for (int l = 0; l < 16; ++l) got += (&acc[0][0][0])[16 * (r * rows + m) + l];
+                  ++runs;
+                  if (std::fabs(got - ref) > 1e-5 * mag + 1e-6 && ++bad < 10) {
+                    std::printf("bf16 bits=%d K=%ld bs=%ld rows=%d zeros=%d r=%d m=%d: %g, want %g\n", bits,
+                                static_cast<long>(K), static_cast<long>(bs), rows, zeros, r, m, got, ref);
+                  }
                 }
               }
-            // fp32 path (high nibble first, no zeros)
-            if (!zeros && !order && bnb4_gemv_fits(K, bs)) {
+              // fp32 A: bitsandbytes' 4-bit codes, no zero points.
+              if (bits != 4 || zeros || order != Nibbles::high_first || !bnb4_gemv_fits(K, bs)) continue;
               std::vector<float> a32(rows * K), ax(rows * K);
-              for (int i = 0; i < rows * K; ++i) a32[i] = u(g);
+              for (auto& x : a32) x = u(g);
               for (int m = 0; m < rows; ++m) bnb4_split_a(&a32[m * K], K, &ax[m * K]);
               float out[4];
               bnb4_gemv_row(&codes[0], K, bs, &scales[0], t, ax.data(), K, rows, out);
               for (int m = 0; m < rows; ++m) {
                 double ref = 0, mag = 0;
                 for (int64_t k = 0; k < K; ++k) {
-                  const uint8_t byte = codes[k / 2];
-                  const int c = k % 2 ? (byte & 15) : (byte >> 4);
-                  ref += (double)vals[c] * scales[k / bs] * a32[m * K + k];
-                  mag += std::fabs((double)vals[c] * scales[k / bs] * a32[m * K + k]);
+                  const double x = double{vals[code_at(&codes[0], k, 4, order)]} * scales[k / bs] * a32[m * K + k];
+                  ref += x;
+                  mag += std::fabs(x);
                 }
                 ++runs;
-                if (std::fabs(out[m] - ref) > 1e-5 * mag + 1e-6) {
-                  ++bad;
-                  printf("f32 K=%ld bs=%ld rows=%d m=%d got %g ref %g\n", (long)K, (long)bs, rows, m, out[m], ref);
+                if (std::fabs(out[m] - ref) > 1e-5 * mag + 1e-6 && ++bad < 10) {
+                  std::printf("f32 K=%ld bs=%ld rows=%d m=%d: %g, want %g\n", static_cast<long>(K),
+                              static_cast<long>(bs), rows, m, out[m], ref);
                 }
               }
             }
           }
-  printf("%d of %d checks wrong\n", bad, runs);
+        }
+      }
+    }
+  }
+  std::printf("%d of %d checks wrong\n", bad, runs);
   return bad != 0;
 }

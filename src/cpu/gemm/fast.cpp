@@ -294,8 +294,8 @@ void bnb4_gemv(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, float* a32
       store);
 }
 
-// The few-rows product on bf16 A (M <= kFewRowsBf16) of a 4-bit weight whose rows
-// (row(n): K / 2 bytes) the kernel takes (gemm::gemv4_bf16_fits), A already
+// The few-rows product on bf16 A (M <= kFewRowsBf16) of a weight of `bits`-bit codes whose rows
+// (row(n): K · bits / 8 bytes) the kernel takes (gemm::gemv4_bf16_fits), A already
 // permuted into ap (M rows of K elements): scales(n, buf) gives row n's scales of
 // `blocksize` columns each, zeros(n, buf) its blocks' zero-point codes (when with_zeros: the table's
 // indices) in buf
@@ -309,10 +309,10 @@ void bnb4_gemv(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, float* a32
 constexpr int64_t kFewRowsBf16 = 64;
 
 template <class RowFn, class ScalesFn, class ZerosFn, class Store>
-void gemv4_bf16(int64_t M, int64_t N, int64_t K, const uint8_t* ap, const gemm::Gemv4Table& table, int64_t blocksize,
-                bool buffered, bool with_zeros, const RowFn& row, const ScalesFn& scales_of, const ZerosFn& zeros_of,
-                const Store& store) {
-  const int64_t blocks = K / blocksize, rows_per_task = 16, a_row_bytes = K * gemm::gemv4_a_bytes();
+void gemv4_bf16(int64_t M, int64_t N, int64_t K, int bits, const uint8_t* ap, const gemm::Gemv4Table& table,
+                int64_t blocksize, bool buffered, bool with_zeros, const RowFn& row, const ScalesFn& scales_of,
+                const ZerosFn& zeros_of, const Store& store) {
+  const int64_t blocks = K / blocksize, rows_per_task = 16, a_row_bytes = K * gemm::gemv4_a_bytes(bits);
   parallel_for((N + rows_per_task - 1) / rows_per_task, M * N * K, [&](int64_t task) {
     const int64_t n0 = task * rows_per_task;
     const int nr = static_cast<int>(std::min(rows_per_task, N - n0));
@@ -332,7 +332,7 @@ void gemv4_bf16(int64_t M, int64_t N, int64_t K, const uint8_t* ap, const gemm::
       for (int64_t m0 = 0; m0 < M; m0 += 4) {
         const int a_rows = static_cast<int>(std::min<int64_t>(4, M - m0));
         alignas(64) float acc[2][4][16];  // [row of W][row of A][lane]
-        gemm::gemv4_rows_bf16(w, K, blocksize, table, ap + m0 * a_row_bytes, K, a_rows, &acc[0][0][0]);
+        gemm::gemv4_rows_bf16(w, K, blocksize, bits, table, ap + m0 * a_row_bytes, K, a_rows, &acc[0][0][0]);
         for (int r = 0; r < count; ++r) {
           for (int m = 0; m < a_rows; ++m) {
             const float* lanes = &acc[0][0][0] + 16 * (r * a_rows + m);
@@ -352,11 +352,11 @@ template <class Store>
 void bnb4_gemv_bf16(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, uint8_t* ap, const Store& store) {
   const uint16_t* a = d.a.A.ptr<const uint16_t>();
   for (int64_t m = 0; m < M; ++m) {
-    gemm::permute_a_bf16(a + m * K, nullptr, K, gemm::Nibbles::high_first, ap + m * K * gemm::gemv4_a_bytes());
+    gemm::permute_a_bf16(a + m * K, nullptr, K, 4, gemm::Nibbles::high_first, ap + m * K * gemm::gemv4_a_bytes(4));
   }
   const int64_t blocks = K / d.a.blocksize;
   gemv4_bf16(
-      M, N, K, ap, gemm::gemv4_table(d.table), d.a.blocksize, d.a.nested.present(), false,
+      M, N, K, 4, ap, gemm::gemv4_table(d.table), d.a.blocksize, d.a.nested.present(), false,
       [&](int64_t n) { return d.packed + n * K / 2; },
       [&](int64_t n, float* buf) { return row_absmax(d, n, blocks, buf); },
       [](int64_t, uint8_t*) { return static_cast<const uint8_t*>(nullptr); }, store);
@@ -448,19 +448,19 @@ void large_m_matmul(int64_t M, int64_t N, int64_t K, const void* a, int64_t lda,
 }
 
 // Whether the bf16 few-rows kernel takes a call (the run and its workspace ask the same): bf16 A of up to
-// kFewRowsBf16 rows, 4-bit codes, K and groups the kernel takes (gemm::gemv4_bf16_fits; quantized zeros: groups
-// of whole 128-element chunks), no config forced.
+// kFewRowsBf16 rows, codes of 1, 2 or 4 bits, K, groups and zeros (quantized ones only) the kernel takes
+// (gemm::gemv4_bf16_fits), no config forced.
 bool few_rows_bf16(const MatmulArgs& a, int64_t M) {
   const WeightFormat& f = a.weight.format;
   const int64_t gl = f.group_length(), blocksize = f.with_scaling ? gl : f.K;
-  const bool zeros_fit = !f.with_zeros || (f.zeros_mode == ZerosMode::quantized && gl % 128 == 0);
-  return a.config.empty() && M <= kFewRowsBf16 && a.A.dtype == DType::bf16 && weight_bits(f.type) == 4 && zeros_fit &&
-         gemm::gemv4_bf16_fits(f.K, blocksize);
+  const bool zeros_fit = !f.with_zeros || f.zeros_mode == ZerosMode::quantized;
+  return a.config.empty() && M <= kFewRowsBf16 && a.A.dtype == DType::bf16 && zeros_fit &&
+         gemm::gemv4_bf16_fits(f.K, blocksize, weight_bits(f.type), f.with_zeros);
 }
 // matmul_4bit's: whole blocks of 32-multiples a row too.
 bool few_rows_bf16(const Matmul4bitArgs& a, int64_t M, int64_t K) {
   return a.config.empty() && K % a.blocksize == 0 && a.blocksize % 32 == 0 && M <= kFewRowsBf16 &&
-         a.A.dtype == DType::bf16 && gemm::gemv4_bf16_fits(K, a.blocksize);
+         a.A.dtype == DType::bf16 && gemm::gemv4_bf16_fits(K, a.blocksize, 4, false);
 }
 
 }  // namespace
@@ -491,16 +491,17 @@ void matmul_fast(const MatmulArgs& a, void* workspace, Stream) {
   // The few-rows kernel: each weight row streamed once per 4 rows of A.
   if (few_rows_bf16(a, M)) {
     const int64_t blocksize = f.with_scaling ? f.group_length() : K;
+    const int bits = weight_bits(f.type);
     auto* ap = reinterpret_cast<uint8_t*>(s.a32);  // M x K floats fit in a32
     const uint16_t* A = a.A.ptr<const uint16_t>();
     for (int64_t m = 0; m < M; ++m) {
-      gemm::permute_a_bf16(A + m * K, perm, K, gemm::Nibbles::low_first, ap + m * K * gemm::gemv4_a_bytes());
+      gemm::permute_a_bf16(A + m * K, perm, K, bits, gemm::Nibbles::low_first, ap + m * K * gemm::gemv4_a_bytes(bits));
     }
     const float one = 1.0f;
     const int64_t groups = f.groups();
     with_store(a.out, N, bias, a.kName, [&](const auto& store) {
       gemv4_bf16(
-          M, N, K, ap, gemm::gemv4_table(decode.vtab), blocksize, false, f.with_zeros,
+          M, N, K, bits, ap, gemm::gemv4_table(decode.vtab), blocksize, false, f.with_zeros,
           [&](int64_t n) { return decode.q + n * decode.row_bytes; },
           [&](int64_t n, float*) { return f.with_scaling ? decode.scale + n * groups : &one; },
           [&](int64_t n, uint8_t* buf) -> const uint8_t* {

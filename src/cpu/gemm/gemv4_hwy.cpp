@@ -6,11 +6,13 @@
 // values rounded to bf16, as the AVX-512 BF16 kernel's table) for bf16 A;
 // all four (the exact fp32 values, as the AVX-512 fp32 kernel) for fp32 A.
 //
-// A step reads one vector of N code bytes (2N elements): its low nibbles,
-// then its high ones (unit u = 0, 1), each N codes. Lookups and interleaves
-// work within 128-bit blocks, so the code of byte p of block l lands in
-// block l of output vector v, lane d (a_position), and A is stored in that
-// order: its 2N floats of a step at u·N + v·N/4 + 4l + d.
+// Codes of 1, 2 or 4 bits (per = 8 / bits a byte, the first in the low
+// bits; bitsandbytes' 4-bit codes the other way round). A step reads one
+// vector of N code bytes (per·N elements): the codes at bit u·bits of each
+// byte are unit u, N codes. Lookups and interleaves work within 128-bit
+// blocks, so the code of byte p of block l lands in block l of output
+// vector v, lane d (a_position), and A is stored in that order: its per·N
+// floats of a step at u·N + v·N/4 + 4l + d.
 
 // clang-format off: Highway's per-target re-inclusion needs this order.
 #undef HWY_TARGET_INCLUDE
@@ -77,21 +79,23 @@ HWY_INLINE void Decode(const VU8 (&t)[kBytes], VU8 idx, VF (&w)[4]) {
 }
 
 // One step at k: W's codes decoded, multiplied into part[m][chain] for each of kRows rows of A.
-template <int kRows, int kBytes, int kChains>
+template <int kRows, int kBytes, int kChains, int kBits>
 HWY_INLINE void Step(const uint8_t* codes, int64_t k, const VU8 (&t)[kBytes], const float* ap, int64_t ldap,
                      VF (&part)[kRows][kChains]) {
+  constexpr int kPer = 8 / kBits;
   const DU8 du8;
   const DU16 du16;
   const DF df;
   const int64_t n = static_cast<int64_t>(hn::Lanes(du8)), nf = n / 4;
   // The weight streams from DRAM when it exceeds the caches: fetched 2 KB ahead it arrives in time.
-  hwy::Prefetch(codes + k / 2 + 2048);
-  const VU8 x = hn::LoadU(du8, codes + k / 2);
-  const VU8 low = hn::Set(du8, 0x0f);
-  const VU8 idx[2] = {hn::And(x, low), hn::And(hn::BitCast(du8, hn::ShiftRight<4>(hn::BitCast(du16, x))), low)};
-  for (int u = 0; u < 2; ++u) {
+  hwy::Prefetch(codes + k / kPer + 2048);
+  const VU8 x = hn::LoadU(du8, codes + k / kPer);
+  const VU8 mask = hn::Set(du8, static_cast<uint8_t>((1 << kBits) - 1));
+  for (int u = 0; u < kPer; ++u) {
+    const VU8 idx = u == 0 ? hn::And(x, mask)
+                           : hn::And(hn::BitCast(du8, hn::ShiftRightSame(hn::BitCast(du16, x), u * kBits)), mask);
     VF w[4];
-    Decode<kBytes>(t, idx[u], w);
+    Decode<kBytes>(t, idx, w);
     for (int m = 0; m < kRows; ++m) {
       const float* a = ap + m * ldap + k + u * n;
       for (int v = 0; v < 4; ++v) {
@@ -113,29 +117,31 @@ HWY_INLINE void Finish(VF (&part)[kRows][kChains], VF s, VF (&acc)[kRows]) {
   }
 }
 
-// The scales of a step's lanes where blocks are shorter than a step: 128-bit block l of lanes (32 elements)
-// takes s[(32 (l0 + l)) / blocksize], each a broadcast (not a permute: the shuffle units are what the kernel
-// runs out of).
+// The scales of a step's lanes where blocks are shorter than a step: 128-bit block l of lanes (`span`
+// elements: 16 bytes of codes) takes s[(span (l0 + l)) / blocksize], each a broadcast (not a permute: the
+// shuffle units are what the kernel runs out of).
 template <class D>
-HWY_INLINE hn::Vec<D> BlockScales(D d, const float* s, int64_t l0, int64_t blocksize) {
+HWY_INLINE hn::Vec<D> BlockScales(D d, const float* s, int64_t l0, int64_t span, int64_t blocksize) {
   if constexpr (sizeof(hn::Vec<D>) <= 16) {
-    return hn::Set(d, s[32 * l0 / blocksize]);
+    return hn::Set(d, s[span * l0 / blocksize]);
   } else {
     const hn::Half<D> dh;
     const int64_t half = static_cast<int64_t>(hn::Lanes(dh)) / 4;
-    return hn::Combine(d, BlockScales(dh, s, l0 + half, blocksize), BlockScales(dh, s, l0, blocksize));
+    return hn::Combine(d, BlockScales(dh, s, l0 + half, span, blocksize), BlockScales(dh, s, l0, span, blocksize));
   }
 }
 
 // One W row against kRows rows of A (ap: the permuted rows, ldap floats apart): acc[m] gets its lane sums.
 // Each A row keeps kChains partial sums a block (4 chains in all: the multiply-add latency hidden), scaled once
-// a block. Blocks shorter than a step (32 or more) take a scale per 128-bit block of lanes.
-template <int kRows, int kBytes, bool kZeros>
+// a block. Blocks shorter than a step (whole 16-byte spans of codes) take a scale per 128-bit block of lanes;
+// zero points come with blocks of whole steps (fits).
+template <int kRows, int kBytes, bool kZeros, int kBits>
 HWY_NOINLINE void Row(const uint8_t* codes, const float* scales, const uint8_t* zeros, int64_t K, int64_t blocksize,
                       const Gemv4Table& g, const float* ap, int64_t ldap, VF (&acc)[kRows]) {
   constexpr int kChains = kRows == 1 ? 4 : kRows == 2 ? 2 : 1;
+  constexpr int64_t kPer = 8 / kBits;
   const DF df;
-  const int64_t step = 2 * static_cast<int64_t>(hn::Lanes(DU8()));
+  const int64_t step = kPer * static_cast<int64_t>(hn::Lanes(DU8()));
   VU8 t[kBytes];
   if constexpr (kBytes == 2) {
     LoadTables<2>(g.bf16_bytes, t);
@@ -147,32 +153,33 @@ HWY_NOINLINE void Row(const uint8_t* codes, const float* scales, const uint8_t* 
     acc[m] = hn::Zero(df);
     for (int c = 0; c < kChains; ++c) part[m][c] = hn::Zero(df);
   }
-  if (blocksize < step) {  // whole blocks a step: 128-bit block l of lanes (32 elements) in block 32l / blocksize
+  if (blocksize < step) {
     for (int64_t k = 0; k < K; k += step) {
-      Step<kRows, kBytes, kChains>(codes, k, t, ap, ldap, part);
-      Finish<kRows, kChains>(part, BlockScales(df, scales + k / blocksize, 0, blocksize), acc);
+      Step<kRows, kBytes, kChains, kBits>(codes, k, t, ap, ldap, part);
+      Finish<kRows, kChains>(part, BlockScales(df, scales + k / blocksize, 0, 16 * kPer, blocksize), acc);
     }
     return;
   }
   for (int64_t b = 0, k = 0; k < K; ++b) {
     if constexpr (kZeros) LoadTables<2>(g.zero_bf16_bytes[zeros[b]], t);
-    for (const int64_t end = k + blocksize; k < end; k += step)
-      Step<kRows, kBytes, kChains>(codes, k, t, ap, ldap, part);
+    for (const int64_t end = k + blocksize; k < end; k += step) {
+      Step<kRows, kBytes, kChains, kBits>(codes, k, t, ap, ldap, part);
+    }
     Finish<kRows, kChains>(part, hn::Set(df, scales[b]), acc);
   }
 }
 
 // Up to 4 rows of A, one kernel instance for each count.
-template <int kBytes>
+template <int kBytes, int kBits>
 HWY_INLINE void Rows(const uint8_t* codes, const float* scales, const uint8_t* zeros, int64_t K, int64_t blocksize,
                      const Gemv4Table& g, const float* ap, int64_t ldap, int rows, VF (&acc)[4]) {
   const auto run = [&](auto rows_tag) HWY_ATTR {
     constexpr int kRows = decltype(rows_tag)::value;
     VF a[kRows];
     if (kBytes == 2 && zeros) {
-      Row<kRows, 2, true>(codes, scales, zeros, K, blocksize, g, ap, ldap, a);
+      Row<kRows, 2, true, kBits>(codes, scales, zeros, K, blocksize, g, ap, ldap, a);
     } else {
-      Row<kRows, kBytes, false>(codes, scales, zeros, K, blocksize, g, ap, ldap, a);
+      Row<kRows, kBytes, false, kBits>(codes, scales, zeros, K, blocksize, g, ap, ldap, a);
     }
     for (int m = 0; m < kRows; ++m) acc[m] = a[m];
   };
@@ -184,13 +191,19 @@ HWY_INLINE void Rows(const uint8_t* codes, const float* scales, const uint8_t* z
   }
 }
 
-void RowsBf16(const Gemv4Rows& w, int64_t K, int64_t blocksize, const Gemv4Table& t, const float* ap, int64_t ldap,
-              int rows, float* acc16) {
+void RowsBf16(const Gemv4Rows& w, int64_t K, int64_t blocksize, int bits, const Gemv4Table& t, const float* ap,
+              int64_t ldap, int rows, float* acc16) {
   const DF df;
   const int64_t nf = static_cast<int64_t>(hn::Lanes(df));
   for (int r = 0; r < w.count; ++r) {
     VF acc[4];
-    Rows<2>(w.codes[r], w.scales[r], w.zeros[r], K, blocksize, t, ap, ldap, rows, acc);
+    if (bits == 1) {
+      Rows<2, 1>(w.codes[r], w.scales[r], w.zeros[r], K, blocksize, t, ap, ldap, rows, acc);
+    } else if (bits == 2) {
+      Rows<2, 2>(w.codes[r], w.scales[r], w.zeros[r], K, blocksize, t, ap, ldap, rows, acc);
+    } else {
+      Rows<2, 4>(w.codes[r], w.scales[r], w.zeros[r], K, blocksize, t, ap, ldap, rows, acc);
+    }
     for (int m = 0; m < rows; ++m) {
       float* out = acc16 + 16 * (r * rows + m);
       hn::StoreU(acc[m], df, out);
@@ -203,11 +216,11 @@ void RowF32(const uint8_t* codes, int64_t K, int64_t blocksize, const float* sca
             const float* ax, int64_t ldx, int rows, float* out) {
   const DF df;
   VF acc[4];
-  Rows<4>(codes, scales, nullptr, K, blocksize, t, ax, ldx, rows, acc);
+  Rows<4, 4>(codes, scales, nullptr, K, blocksize, t, ax, ldx, rows, acc);
   for (int m = 0; m < rows; ++m) out[m] = hn::GetLane(hn::SumOfLanes(df, acc[m]));
 }
 
-Kernels Get() { return {2 * static_cast<int64_t>(hn::Lanes(DU8())), hwy::TargetName(HWY_TARGET), &RowsBf16, &RowF32}; }
+Kernels Get() { return {static_cast<int64_t>(hn::Lanes(DU8())), hwy::TargetName(HWY_TARGET), &RowsBf16, &RowF32}; }
 
 }  // namespace HWY_NAMESPACE
 }  // namespace lowbit::core::cpu::gemm::hwy_gemv4
@@ -235,24 +248,26 @@ const Kernels& kernels() {
   return k;
 }
 
-bool fits(int64_t step, int64_t K, int64_t blocksize) {
-  return K % step == 0 && blocksize > 0 && blocksize % 32 == 0 && (blocksize % step == 0 || step % blocksize == 0);
+bool fits(int64_t step, int bits, int64_t K, int64_t blocksize, bool zeros) {
+  const int64_t span = 16 * (8 / bits);  // the elements of 16 code bytes
+  if (blocksize <= 0 || K % step != 0 || blocksize % span != 0) return false;
+  return blocksize % step == 0 || (step % blocksize == 0 && !zeros);
 }
 
-int64_t a_position(int64_t step, int64_t j, Nibbles order, int bytes) {
-  // j: the element's offset in its step (byte j / 2, which nibble by j % 2 and the order).
-  const int64_t n = step / 2, nf = n / 4, byte = j / 2;
-  const bool high = (j % 2 == 0) == (order == Nibbles::high_first);
-  const int64_t u = high ? 1 : 0, l = byte / 16, p = byte % 16;
+int64_t a_position(int64_t step, int bits, int64_t j, Nibbles order, int bytes) {
+  // j: the element's offset in its step: byte j / per, unit j % per (4-bit codes: per the nibble order).
+  const int64_t per = 8 / bits, n = step / per, nf = n / 4, byte = j / per;
+  const int64_t u = bits == 4 && order == Nibbles::high_first ? 1 - j % 2 : j % per;
+  const int64_t l = byte / 16, p = byte % 16;
   const int64_t v = bytes == 4 ? p / 4 : 2 * (p / 8) + p % 2;
   const int64_t d = bytes == 4 ? p % 4 : (p % 8) / 2;
   return u * n + v * nf + 4 * l + d;
 }
 
-void permute_a(int64_t step, const uint16_t* a16, const float* a32, const int32_t* perm, int64_t K, Nibbles order,
-               int bytes, float* ap) {
-  int64_t to[128];
-  for (int64_t j = 0; j < step; ++j) to[j] = a_position(step, j, order, bytes);
+void permute_a(int64_t step, int bits, const uint16_t* a16, const float* a32, const int32_t* perm, int64_t K,
+               Nibbles order, int bytes, float* ap) {
+  int64_t to[512];  // a step: at most 64 bytes of 1-bit codes
+  for (int64_t j = 0; j < step; ++j) to[j] = a_position(step, bits, j, order, bytes);
   for (int64_t c = 0; c < K; c += step) {
     for (int64_t j = 0; j < step; ++j) {
       const int64_t k = perm ? perm[c + j] : c + j;

@@ -245,14 +245,16 @@ Gemv4Table gemv4_table(const float* values16) {
 
 bool bnb4_gemv_fits(int64_t K, int64_t blocksize) {
   if (blocksize <= 0 || K % blocksize != 0 || blocksize % 32 != 0) return false;
-  return f32_kernels() == Kernels::avx512 || hwy_gemv4::fits(hwy_gemv4::kernels().step, K, blocksize);
+  const hwy_gemv4::Kernels& k = hwy_gemv4::kernels();
+  return f32_kernels() == Kernels::avx512 || hwy_gemv4::fits(hwy_gemv4::step_of(k, 4), 4, K, blocksize, false);
 }
 
 int64_t bnb4_gemv_max_rows() { return f32_kernels() == Kernels::hwy ? 64 : 4; }
 
 void bnb4_split_a(const float* a, int64_t K, float* ax) {
   if (f32_kernels() == Kernels::hwy) {
-    return hwy_gemv4::permute_a(hwy_gemv4::kernels().step, nullptr, a, nullptr, K, Nibbles::high_first, 4, ax);
+    const int64_t step = hwy_gemv4::step_of(hwy_gemv4::kernels(), 4);
+    return hwy_gemv4::permute_a(step, 4, nullptr, a, nullptr, K, Nibbles::high_first, 4, ax);
   }
   for (int64_t c = 0; c < K; c += 32) {
     for (int j = 0; j < 16; ++j) {
@@ -270,20 +272,31 @@ void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float
   hwy_gemv4::kernels().row_f32(row, K, blocksize, scales, t, ax, ldx, rows, out);
 }
 
-bool gemv4_bf16_fits(int64_t K, int64_t blocksize) {
-  switch (bf16_kernels()) {
+namespace {
+
+// The AVX-512 BF16 kernel takes 4-bit codes; the Highway ones every width.
+Kernels bf16_kernels_for(int bits) { return bits == 4 ? bf16_kernels() : Kernels::hwy; }
+
+}  // namespace
+
+bool gemv4_bf16_fits(int64_t K, int64_t blocksize, int bits, bool zeros) {
+  if (bits != 1 && bits != 2 && bits != 4) return false;
+  switch (bf16_kernels_for(bits)) {
     case Kernels::avx512:
-      return K % 128 == 0 && blocksize > 0 && (blocksize == 32 || blocksize == 64 || blocksize % 128 == 0);
-    case Kernels::hwy: return hwy_gemv4::fits(hwy_gemv4::kernels().step, K, blocksize);
+      return K % 128 == 0 && blocksize > 0 && (blocksize == 32 || blocksize == 64 || blocksize % 128 == 0) &&
+             (!zeros || blocksize % 128 == 0);
+    case Kernels::hwy:
+      return hwy_gemv4::fits(hwy_gemv4::step_of(hwy_gemv4::kernels(), bits), bits, K, blocksize, zeros);
   }
   return false;
 }
 
-int64_t gemv4_a_bytes() { return bf16_kernels() == Kernels::hwy ? 4 : 2; }
+int64_t gemv4_a_bytes(int bits) { return bf16_kernels_for(bits) == Kernels::hwy ? 4 : 2; }
 
-void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, Nibbles order, void* out) {
-  if (bf16_kernels() == Kernels::hwy) {
-    return hwy_gemv4::permute_a(hwy_gemv4::kernels().step, a, nullptr, perm, K, order, 2, static_cast<float*>(out));
+void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, int bits, Nibbles order, void* out) {
+  if (bf16_kernels_for(bits) == Kernels::hwy) {
+    const int64_t step = hwy_gemv4::step_of(hwy_gemv4::kernels(), bits);
+    return hwy_gemv4::permute_a(step, bits, a, nullptr, perm, K, order, 2, static_cast<float*>(out));
   }
   auto* ap = static_cast<uint16_t*>(out);
   // The element each shift of word i yields, in shift order 0, 4, 8, 12.
@@ -299,14 +312,14 @@ void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, Nibbles o
   }
 }
 
-void gemv4_rows_bf16(const Gemv4Rows& w, int64_t K, int64_t blocksize, const Gemv4Table& t, const void* ap,
+void gemv4_rows_bf16(const Gemv4Rows& w, int64_t K, int64_t blocksize, int bits, const Gemv4Table& t, const void* ap,
                      int64_t ldap, int rows, float* acc16) {
 #if defined(__x86_64__)
-  if (bf16_kernels() == Kernels::avx512) {
+  if (bf16_kernels_for(bits) == Kernels::avx512) {
     return rows_bf16_entry(w, K, blocksize, t, static_cast<const uint16_t*>(ap), ldap, rows, acc16);
   }
 #endif
-  hwy_gemv4::kernels().rows_bf16(w, K, blocksize, t, static_cast<const float*>(ap), ldap, rows, acc16);
+  hwy_gemv4::kernels().rows_bf16(w, K, blocksize, bits, t, static_cast<const float*>(ap), ldap, rows, acc16);
 }
 
 }  // namespace lowbit::core::cpu::gemm

@@ -47,20 +47,22 @@ int64_t bnb4_gemv_max_rows();
 void bnb4_split_a(const float* a, int64_t K, float* ax);
 void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float* scales, const Gemv4Table& t,
                    const float* ax, int64_t ldx, int rows, float* out);
-// bf16 A (gemv4_bf16_fits: a CPU with a kernel, K and the blocksize it
-// takes: on AVX-512 BF16 K a multiple of 128 and blocks of 32, 64 or a
-// multiple of 128; on AVX2 K a multiple of 64 and blocks of 32 or a multiple
-// of 64), for w.count (1 or 2) rows of W at once: acc16
-// ([w.count][rows][16] floats) gets each (W row, A row) pair's 16 lane sums
-// (their total is the dot product). Zero points (blocks of a multiple of
-// 128 only; codes into the table, as quantized zeros are) make a block's
-// weights (value − values[zero]) · scale, rounded to bf16 (small integers:
-// exact). Without them the table is the values rounded to bf16. permute_a_bf16 orders each A row
-// (columns perm[k] when perm is given) as the kernel reads it, into ap of
-// gemv4_a_bytes() bytes an element (bf16 for AVX-512, fp32 for AVX2), for
-// codes of either nibble order: bitsandbytes' high nibble first or the rows
-// layout's low nibble first. Products and sums in fp32 (vdpbf16ps: bf16
-// subnormals count as zero).
+// bf16 A, codes of `bits` (gemv4_bf16_fits: K, the blocksize and zero points
+// the kernel takes: the AVX-512 BF16 one, 4-bit codes only, K a multiple of
+// 128 and blocks of 32, 64 or a multiple of 128 (128 with zero points); the
+// Highway ones (gemv4_hwy.h) 1, 2 and 4 bits, K whole steps and blocks of
+// whole 16-byte spans of codes that divide a step or are whole steps), for
+// w.count (1 or 2) rows of W at once: acc16 ([w.count][rows][16] floats)
+// gets each (W row, A row) pair's 16 lane sums (their total is the dot
+// product). Zero points (codes into the table, as quantized zeros are) make
+// a block's weights (value − values[zero]) · scale, rounded to bf16 (small
+// integers: exact). Without them the table is the values rounded to bf16.
+// permute_a_bf16 orders each A row (columns perm[k] when perm is given) as
+// the kernel reads it, into ap of gemv4_a_bytes(bits) bytes an element (bf16
+// for AVX-512, fp32 for Highway), for 4-bit codes of either nibble order:
+// bitsandbytes' high nibble first or the rows layout's low nibble first (1
+// and 2 bits: the rows layout's, low bits first). Products and sums in fp32
+// (vdpbf16ps: bf16 subnormals count as zero).
 enum class Nibbles { high_first, low_first };
 struct Gemv4Rows {
   const uint8_t* codes[2];  // each row's packed codes
@@ -68,11 +70,11 @@ struct Gemv4Rows {
   const uint8_t* zeros[2];  // each row's blocks' zero-point codes, or null
   int count;                // rows: 1 or 2
 };
-bool gemv4_bf16_fits(int64_t K, int64_t blocksize);
-int64_t gemv4_a_bytes();
-void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, Nibbles order, void* ap);
+bool gemv4_bf16_fits(int64_t K, int64_t blocksize, int bits, bool zeros);
+int64_t gemv4_a_bytes(int bits);
+void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, int bits, Nibbles order, void* ap);
 // ap: the first of `rows` permuted rows, ldap elements apart.
-void gemv4_rows_bf16(const Gemv4Rows& w, int64_t K, int64_t blocksize, const Gemv4Table& t, const void* ap,
+void gemv4_rows_bf16(const Gemv4Rows& w, int64_t K, int64_t blocksize, int bits, const Gemv4Table& t, const void* ap,
                      int64_t ldap, int rows, float* acc16);
 // 8-bit codes: int8 / uint8 values converted, fp8 (E4M3) decoded, any other
 // kind through vtab[256].

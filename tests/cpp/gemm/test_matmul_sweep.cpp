@@ -102,6 +102,39 @@ TEST(MatmulBf16FewRows, Every4bitTypeAndGroup) {
   }
 }
 
+// The CPU few-rows kernel for bf16 A on 2- and 1-bit codes (the Highway
+// kernels; K whole steps of every target): no scale, a scale per row,
+// groups of whole 16-byte spans of codes (and 32, which is not: the tiles),
+// quantized zeros, permutations, M in one or several groups of 4.
+TEST(MatmulBf16FewRows, Every2And1bitTypeAndGroup) {
+  SCOPED_TRACE("impls: " + impl_names<MatmulArgs>());
+  int i = 0;
+  for (WeightType t : {WeightType::int2, WeightType::uint2, WeightType::int1, WeightType::uint1}) {
+    for (const int64_t g : {0, -1, 32, 64, 128, 256, -2, 1128, 1512}) {  // -2, 1128, 1512: zeros, groups -1, 128, 512
+      const bool zeros = g == -2 || g > 1000;
+      for (const int64_t M : {1, 3, 4, 7, 16}) {
+        MatmulConfig c;
+        c.W_dtype = t;
+        c.with_scaling = g != 0;
+        c.group_size = g == 0 || g == -2 ? -1 : g > 1000 ? g - 1000 : g;
+        c.with_zeros = zeros;
+        c.zeros_mode = ZerosMode::quantized;
+        c.N = 17 + i % 4;
+        c.K = 512 * (1 + i % 2);
+        c.A_dtype = DType::bf16;
+        c.out_dtype = i % 2 ? DType::f32 : DType::bf16;
+        c.with_bias = i % 3 == 1;
+        const bool perm = i % 4 == 2;
+        const QuantizedWeight w = random_weight(c, kScales[i % 3], perm);
+        const std::string name = describe(c) + " M=" + std::to_string(M) + (perm ? " perm" : "");
+        run_on_all_backends_close(matmul_case(name, w, random_floats({M, c.K}, DType::bf16, 0.5f)));
+        ++i;
+        if (::testing::Test::HasFailure()) return;
+      }
+    }
+  }
+}
+
 class MatmulSweep : public ::testing::TestWithParam<WeightType> {};
 
 TEST_P(MatmulSweep, EveryGroupZerosModeAndM) {
