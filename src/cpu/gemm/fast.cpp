@@ -448,13 +448,16 @@ void large_m_matmul(int64_t M, int64_t N, int64_t K, const void* a, int64_t lda,
 }
 
 // Whether the bf16 few-rows kernel takes a call (the run and its workspace ask the same): bf16 A of up to
-// kFewRowsBf16 rows, codes of 1, 2 or 4 bits, K, groups and zeros (quantized ones only) the kernel takes
-// (gemm::gemv4_bf16_fits), no config forced.
+// kFewRowsBf16 rows, codes of 1, 2 or 4 bits or int8 / uint8 / fp8, K, groups and zeros (quantized ones only) the
+// kernel takes (gemm::gemv4_bf16_fits), no config forced.
 bool few_rows_bf16(const MatmulArgs& a, int64_t M) {
   const WeightFormat& f = a.weight.format;
   const int64_t gl = f.group_length(), blocksize = f.with_scaling ? gl : f.K;
   const bool zeros_fit = !f.with_zeros || f.zeros_mode == ZerosMode::quantized;
-  return a.config.empty() && M <= kFewRowsBf16 && a.A.dtype == DType::bf16 && zeros_fit &&
+  const WeightKind kind = weight_type_info(f.type).kind;
+  const bool codes_fit =
+      weight_bits(f.type) != 8 || kind == WeightKind::sint || kind == WeightKind::uint || kind == WeightKind::fp8;
+  return a.config.empty() && M <= kFewRowsBf16 && a.A.dtype == DType::bf16 && zeros_fit && codes_fit &&
          gemm::gemv4_bf16_fits(f.K, blocksize, weight_bits(f.type), f.with_zeros);
 }
 // matmul_4bit's: whole blocks of 32-multiples a row too.
@@ -501,8 +504,8 @@ void matmul_fast(const MatmulArgs& a, void* workspace, Stream) {
     const int64_t groups = f.groups();
     with_store(a.out, N, bias, a.kName, [&](const auto& store) {
       gemv4_bf16(
-          M, N, K, bits, ap, gemm::gemv4_table(decode.vtab), blocksize, false, f.with_zeros,
-          [&](int64_t n) { return decode.q + n * decode.row_bytes; },
+          M, N, K, bits, ap, bits == 8 ? gemm::gemv8_table(decode.kind, decode.vtab) : gemm::gemv4_table(decode.vtab),
+          blocksize, false, f.with_zeros, [&](int64_t n) { return decode.q + n * decode.row_bytes; },
           [&](int64_t n, float*) { return f.with_scaling ? decode.scale + n * groups : &one; },
           [&](int64_t n, uint8_t* buf) -> const uint8_t* {
             for (int64_t g = 0; g < groups; ++g) buf[g] = decode.zero_code(n, g);

@@ -12,6 +12,7 @@
 
 #include "core/float_convert.h"
 #include "cpu/gemm/gemv4_hwy.h"
+#include "cpu/gemm/gemv8_hwy.h"
 #include "cpu/gemm/kernels.h"
 #include "cpu/isa.h"
 
@@ -243,6 +244,13 @@ Gemv4Table gemv4_table(const float* values16) {
   return t;
 }
 
+Gemv4Table gemv8_table(WeightKind kind, const float* vtab256) {
+  Gemv4Table t{};
+  t.kind8 = kind;
+  t.vtab256 = vtab256;
+  return t;
+}
+
 bool bnb4_gemv_fits(int64_t K, int64_t blocksize) {
   if (blocksize <= 0 || K % blocksize != 0 || blocksize % 32 != 0) return false;
   const hwy_gemv4::Kernels& k = hwy_gemv4::kernels();
@@ -280,6 +288,10 @@ Kernels bf16_kernels_for(int bits) { return bits == 4 ? bf16_kernels() : Kernels
 }  // namespace
 
 bool gemv4_bf16_fits(int64_t K, int64_t blocksize, int bits, bool zeros) {
+  if (bits == 8) {
+    const int64_t step = hwy_gemv8::kernels().step;
+    return blocksize > 0 && K % step == 0 && blocksize % step == 0;
+  }
   if (bits != 1 && bits != 2 && bits != 4) return false;
   switch (bf16_kernels_for(bits)) {
     case Kernels::avx512:
@@ -294,6 +306,11 @@ bool gemv4_bf16_fits(int64_t K, int64_t blocksize, int bits, bool zeros) {
 int64_t gemv4_a_bytes(int bits) { return bf16_kernels_for(bits) == Kernels::hwy ? 4 : 2; }
 
 void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, int bits, Nibbles order, void* out) {
+  if (bits == 8) {  // in order, as fp32
+    auto* ap = static_cast<float*>(out);
+    for (int64_t k = 0; k < K; ++k) ap[k] = bf16_to_f32(a[perm ? perm[k] : k]);
+    return;
+  }
   if (bf16_kernels_for(bits) == Kernels::hwy) {
     const int64_t step = hwy_gemv4::step_of(hwy_gemv4::kernels(), bits);
     return hwy_gemv4::permute_a(step, bits, a, nullptr, perm, K, order, 2, static_cast<float*>(out));
@@ -314,6 +331,10 @@ void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, int bits,
 
 void gemv4_rows_bf16(const Gemv4Rows& w, int64_t K, int64_t blocksize, int bits, const Gemv4Table& t, const void* ap,
                      int64_t ldap, int rows, float* acc16) {
+  if (bits == 8) {
+    return hwy_gemv8::kernels().rows_bf16(w, t.kind8, t.vtab256, K, blocksize, static_cast<const float*>(ap), ldap,
+                                          rows, acc16);
+  }
 #if defined(__x86_64__)
   if (bf16_kernels_for(bits) == Kernels::avx512) {
     return rows_bf16_entry(w, K, blocksize, t, static_cast<const uint16_t*>(ap), ldap, rows, acc16);

@@ -33,8 +33,12 @@ struct Gemv4Table {
   // For zero-point code z: values[i] - values[z] rounded to bf16, twice, and its bytes.
   uint16_t zero_bf16[16][32];
   uint8_t zero_bf16_bytes[16][2][16];
+  // 8-bit codes (gemv8_table): their kind (sint, uint, fp8) and every code's value (zero points).
+  WeightKind kind8;
+  const float* vtab256;
 };
 Gemv4Table gemv4_table(const float* values16);
+Gemv4Table gemv8_table(WeightKind kind, const float* vtab256);
 // fp32 A, bitsandbytes' codes (bnb4_gemv_fits: a CPU with a kernel, K and
 // the blocksize it takes): out[m] = Σ_k a_m[k] · w[k] for rows <= 4 rows of
 // A against one row of W (row: its K / 2 bytes, scales: its blocks'
@@ -51,7 +55,9 @@ void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float
 // the kernel takes: the AVX-512 BF16 one, 4-bit codes only, K a multiple of
 // 128 and blocks of 32, 64 or a multiple of 128 (128 with zero points); the
 // Highway ones (gemv4_hwy.h) 1, 2 and 4 bits, K whole steps and blocks of
-// whole 16-byte spans of codes that divide a step or are whole steps), for
+// whole 16-byte spans of codes that divide a step or are whole steps; and
+// 8 bits (gemv8_hwy.h: int8, uint8 and fp8 E4M3 by gemv8_table, exact
+// weights), K and blocks whole steps), for
 // w.count (1 or 2) rows of W at once: acc16 ([w.count][rows][16] floats)
 // gets each (W row, A row) pair's 16 lane sums (their total is the dot
 // product). Zero points (codes into the table, as quantized zeros are) make

@@ -102,16 +102,19 @@ TEST(MatmulBf16FewRows, Every4bitTypeAndGroup) {
   }
 }
 
-// The CPU few-rows kernel for bf16 A on 2- and 1-bit codes (the Highway
-// kernels; K whole steps of every target): no scale, a scale per row,
-// groups of whole 16-byte spans of codes (and 32, which is not: the tiles),
-// quantized zeros, permutations, M in one or several groups of 4.
-TEST(MatmulBf16FewRows, Every2And1bitTypeAndGroup) {
+// The CPU few-rows kernels for bf16 A on 8-, 2- and 1-bit codes (the
+// Highway kernels; K whole steps of every target): no scale, a scale per
+// row, groups of whole 16-byte spans of codes or whole steps (and 32 for 2
+// and 1 bits, which are not: the tiles), quantized zeros (integer types),
+// permutations, M in one or several groups of 4.
+TEST(MatmulBf16FewRows, Every8_2And1bitTypeAndGroup) {
   SCOPED_TRACE("impls: " + impl_names<MatmulArgs>());
   int i = 0;
-  for (WeightType t : {WeightType::int2, WeightType::uint2, WeightType::int1, WeightType::uint1}) {
+  for (WeightType t : {WeightType::int8, WeightType::uint8, WeightType::fp8_e4m3, WeightType::int2, WeightType::uint2,
+                       WeightType::int1, WeightType::uint1}) {
     for (const int64_t g : {0, -1, 32, 64, 128, 256, -2, 1128, 1512}) {  // -2, 1128, 1512: zeros, groups -1, 128, 512
       const bool zeros = g == -2 || g > 1000;
+      if (zeros && !core::weight_is_integer(t)) continue;
       for (const int64_t M : {1, 3, 4, 7, 16}) {
         MatmulConfig c;
         c.W_dtype = t;
