@@ -227,24 +227,12 @@ Kernels Get() { return {static_cast<int64_t>(hn::Lanes(DU8())), hwy::TargetName(
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "cpu/hwy_pick.h"
+
 namespace lowbit::core::cpu::gemm::hwy_gemv4 {
 
 const Kernels& kernels() {
-  static const Kernels k = [] {
-#if HWY_ARCH_X86
-    switch (hwy_target()) {
-#if HWY_TARGETS & HWY_AVX3
-      case HwyTarget::avx3: return N_AVX3::Get();
-#endif
-#if HWY_TARGETS & HWY_AVX2
-      case HwyTarget::avx2: return N_AVX2::Get();
-#endif
-      default: return N_SSE4::Get();
-    }
-#else
-    return HWY_STATIC_DISPATCH(Get)();
-#endif
-  }();
+  static const Kernels k = LOWBIT_HWY_PICK(Get)();
   return k;
 }
 

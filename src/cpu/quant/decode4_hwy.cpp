@@ -119,6 +119,8 @@ void BlocksBf16(const uint8_t* packed, int64_t count, int64_t bs, const float* s
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "cpu/hwy_pick.h"
+
 namespace lowbit::core::cpu::hwy_decode4 {
 namespace {
 
@@ -132,21 +134,7 @@ struct Fns {
 };
 
 const Fns& fns() {
-  static const Fns f = []() -> Fns {
-#if HWY_ARCH_X86
-    switch (hwy_target()) {
-#if HWY_TARGETS & HWY_AVX3
-      case HwyTarget::avx3: return {&N_AVX3::BlocksF32, &N_AVX3::BlocksBf16};
-#endif
-#if HWY_TARGETS & HWY_AVX2
-      case HwyTarget::avx2: return {&N_AVX2::BlocksF32, &N_AVX2::BlocksBf16};
-#endif
-      default: return {&N_SSE4::BlocksF32, &N_SSE4::BlocksBf16};
-    }
-#else
-    return {&HWY_STATIC_DISPATCH(BlocksF32), &HWY_STATIC_DISPATCH(BlocksBf16)};
-#endif
-  }();
+  static const Fns f{LOWBIT_HWY_PICK(BlocksF32), LOWBIT_HWY_PICK(BlocksBf16)};
   return f;
 }
 

@@ -66,6 +66,29 @@ void sweep(WeightType t) {
   }
 }
 
+// One case of the CPU few-rows kernels: type t, group code g (0: no scale,
+// -1: a scale per row, -2: zeros with a scale per row, 1000 + n: zeros with
+// groups of n, else groups of g), M rows of bf16 A, K columns; the i-th case
+// picks N, the scales' dtype, the output dtype, the bias and a permutation.
+void few_rows_case(WeightType t, int64_t g, int64_t M, int64_t K, int i) {
+  const bool zeros = g == -2 || g > 1000;
+  MatmulConfig c;
+  c.W_dtype = t;
+  c.with_scaling = g != 0;
+  c.group_size = g == 0 || g == -2 ? -1 : g > 1000 ? g - 1000 : g;
+  c.with_zeros = zeros;
+  c.zeros_mode = ZerosMode::quantized;
+  c.N = 17 + i % 4;
+  c.K = K;
+  c.A_dtype = DType::bf16;
+  c.out_dtype = i % 2 ? DType::f32 : DType::bf16;
+  c.with_bias = i % 3 == 1;
+  const bool perm = i % 4 == 2;
+  const QuantizedWeight w = random_weight(c, kScales[i % 3], perm);
+  const std::string name = describe(c) + " M=" + std::to_string(M) + (perm ? " perm" : "");
+  run_on_all_backends_close(matmul_case(name, w, random_floats({M, c.K}, DType::bf16, 0.5f)));
+}
+
 // The CPU few-rows kernel for bf16 A on 4-bit codes (K whole 128-element
 // chunks): each 4-bit type, no scale, a scale per row and groups of 32, 64,
 // 128, 256, quantized zeros (integer types; a row or groups of whole
@@ -78,24 +101,11 @@ TEST(MatmulBf16FewRows, Every4bitTypeAndGroup) {
     for (const int64_t g : {0, -1, 32, 64, 128, 256, -2, 1128, 1256}) {  // -2, 1128, 1256: zeros, groups -1, 128, 256
       const bool zeros = g == -2 || g > 1000;
       if (zeros && !core::weight_is_integer(t)) continue;
+      const int64_t gl = g == 0 || g == -2 ? -1 : g > 1000 ? g - 1000 : g;
       for (const int64_t M : {1, 3, 4, 7, 16, 29, 64}) {
-        MatmulConfig c;
-        c.W_dtype = t;
-        c.with_scaling = g != 0;
-        c.group_size = g == 0 || g == -2 ? -1 : g > 1000 ? g - 1000 : g;
-        c.with_zeros = zeros;
-        c.zeros_mode = ZerosMode::quantized;
-        c.N = 17 + i % 4;
         // 192: whole 64-element steps (AVX2), not whole 128-element chunks (AVX-512: the tile path).
-        c.K = (i % 5 == 4 && c.group_size <= 64 && !zeros ? 192 : 128 * (1 + i % 3)) * (c.group_size == 256 ? 2 : 1);
-        c.A_dtype = DType::bf16;
-        c.out_dtype = i % 2 ? DType::f32 : DType::bf16;
-        c.with_bias = i % 3 == 1;
-        const bool perm = i % 4 == 2;
-        const QuantizedWeight w = random_weight(c, kScales[i % 3], perm);
-        const std::string name = describe(c) + " M=" + std::to_string(M) + (perm ? " perm" : "");
-        run_on_all_backends_close(matmul_case(name, w, random_floats({M, c.K}, DType::bf16, 0.5f)));
-        ++i;
+        const int64_t K = (i % 5 == 4 && gl <= 64 && !zeros ? 192 : 128 * (1 + i % 3)) * (gl == 256 ? 2 : 1);
+        few_rows_case(t, g, M, K, i++);
         if (::testing::Test::HasFailure()) return;
       }
     }
@@ -113,24 +123,9 @@ TEST(MatmulBf16FewRows, Every8_2And1bitTypeAndGroup) {
   for (WeightType t : {WeightType::int8, WeightType::uint8, WeightType::fp8_e4m3, WeightType::int2, WeightType::uint2,
                        WeightType::int1, WeightType::uint1}) {
     for (const int64_t g : {0, -1, 32, 64, 128, 256, -2, 1128, 1512}) {  // -2, 1128, 1512: zeros, groups -1, 128, 512
-      const bool zeros = g == -2 || g > 1000;
-      if (zeros && !core::weight_is_integer(t)) continue;
+      if ((g == -2 || g > 1000) && !core::weight_is_integer(t)) continue;
       for (const int64_t M : {1, 3, 4, 7, 16}) {
-        MatmulConfig c;
-        c.W_dtype = t;
-        c.with_scaling = g != 0;
-        c.group_size = g == 0 || g == -2 ? -1 : g > 1000 ? g - 1000 : g;
-        c.with_zeros = zeros;
-        c.zeros_mode = ZerosMode::quantized;
-        c.N = 17 + i % 4;
-        c.K = 512 * (1 + i % 2);
-        c.A_dtype = DType::bf16;
-        c.out_dtype = i % 2 ? DType::f32 : DType::bf16;
-        c.with_bias = i % 3 == 1;
-        const bool perm = i % 4 == 2;
-        const QuantizedWeight w = random_weight(c, kScales[i % 3], perm);
-        const std::string name = describe(c) + " M=" + std::to_string(M) + (perm ? " perm" : "");
-        run_on_all_backends_close(matmul_case(name, w, random_floats({M, c.K}, DType::bf16, 0.5f)));
+        few_rows_case(t, g, M, 512 * (1 + i % 2), i);
         ++i;
         if (::testing::Test::HasFailure()) return;
       }
