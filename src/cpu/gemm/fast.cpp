@@ -294,18 +294,13 @@ void bnb4_gemv(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, float* a32
       store);
 }
 
-// The few-rows product on bf16 A (M <= kFewRowsBf16) of a weight of `bits`-bit codes whose rows
-// (row(n): K · bits / 8 bytes) the kernel takes (gemm::gemv4_bf16_fits), A already
-// permuted into ap (M rows of K elements): scales(n, buf) gives row n's scales of
-// `blocksize` columns each, zeros(n, buf) its blocks' zero-point codes (when with_zeros: the table's
-// indices) in buf
-// points or null. Rows of W 16 at a time a task, two at a time and A's rows
-// 4 at a time a kernel call (a W row pair stays in L1 for the next group of
-// 4). Splitting K into panels whose slice of A stays in L1 measured slower:
-// the weight's prefetch then runs into the next panel instead of the next row.
-// Up to 64 rows: streaming each weight row pair once per 4 rows of A from L1
-// measured faster than oneDNN's bf16 matmul on decoded panels, whose
-// per-panel decode and reorder only pay off over more rows (BENCHMARKS.md).
+// The few-rows product on bf16 A (M <= gemm::gemv4_bf16_max_rows(bits)) of a weight of `bits`-bit codes whose
+// rows (row(n): K · bits / 8 bytes) the kernel takes (gemm::gemv4_bf16_fits), A already permuted into ap (M rows
+// of K elements): scales(n, buf) gives row n's scales of `blocksize` columns each, zeros(n, buf) its blocks'
+// zero-point codes (when with_zeros: the table's indices) in buf. Rows of W 16 at a time a task, two at a time
+// and A's rows 4 at a time a kernel call (a W row pair stays in L1 for the next group of 4). Splitting K into
+// panels whose slice of A stays in L1 measured slower: the weight's prefetch then runs into the next panel
+// instead of the next row. kFewRowsBf16 bounds every kernel's row count.
 constexpr int64_t kFewRowsBf16 = 64;
 
 template <class RowFn, class ScalesFn, class ZerosFn, class Store>
@@ -448,8 +443,8 @@ void large_m_matmul(int64_t M, int64_t N, int64_t K, const void* a, int64_t lda,
 }
 
 // Whether the bf16 few-rows kernel takes a call (the run and its workspace ask the same): bf16 A of up to
-// kFewRowsBf16 rows, codes of 1, 2 or 4 bits or int8 / uint8 / fp8, K, groups and zeros (quantized ones only) the
-// kernel takes (gemm::gemv4_bf16_fits), no config forced.
+// gemv4_bf16_max_rows rows, codes of 1, 2 or 4 bits or int8 / uint8 / fp8, K, groups and zeros (quantized ones only)
+// the kernel takes (gemm::gemv4_bf16_fits), no config forced.
 bool few_rows_bf16(const MatmulArgs& a, int64_t M) {
   const WeightFormat& f = a.weight.format;
   const int64_t gl = f.group_length(), blocksize = f.with_scaling ? gl : f.K;
@@ -457,12 +452,12 @@ bool few_rows_bf16(const MatmulArgs& a, int64_t M) {
   const WeightKind kind = weight_type_info(f.type).kind;
   const bool codes_fit =
       weight_bits(f.type) != 8 || kind == WeightKind::sint || kind == WeightKind::uint || kind == WeightKind::fp8;
-  return a.config.empty() && M <= kFewRowsBf16 && a.A.dtype == DType::bf16 && zeros_fit && codes_fit &&
-         gemm::gemv4_bf16_fits(f.K, blocksize, weight_bits(f.type), f.with_zeros);
+  return a.config.empty() && M <= gemm::gemv4_bf16_max_rows(weight_bits(f.type)) && a.A.dtype == DType::bf16 &&
+         zeros_fit && codes_fit && gemm::gemv4_bf16_fits(f.K, blocksize, weight_bits(f.type), f.with_zeros);
 }
 // matmul_4bit's: whole blocks of 32-multiples a row too.
 bool few_rows_bf16(const Matmul4bitArgs& a, int64_t M, int64_t K) {
-  return a.config.empty() && K % a.blocksize == 0 && a.blocksize % 32 == 0 && M <= kFewRowsBf16 &&
+  return a.config.empty() && K % a.blocksize == 0 && a.blocksize % 32 == 0 && M <= gemm::gemv4_bf16_max_rows(4) &&
          a.A.dtype == DType::bf16 && gemm::gemv4_bf16_fits(K, a.blocksize, 4, false);
 }
 

@@ -303,6 +303,11 @@ bool gemv4_bf16_fits(int64_t K, int64_t blocksize, int bits, bool zeros) {
   return false;
 }
 
+int64_t gemv4_bf16_max_rows(int bits) {
+  if (bits == 8) return 16;
+  return bf16_kernels_for(bits) == Kernels::avx512 ? 64 : 32;
+}
+
 int64_t gemv4_a_bytes(int bits) { return bf16_kernels_for(bits) == Kernels::hwy ? 4 : 2; }
 
 void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, int bits, Nibbles order, void* out) {

@@ -77,6 +77,9 @@ struct Gemv4Rows {
   int count;                // rows: 1 or 2
 };
 bool gemv4_bf16_fits(int64_t K, int64_t blocksize, int bits, bool zeros);
+// The most rows of A the few-rows path takes for codes of `bits`, where it beats the large-M path (oneDNN):
+// 64 for the AVX-512 BF16 kernel; for the Highway ones 32 (1, 2, 4 bits) and 16 (8 bits).
+int64_t gemv4_bf16_max_rows(int bits);
 int64_t gemv4_a_bytes(int bits);
 void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, int bits, Nibbles order, void* ap);
 // ap: the first of `rows` permuted rows, ldap elements apart.
