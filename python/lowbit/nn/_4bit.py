@@ -10,7 +10,7 @@ import torch
 
 from .._quant_state import QuantState
 from . import _calls
-from ._common import FLOATS, check_compute_dtype, check_features, quant_keys
+from ._common import FLOATS, check_compute_dtype, check_sizes, quant_keys
 
 __all__ = ["Linear4bit", "LinearFP4", "LinearNF4", "Params4bit"]
 
@@ -199,7 +199,7 @@ class Linear4bit(torch.nn.Linear):
         *,
         blocksize: int = 64,
     ):
-        check_features("Linear4bit", input_features, output_features)
+        check_sizes("Linear4bit", in_features=input_features, out_features=output_features)
         check_compute_dtype("Linear4bit", compute_dtype)
         super().__init__(input_features, output_features, bias, device)
         self.weight = Params4bit(self.weight.data, requires_grad=False, blocksize=blocksize,

@@ -8,7 +8,7 @@ import torch
 
 from .._matmul import Matmul, MatmulConfig, PackedWeight, import_gptq, unpack_weight
 from . import _calls
-from ._common import check_features
+from ._common import check_sizes
 
 __all__ = ["Linear"]
 
@@ -52,7 +52,7 @@ class Linear(torch.nn.Module):
         device: Any = None,
     ):
         super().__init__()
-        check_features("Linear", in_features, out_features)
+        check_sizes("Linear", in_features=in_features, out_features=out_features)
         self.in_features = in_features
         self.out_features = out_features
         self.config = MatmulConfig(

@@ -6,14 +6,14 @@ from typing import Any, Dict, Optional
 
 import torch
 
-__all__ = ["FLOATS", "check_compute_dtype", "check_features", "quant_keys"]
+__all__ = ["FLOATS", "check_compute_dtype", "check_sizes", "quant_keys"]
 
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def check_features(op: str, in_features: Any, out_features: Any) -> None:
-    """Positive integer feature counts, or a TypeError / ValueError naming the argument."""
-    for name, value in (("in_features", in_features), ("out_features", out_features)):
+def check_sizes(op: str, **sizes: Any) -> None:
+    """Positive integer sizes (feature counts, table sizes), or a TypeError / ValueError naming the argument."""
+    for name, value in sizes.items():
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{op}: {name} must be an int (got {type(value).__name__})")
         if value <= 0:

@@ -12,18 +12,10 @@ from .._quant_state import QuantState
 from ..optim import GlobalOptimManager
 from . import _calls
 from ._4bit import _BLOCKSIZES, _QUANT_TYPES, Params4bit
+from ._common import check_sizes
 from ._int8 import Int8Params
 
 __all__ = ["Embedding", "Embedding4bit", "Embedding8bit", "EmbeddingFP4", "EmbeddingNF4", "StableEmbedding"]
-
-
-def _check_sizes(op: str, num_embeddings: Any, embedding_dim: Any) -> None:
-    """Positive integer table sizes, or a TypeError / ValueError naming the argument."""
-    for name, value in (("num_embeddings", num_embeddings), ("embedding_dim", embedding_dim)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{op}: {name} must be an int (got {type(value).__name__})")
-        if value <= 0:
-            raise ValueError(f"{op}: {name} must be positive (got {value})")
 
 
 def _check_input(op: str, input: torch.Tensor) -> None:
@@ -47,7 +39,7 @@ class _Embedding32bitStates(torch.nn.Embedding):
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: Optional[int], max_norm: Optional[float],
                  norm_type: float, scale_grad_by_freq: bool, sparse: bool, _weight: Optional[torch.Tensor],
                  device: Any, dtype: Any):
-        _check_sizes(self._op, num_embeddings, embedding_dim)
+        check_sizes(self._op, num_embeddings=num_embeddings, embedding_dim=embedding_dim)
         if _weight is not None and tuple(_weight.shape) != (num_embeddings, embedding_dim):
             raise ValueError(f"{self._op}: _weight must have shape [{num_embeddings}, {embedding_dim}] "
                              f"(got {list(_weight.shape)})")
@@ -116,7 +108,7 @@ class Embedding8bit(torch.nn.Embedding):
     """
 
     def __init__(self, num_embeddings: int, embedding_dim: int, device: Any = None, dtype: Any = None):
-        _check_sizes("Embedding8bit", num_embeddings, embedding_dim)
+        check_sizes("Embedding8bit", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
         super().__init__(num_embeddings, embedding_dim, device=device, dtype=dtype)
         self.dtype = self.weight.data.dtype
         self.weight = Int8Params(self.weight.data, has_fp16_weights=False, requires_grad=False)
@@ -158,7 +150,7 @@ class Embedding4bit(torch.nn.Embedding):
 
     def __init__(self, num_embeddings: int, embedding_dim: int, dtype: Any = None, quant_type: str = "fp4",
                  quant_storage: torch.dtype = torch.uint8, device: Any = None, *, blocksize: int = 64):
-        _check_sizes(self._op, num_embeddings, embedding_dim)
+        check_sizes(self._op, num_embeddings=num_embeddings, embedding_dim=embedding_dim)
         if quant_type not in _QUANT_TYPES:
             raise ValueError(f"{self._op}: quant_type must be 'fp4' or 'nf4' (got {quant_type!r})")
         if isinstance(blocksize, bool) or blocksize not in _BLOCKSIZES:

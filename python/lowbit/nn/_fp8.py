@@ -7,7 +7,7 @@ from typing import Any, Dict, Optional
 import torch
 
 from . import _calls
-from ._common import FLOATS, check_features
+from ._common import FLOATS, check_sizes
 
 __all__ = ["LinearFP8"]
 
@@ -29,7 +29,7 @@ class LinearFP8(torch.nn.Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = False, device: Any = None,
                  dtype: Optional[torch.dtype] = None):
         super().__init__()
-        check_features("LinearFP8", in_features, out_features)
+        check_sizes("LinearFP8", in_features=in_features, out_features=out_features)
         if in_features % 16:
             raise ValueError(f"LinearFP8: in_features must be a multiple of 16, as fp8_gemm's K (got {in_features})")
         if dtype is not None and dtype not in FLOATS:

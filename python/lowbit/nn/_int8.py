@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from . import _calls
-from ._common import FLOATS, check_features
+from ._common import FLOATS, check_sizes
 
 __all__ = ["Int8Params", "Linear8bitLt"]
 
@@ -110,7 +110,7 @@ class Linear8bitLt(torch.nn.Linear):
 
     def __init__(self, input_features: int, output_features: int, bias: bool = True, has_fp16_weights: bool = True,
                  threshold: float = 0.0, index: Any = None, device: Any = None):
-        check_features("Linear8bitLt", input_features, output_features)
+        check_sizes("Linear8bitLt", in_features=input_features, out_features=output_features)
         if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not threshold >= 0:
             raise ValueError(f"Linear8bitLt: threshold must be a number >= 0 (got {threshold!r})")
         super().__init__(input_features, output_features, bias, device)
