@@ -43,7 +43,7 @@ int main() {
   std::uniform_real_distribution<float> u(-1, 1);
   float vals[16];
   for (float& v : vals) v = u(g);
-  const Gemv4Table t4 = gemv4_table(vals);
+  const Gemv4Table t4 = gemv4_table(vals, true);
   // 8-bit codes: int8, uint8 and E4M3 (its NaN codes left out of the weights), their values for zero points.
   const WeightKind kinds[3] = {WeightKind::sint, WeightKind::uint, WeightKind::fp8};
   float vtab8[3][256];

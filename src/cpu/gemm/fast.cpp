@@ -282,7 +282,7 @@ template <class Store>
 void bnb4_gemv(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, float* a32, int64_t lda, const Store& store) {
   std::vector<float> ax(static_cast<size_t>(M * K));
   for (int64_t m = 0; m < M; ++m) gemm::bnb4_split_a(a32 + m * lda, K, ax.data() + m * K);
-  const gemm::Gemv4Table table = gemm::gemv4_table(d.table);
+  const gemm::Gemv4Table table = gemm::gemv4_table(d.table, false);
   bnb4_rows(
       d, M, N, K,
       [&](int64_t n, const float* scales, float* sums) {
@@ -351,7 +351,7 @@ void bnb4_gemv_bf16(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, uint8
   }
   const int64_t blocks = K / d.a.blocksize;
   gemv4_bf16(
-      M, N, K, 4, ap, gemm::gemv4_table(d.table), d.a.blocksize, d.a.nested.present(), false,
+      M, N, K, 4, ap, gemm::gemv4_table(d.table, false), d.a.blocksize, d.a.nested.present(), false,
       [&](int64_t n) { return d.packed + n * K / 2; },
       [&](int64_t n, float* buf) { return row_absmax(d, n, blocks, buf); },
       [](int64_t, uint8_t*) { return static_cast<const uint8_t*>(nullptr); }, store);
@@ -499,7 +499,8 @@ void matmul_fast(const MatmulArgs& a, void* workspace, Stream) {
     const int64_t groups = f.groups();
     with_store(a.out, N, bias, a.kName, [&](const auto& store) {
       gemv4_bf16(
-          M, N, K, bits, ap, bits == 8 ? gemm::gemv8_table(decode.kind, decode.vtab) : gemm::gemv4_table(decode.vtab),
+          M, N, K, bits, ap,
+          bits == 8 ? gemm::gemv8_table(decode.kind, decode.vtab) : gemm::gemv4_table(decode.vtab, f.with_zeros),
           blocksize, false, f.with_zeros, [&](int64_t n) { return decode.q + n * decode.row_bytes; },
           [&](int64_t n, float*) { return f.with_scaling ? decode.scale + n * groups : &one; },
           [&](int64_t n, uint8_t* buf) -> const uint8_t* {
@@ -553,7 +554,7 @@ void matmul_4bit_fast(const Matmul4bitArgs& a, void* workspace, Stream) {
   const Scratch s(workspace, M, K);
   const int64_t lda = gemm::round_up(K, kVec);
   // A few rows where the kernel takes K and the blocks, no config forced: each weight row streamed once;
-  // bf16 A as it is, up to 64 rows, where its kernel takes K and the blocks.
+  // bf16 A as it is, up to gemv4_bf16_max_rows rows, where its kernel takes K and the blocks.
   const bool gemv_bf16 = few_rows_bf16(a, M, K);
   const bool gemv_f32 =
       a.config.empty() && M <= gemm::bnb4_gemv_max_rows() && !gemv_bf16 && gemm::bnb4_gemv_fits(K, a.blocksize);

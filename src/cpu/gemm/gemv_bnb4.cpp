@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "core/float_convert.h"
+#include "cpu/byte_tables.h"
 #include "cpu/gemm/gemv4_hwy.h"
 #include "cpu/gemm/gemv8_hwy.h"
 #include "cpu/gemm/kernels.h"
@@ -222,24 +223,21 @@ Kernels bf16_kernels() {
 
 }  // namespace
 
-Gemv4Table gemv4_table(const float* values16) {
+Gemv4Table gemv4_table(const float* values16, bool zeros) {
   Gemv4Table t{};
-  for (int i = 0; i < 16; ++i) {
-    t.values[i] = values16[i];
-    const uint16_t h = f32_to_bf16(values16[i]);
-    t.bf16[i] = t.bf16[i + 16] = h;
-    t.bf16_bytes[0][i] = static_cast<uint8_t>(h & 0xff);
-    t.bf16_bytes[1][i] = static_cast<uint8_t>(h >> 8);
-    const uint32_t bits = float_bits(values16[i]);
-    for (int b = 0; b < 4; ++b) t.f32_bytes[b][i] = static_cast<uint8_t>(bits >> (8 * b));
-  }
-  for (int z = 0; z < 16; ++z) {
-    for (int i = 0; i < 16; ++i) {
-      const uint16_t h = f32_to_bf16(values16[i] - values16[z]);
-      t.zero_bf16[z][i] = t.zero_bf16[z][i + 16] = h;
-      t.zero_bf16_bytes[z][0][i] = static_cast<uint8_t>(h & 0xff);
-      t.zero_bf16_bytes[z][1][i] = static_cast<uint8_t>(h >> 8);
-    }
+  // vpermw's table: each value's bf16 twice (it reads 5 index bits).
+  const auto twice = [](const uint8_t(&bytes)[2][16], uint16_t(&words)[32]) {
+    for (int i = 0; i < 32; ++i) words[i] = static_cast<uint16_t>(bytes[0][i % 16] | bytes[1][i % 16] << 8);
+  };
+  for (int i = 0; i < 16; ++i) t.values[i] = values16[i];
+  f32_byte_tables(values16, t.f32_bytes);
+  bf16_byte_tables(values16, t.bf16_bytes);
+  twice(t.bf16_bytes, t.bf16);
+  for (int z = 0; zeros && z < 16; ++z) {
+    float shifted[16];
+    for (int i = 0; i < 16; ++i) shifted[i] = values16[i] - values16[z];
+    bf16_byte_tables(shifted, t.zero_bf16_bytes[z]);
+    twice(t.zero_bf16_bytes[z], t.zero_bf16[z]);
   }
   return t;
 }
@@ -282,70 +280,88 @@ void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float
 
 namespace {
 
-// The AVX-512 BF16 kernel takes 4-bit codes; the Highway ones every width.
-Kernels bf16_kernels_for(int bits) { return bits == 4 ? bf16_kernels() : Kernels::hwy; }
+// The kernel that takes bf16 A with codes of `bits`: the AVX-512 BF16 one (4-bit codes, where allowed),
+// Highway's table kernel (1, 2 and 4 bits) or its 8-bit one; none for other widths.
+enum class Bf16Kernel { avx512, hwy_table, hwy8, none };
+
+Bf16Kernel bf16_kernel(int bits) {
+  if (bits == 8) return Bf16Kernel::hwy8;
+  if (bits != 1 && bits != 2 && bits != 4) return Bf16Kernel::none;
+  return bits == 4 && bf16_kernels() == Kernels::avx512 ? Bf16Kernel::avx512 : Bf16Kernel::hwy_table;
+}
 
 }  // namespace
 
 bool gemv4_bf16_fits(int64_t K, int64_t blocksize, int bits, bool zeros) {
-  if (bits == 8) {
-    const int64_t step = hwy_gemv8::kernels().step;
-    return blocksize > 0 && K % step == 0 && blocksize % step == 0;
-  }
-  if (bits != 1 && bits != 2 && bits != 4) return false;
-  switch (bf16_kernels_for(bits)) {
-    case Kernels::avx512:
-      return K % 128 == 0 && blocksize > 0 && (blocksize == 32 || blocksize == 64 || blocksize % 128 == 0) &&
+  if (blocksize <= 0) return false;
+  switch (bf16_kernel(bits)) {
+    case Bf16Kernel::avx512:
+      return K % 128 == 0 && (blocksize == 32 || blocksize == 64 || blocksize % 128 == 0) &&
              (!zeros || blocksize % 128 == 0);
-    case Kernels::hwy:
+    case Bf16Kernel::hwy_table:
       return hwy_gemv4::fits(hwy_gemv4::step_of(hwy_gemv4::kernels(), bits), bits, K, blocksize, zeros);
+    case Bf16Kernel::hwy8: return K % hwy_gemv8::kernels().step == 0 && blocksize % hwy_gemv8::kernels().step == 0;
+    case Bf16Kernel::none: return false;
   }
   return false;
 }
 
 int64_t gemv4_bf16_max_rows(int bits) {
-  if (bits == 8) return 16;
-  return bf16_kernels_for(bits) == Kernels::avx512 ? 64 : 32;
+  switch (bf16_kernel(bits)) {
+    case Bf16Kernel::avx512: return 64;
+    case Bf16Kernel::hwy_table: return 32;
+    case Bf16Kernel::hwy8: return 16;
+    case Bf16Kernel::none: return 0;
+  }
+  return 0;
 }
 
-int64_t gemv4_a_bytes(int bits) { return bf16_kernels_for(bits) == Kernels::hwy ? 4 : 2; }
+int64_t gemv4_a_bytes(int bits) { return bf16_kernel(bits) == Bf16Kernel::avx512 ? 2 : 4; }
 
 void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, int bits, Nibbles order, void* out) {
-  if (bits == 8) {  // in order, as fp32
-    auto* ap = static_cast<float*>(out);
-    for (int64_t k = 0; k < K; ++k) ap[k] = bf16_to_f32(a[perm ? perm[k] : k]);
-    return;
-  }
-  if (bf16_kernels_for(bits) == Kernels::hwy) {
-    const int64_t step = hwy_gemv4::step_of(hwy_gemv4::kernels(), bits);
-    return hwy_gemv4::permute_a(step, bits, a, nullptr, perm, K, order, 2, static_cast<float*>(out));
-  }
-  auto* ap = static_cast<uint16_t*>(out);
-  // The element each shift of word i yields, in shift order 0, 4, 8, 12.
-  const int high[4] = {1, 0, 3, 2}, low[4] = {0, 1, 2, 3};
-  const int* at = order == Nibbles::high_first ? high : low;
-  for (int64_t c = 0; c < K; c += 128) {
-    for (int s = 0; s < 4; ++s) {
-      for (int i = 0; i < 32; ++i) {
-        const int64_t k = c + 4 * i + at[s];
-        ap[c + 32 * s + i] = a[perm ? perm[k] : k];
-      }
+  switch (bf16_kernel(bits)) {
+    case Bf16Kernel::hwy8: {  // in order, as fp32
+      auto* ap = static_cast<float*>(out);
+      for (int64_t k = 0; k < K; ++k) ap[k] = bf16_to_f32(a[perm ? perm[k] : k]);
+      return;
     }
+    case Bf16Kernel::hwy_table: {
+      const int64_t step = hwy_gemv4::step_of(hwy_gemv4::kernels(), bits);
+      return hwy_gemv4::permute_a(step, bits, a, nullptr, perm, K, order, 2, static_cast<float*>(out));
+    }
+    case Bf16Kernel::avx512: {
+      auto* ap = static_cast<uint16_t*>(out);
+      // The element each shift of word i yields, in shift order 0, 4, 8, 12.
+      const int high[4] = {1, 0, 3, 2}, low[4] = {0, 1, 2, 3};
+      const int* at = order == Nibbles::high_first ? high : low;
+      for (int64_t c = 0; c < K; c += 128) {
+        for (int s = 0; s < 4; ++s) {
+          for (int i = 0; i < 32; ++i) {
+            const int64_t k = c + 4 * i + at[s];
+            ap[c + 32 * s + i] = a[perm ? perm[k] : k];
+          }
+        }
+      }
+      return;
+    }
+    case Bf16Kernel::none: return;
   }
 }
 
 void gemv4_rows_bf16(const Gemv4Rows& w, int64_t K, int64_t blocksize, int bits, const Gemv4Table& t, const void* ap,
                      int64_t ldap, int rows, float* acc16) {
-  if (bits == 8) {
-    return hwy_gemv8::kernels().rows_bf16(w, t.kind8, t.vtab256, K, blocksize, static_cast<const float*>(ap), ldap,
-                                          rows, acc16);
-  }
+  const auto* ap32 = static_cast<const float*>(ap);
+  switch (bf16_kernel(bits)) {
+    case Bf16Kernel::hwy8:
+      return hwy_gemv8::kernels().rows_bf16(w, t.kind8, t.vtab256, K, blocksize, ap32, ldap, rows, acc16);
+    case Bf16Kernel::hwy_table:
+      return hwy_gemv4::kernels().rows_bf16(w, K, blocksize, bits, t, ap32, ldap, rows, acc16);
+    case Bf16Kernel::avx512:
 #if defined(__x86_64__)
-  if (bf16_kernels_for(bits) == Kernels::avx512) {
-    return rows_bf16_entry(w, K, blocksize, t, static_cast<const uint16_t*>(ap), ldap, rows, acc16);
-  }
+      return rows_bf16_entry(w, K, blocksize, t, static_cast<const uint16_t*>(ap), ldap, rows, acc16);
 #endif
-  hwy_gemv4::kernels().rows_bf16(w, K, blocksize, bits, t, static_cast<const float*>(ap), ldap, rows, acc16);
+    case Bf16Kernel::none: return;
+  }
 }
 
 }  // namespace lowbit::core::cpu::gemm

@@ -22,22 +22,23 @@ void decode4_row_bf16(const uint8_t* row, int64_t K, int64_t gl, const float* vt
 // out[i] = table16[code of element e0 + i] * scale for i < len: bitsandbytes'
 // 4-bit stream (two codes a byte, the high nibble first), one block's run.
 void decode_bnb4(const uint8_t* packed, int64_t e0, int64_t len, const float* table16, float scale, float* out);
-// The few-rows products of 4-bit weights (gemv_bnb4.cpp on AVX-512,
-// gemv4_avx2.cpp on AVX2 + FMA): each W row streamed once, its codes decoded
-// in registers by a table of the 16 values.
+// The few-rows products of low-bit weights (gemv_bnb4.cpp on AVX-512; the
+// Highway kernels of gemv4_hwy.cpp and gemv8_hwy.cpp elsewhere and for other
+// code widths): each W row streamed once, its codes decoded in registers.
 struct Gemv4Table {
   float values[16];           // the codes' values
   uint16_t bf16[32];          // the same rounded to bf16, twice (vpermw reads 5 index bits)
   uint8_t bf16_bytes[2][16];  // byte b of each bf16 value (vpshufb tables)
   uint8_t f32_bytes[4][16];   // byte b of each fp32 value
-  // For zero-point code z: values[i] - values[z] rounded to bf16, twice, and its bytes.
+  // For zero-point code z (gemv4_table with zeros): values[i] - values[z] rounded to bf16, twice, and its bytes.
   uint16_t zero_bf16[16][32];
   uint8_t zero_bf16_bytes[16][2][16];
   // 8-bit codes (gemv8_table): their kind (sint, uint, fp8) and every code's value (zero points).
   WeightKind kind8;
   const float* vtab256;
 };
-Gemv4Table gemv4_table(const float* values16);
+// The tables of values16; the zero-point ones only where `zeros` (256 roundings a call otherwise wasted).
+Gemv4Table gemv4_table(const float* values16, bool zeros);
 Gemv4Table gemv8_table(WeightKind kind, const float* vtab256);
 // fp32 A, bitsandbytes' codes (bnb4_gemv_fits: a CPU with a kernel, K and
 // the blocksize it takes): out[m] = Σ_k a_m[k] · w[k] for rows <= 4 rows of
@@ -46,7 +47,8 @@ Gemv4Table gemv8_table(WeightKind kind, const float* vtab256);
 // apart). The weights are the table's fp32 values.
 bool bnb4_gemv_fits(int64_t K, int64_t blocksize);
 // The most rows of A the few-rows path takes in groups of 4 (from 4 rows on,
-// where it beats the tiles on this CPU's kernel): 4 on AVX-512, 64 on AVX2.
+// where it beats the tiles on this CPU's kernel): 4 on AVX-512, 64 with the
+// Highway kernel.
 int64_t bnb4_gemv_max_rows();
 void bnb4_split_a(const float* a, int64_t K, float* ax);
 void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float* scales, const Gemv4Table& t,

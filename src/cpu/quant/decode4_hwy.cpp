@@ -15,9 +15,9 @@
 #include "hwy/highway.h"
 // clang-format on
 #include <algorithm>
-#include <type_traits>
 
 #include "core/float_convert.h"
+#include "cpu/byte_tables.h"
 #include "cpu/quant/decode4_hwy.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -65,7 +65,7 @@ HWY_INLINE void Decode(const VU8 (&t)[4], const uint8_t* packed, int64_t k, VF m
 
 HWY_INLINE void Store(VF v, float* o) { hn::StoreU(v, DF(), o); }
 
-HWY_INLINE void Store(VF v, uint16_t* o) {
+HWY_INLINE void Store(VF v, BFloat16* o) {
   const DU32 du32;
   const auto u = hn::BitCast(du32, v);
   const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 1));
@@ -73,7 +73,7 @@ HWY_INLINE void Store(VF v, uint16_t* o) {
   const auto nan = hn::Or(hn::ShiftRight<16>(u), hn::Set(du32, 0x40));
   const auto bits = hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), nan, rounded);
   // Below 2^16, so the signed-to-unsigned narrowing (what every target has) is exact.
-  hn::StoreU(hn::DemoteTo(DH(), hn::BitCast(hn::RebindToSigned<DU32>(), bits)), DH(), o);
+  hn::StoreU(hn::DemoteTo(DH(), hn::BitCast(hn::RebindToSigned<DU32>(), bits)), DH(), reinterpret_cast<uint16_t*>(o));
 }
 
 template <class T>
@@ -94,12 +94,7 @@ HWY_INLINE void Blocks(const uint8_t* packed, int64_t count, int64_t bs, const f
     }
     for (; k < end; ++k) {  // the last block's ragged tail
       const uint8_t byte = packed[k / 2];
-      const float x = table[k % 2 ? byte & 0xfu : byte >> 4] * scales[b];
-      if constexpr (std::is_same_v<T, float>) {
-        out[k] = x;
-      } else {
-        out[k] = f32_to_bf16(x);
-      }
+      out[k] = from_f32<T>(table[k % 2 ? byte & 0xfu : byte >> 4] * scales[b]);
     }
   }
 }
@@ -110,7 +105,7 @@ void BlocksF32(const uint8_t* packed, int64_t count, int64_t bs, const float* sc
 }
 
 void BlocksBf16(const uint8_t* packed, int64_t count, int64_t bs, const float* scales, const uint8_t (&bytes)[4][16],
-                const float* table, uint16_t* out) {
+                const float* table, BFloat16* out) {
   Blocks(packed, count, bs, scales, bytes, table, out);
 }
 
@@ -126,7 +121,7 @@ namespace {
 
 using F32Fn = void (*)(const uint8_t*, int64_t, int64_t, const float*, const uint8_t (&)[4][16], const float*, float*);
 using Bf16Fn = void (*)(const uint8_t*, int64_t, int64_t, const float*, const uint8_t (&)[4][16], const float*,
-                        uint16_t*);
+                        BFloat16*);
 
 struct Fns {
   F32Fn f32;
@@ -138,26 +133,18 @@ const Fns& fns() {
   return f;
 }
 
-// Byte b of each table value's fp32 bits at position i of row b.
-void table_bytes(const float* table, uint8_t (&bytes)[4][16]) {
-  for (int i = 0; i < 16; ++i) {
-    const uint32_t u = float_bits(table[i]);
-    for (int b = 0; b < 4; ++b) bytes[b][i] = static_cast<uint8_t>(u >> (8 * b));
-  }
-}
-
 }  // namespace
 
 void blocks(const uint8_t* packed, int64_t count, int64_t bs, const float* scales, const float* table, float* out) {
   uint8_t bytes[4][16];
-  table_bytes(table, bytes);
+  f32_byte_tables(table, bytes);
   fns().f32(packed, count, bs, scales, bytes, table, out);
 }
 
 void blocks(const uint8_t* packed, int64_t count, int64_t bs, const float* scales, const float* table, BFloat16* out) {
   uint8_t bytes[4][16];
-  table_bytes(table, bytes);
-  fns().bf16(packed, count, bs, scales, bytes, table, reinterpret_cast<uint16_t*>(out));
+  f32_byte_tables(table, bytes);
+  fns().bf16(packed, count, bs, scales, bytes, table, out);
 }
 
 }  // namespace lowbit::core::cpu::hwy_decode4

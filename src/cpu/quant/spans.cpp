@@ -303,12 +303,7 @@ LOWBIT_DECODE4_TARGET void decode4_blocks_avx512(const uint8_t* packed, int64_t 
     }
     for (; k < end; ++k) {  // the last block's ragged tail
       const uint8_t byte = packed[k / 2];
-      const float v = table[k % 2 ? byte & 0xfu : byte >> 4] * scales[b];
-      if constexpr (std::is_same_v<T, float>) {
-        out[k] = v;
-      } else {
-        out[k] = BFloat16{f32_to_bf16(v)};
-      }
+      out[k] = from_f32<T>(table[k % 2 ? byte & 0xfu : byte >> 4] * scales[b]);
     }
   }
 }
