@@ -8,7 +8,7 @@
 #ifndef HWY_DISABLE_PCLMUL_AES
 #define HWY_DISABLE_PCLMUL_AES
 #endif
-// Only the targets lowbit_hwy_target() picks: SSE4, AVX2 and AVX-512 on x86, NEON on Arm. SVE's and RVV's
+// Only the targets hwy_target() picks: SSE4, AVX2 and AVX-512 on x86, NEON on Arm. SVE's and RVV's
 // sizeless vectors cannot sit in the arrays lowbit's kernels keep in registers.
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128 | HWY_RVV)

@@ -133,7 +133,7 @@ void RowsBf16(const Gemv4Rows& w, WeightKind kind, const float* vtab, int64_t K,
   }
 }
 
-Kernels Get() { return {4 * static_cast<int64_t>(hn::Lanes(DF())), hwy::TargetName(HWY_TARGET), &RowsBf16}; }
+Kernels Get() { return {4 * static_cast<int64_t>(hn::Lanes(DF())), &RowsBf16}; }
 
 }  // namespace HWY_NAMESPACE
 }  // namespace lowbit::core::cpu::gemm::hwy_gemv8

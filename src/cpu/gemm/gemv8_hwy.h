@@ -13,8 +13,7 @@
 namespace lowbit::core::cpu::gemm::hwy_gemv8 {
 
 struct Kernels {
-  int64_t step;      // elements of K a step: 16 (128-bit vectors), 32 (256-bit), 64 (512-bit)
-  const char* name;  // the Highway target
+  int64_t step;  // elements of K a step: 16 (128-bit vectors), 32 (256-bit), 64 (512-bit)
   // gemv4_rows_bf16 for codes of `kind` (sint: int8, uint: uint8, fp8: E4M3FN): acc16 gets the kernel's lane
   // sums (zeros past them) a pair; zero points (w.zeros: codes) are vtab[code].
   void (*rows_bf16)(const Gemv4Rows& w, WeightKind kind, const float* vtab, int64_t K, int64_t blocksize,
