@@ -65,7 +65,7 @@ int main() {
           for (const bool zeros : {false, true}) {
             for (const Nibbles order : {Nibbles::high_first, Nibbles::low_first}) {
               if (K % bs != 0 || (bits != 4 && order == Nibbles::high_first)) continue;
-              if (!gemv4_bf16_fits(K, bs, bits, zeros)) continue;
+              if (!gemv4_bf16_fits(K, bs, bits, zeros, true)) continue;
               const int64_t row_bytes = K * bits / 8, blocks = K / bs;
               std::vector<uint8_t> codes(2 * row_bytes), zc(2 * blocks);
               if (kind == 2 && zeros) continue;  // zero points are for integer codes
@@ -79,13 +79,13 @@ int main() {
               std::vector<uint16_t> a(rows * K);
               for (auto& x : a) x = f32_to_bf16(u(g));
               std::vector<float> ap(rows * K);
-              for (int m = 0; m < rows; ++m) permute_a_bf16(&a[m * K], nullptr, K, bits, order, &ap[m * K]);
+              for (int m = 0; m < rows; ++m) permute_a_bf16(&a[m * K], nullptr, nullptr, K, bits, order, &ap[m * K]);
               const Gemv4Rows w{{&codes[0], &codes[row_bytes]},
                                 {&scales[0], &scales[blocks]},
                                 {zeros ? &zc[0] : nullptr, zeros ? &zc[blocks] : nullptr},
                                 2};
               float acc[2][4][16];
-              gemv4_rows_bf16(w, K, bs, bits, t, ap.data(), K, rows, &acc[0][0][0]);
+              gemv4_rows_bf16(w, K, bs, bits, t, ap.data(), K, rows, &acc[0][0][0], true);
               for (int r = 0; r < 2; ++r) {
                 for (int m = 0; m < rows; ++m) {
                   double ref = 0, mag = 0;

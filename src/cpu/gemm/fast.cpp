@@ -294,9 +294,9 @@ void bnb4_gemv(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, float* a32
       store);
 }
 
-// The few-rows product on bf16 A (M <= gemm::gemv4_bf16_max_rows(bits)) of a weight of `bits`-bit codes whose
-// rows (row(n): K · bits / 8 bytes) the kernel takes (gemm::gemv4_bf16_fits), A already permuted into ap (M rows
-// of K elements): scales(n, buf) gives row n's scales of `blocksize` columns each, zeros(n, buf) its blocks'
+// The few-rows product on A (bf16, else fp32; M <= gemm::gemv4_bf16_max_rows(bits, a_bf16)) of a weight of `bits`-bit
+// codes whose rows (row(n): K · bits / 8 bytes) the kernel takes (gemm::gemv4_bf16_fits), A already permuted into ap (M
+// rows of K elements): scales(n, buf) gives row n's scales of `blocksize` columns each, zeros(n, buf) its blocks'
 // zero-point codes (when with_zeros: the table's indices) in buf. Rows of W 16 at a time a task, two at a time
 // and A's rows 4 at a time a kernel call (a W row pair stays in L1 for the next group of 4). Splitting K into
 // panels whose slice of A stays in L1 measured slower: the weight's prefetch then runs into the next panel
@@ -304,10 +304,10 @@ void bnb4_gemv(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, float* a32
 constexpr int64_t kFewRowsBf16 = 64;
 
 template <class RowFn, class ScalesFn, class ZerosFn, class Store>
-void gemv4_bf16(int64_t M, int64_t N, int64_t K, int bits, const uint8_t* ap, const gemm::Gemv4Table& table,
-                int64_t blocksize, bool buffered, bool with_zeros, const RowFn& row, const ScalesFn& scales_of,
-                const ZerosFn& zeros_of, const Store& store) {
-  const int64_t blocks = K / blocksize, rows_per_task = 16, a_row_bytes = K * gemm::gemv4_a_bytes(bits);
+void gemv4_bf16(int64_t M, int64_t N, int64_t K, int bits, bool a_bf16, const uint8_t* ap,
+                const gemm::Gemv4Table& table, int64_t blocksize, bool buffered, bool with_zeros, const RowFn& row,
+                const ScalesFn& scales_of, const ZerosFn& zeros_of, const Store& store) {
+  const int64_t blocks = K / blocksize, rows_per_task = 16, a_row_bytes = K * gemm::gemv4_a_bytes(bits, a_bf16);
   parallel_for((N + rows_per_task - 1) / rows_per_task, M * N * K, [&](int64_t task) {
     const int64_t n0 = task * rows_per_task;
     const int nr = static_cast<int>(std::min(rows_per_task, N - n0));
@@ -327,7 +327,7 @@ void gemv4_bf16(int64_t M, int64_t N, int64_t K, int bits, const uint8_t* ap, co
       for (int64_t m0 = 0; m0 < M; m0 += 4) {
         const int a_rows = static_cast<int>(std::min<int64_t>(4, M - m0));
         alignas(64) float acc[2][4][16];  // [row of W][row of A][lane]
-        gemm::gemv4_rows_bf16(w, K, blocksize, bits, table, ap + m0 * a_row_bytes, K, a_rows, &acc[0][0][0]);
+        gemm::gemv4_rows_bf16(w, K, blocksize, bits, table, ap + m0 * a_row_bytes, K, a_rows, &acc[0][0][0], a_bf16);
         for (int r = 0; r < count; ++r) {
           for (int m = 0; m < a_rows; ++m) {
             const float* lanes = &acc[0][0][0] + 16 * (r * a_rows + m);
@@ -347,11 +347,12 @@ template <class Store>
 void bnb4_gemv_bf16(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, uint8_t* ap, const Store& store) {
   const uint16_t* a = d.a.A.ptr<const uint16_t>();
   for (int64_t m = 0; m < M; ++m) {
-    gemm::permute_a_bf16(a + m * K, nullptr, K, 4, gemm::Nibbles::high_first, ap + m * K * gemm::gemv4_a_bytes(4));
+    gemm::permute_a_bf16(a + m * K, nullptr, nullptr, K, 4, gemm::Nibbles::high_first,
+                         ap + m * K * gemm::gemv4_a_bytes(4, true));
   }
   const int64_t blocks = K / d.a.blocksize;
   gemv4_bf16(
-      M, N, K, 4, ap, gemm::gemv4_table(d.table, false), d.a.blocksize, d.a.nested.present(), false,
+      M, N, K, 4, true, ap, gemm::gemv4_table(d.table, false), d.a.blocksize, d.a.nested.present(), false,
       [&](int64_t n) { return d.packed + n * K / 2; },
       [&](int64_t n, float* buf) { return row_absmax(d, n, blocks, buf); },
       [](int64_t, uint8_t*) { return static_cast<const uint8_t*>(nullptr); }, store);
@@ -442,30 +443,50 @@ void large_m_matmul(int64_t M, int64_t N, int64_t K, const void* a, int64_t lda,
   });
 }
 
-// Whether the bf16 few-rows kernel takes a call (the run and its workspace ask the same): bf16 A of up to
-// gemv4_bf16_max_rows rows, codes of 1, 2 or 4 bits or int8 / uint8 / fp8, K, groups and zeros (quantized ones only)
-// the kernel takes (gemm::gemv4_bf16_fits), no config forced.
-bool few_rows_bf16(const MatmulArgs& a, int64_t M) {
+// Whether the table kernels' bf16 values hold a weight of codes of <= 4 bits exactly: every code's value and,
+// with zero points, every difference of two values (small integers and fp4's values do; nf4's do not).
+bool table_exact_in_bf16(const WeightFormat& f) {
+  const int bits = weight_bits(f.type);
+  const float* table = weight_table16(f.type);
+  float v[16];
+  for (uint32_t c = 0; c < (1u << bits); ++c) v[c] = weight_code_value(f.type, c, table);
+  const auto exact = [](float x) { return bf16_to_f32(f32_to_bf16(x)) == x; };
+  for (uint32_t i = 0; i < (1u << bits); ++i) {
+    if (!exact(v[i])) return false;
+    for (uint32_t z = 0; f.with_zeros && z < (1u << bits); ++z) {
+      if (!exact(v[i] - v[z])) return false;
+    }
+  }
+  return true;
+}
+
+// Whether the few-rows kernels take a call (the run and its workspace ask the same): A of up to
+// gemv4_bf16_max_rows rows, codes of 1, 2 or 4 bits or int8 / uint8 / fp8, K, groups and zeros (quantized ones
+// only) the kernel takes (gemm::gemv4_bf16_fits), no config forced. bf16 A as it is; fp16 A (as fp32) where the
+// weights stay exact (8-bit codes, or a table exact in bf16), so the products are the tiles' fp32 ones.
+bool few_rows(const MatmulArgs& a, int64_t M) {
   const WeightFormat& f = a.weight.format;
   const int64_t gl = f.group_length(), blocksize = f.with_scaling ? gl : f.K;
+  const int bits = weight_bits(f.type);
   const bool zeros_fit = !f.with_zeros || f.zeros_mode == ZerosMode::quantized;
   const WeightKind kind = weight_type_info(f.type).kind;
-  const bool codes_fit =
-      weight_bits(f.type) != 8 || kind == WeightKind::sint || kind == WeightKind::uint || kind == WeightKind::fp8;
-  return a.config.empty() && M <= gemm::gemv4_bf16_max_rows(weight_bits(f.type)) && a.A.dtype == DType::bf16 &&
-         zeros_fit && codes_fit && gemm::gemv4_bf16_fits(f.K, blocksize, weight_bits(f.type), f.with_zeros);
+  const bool codes_fit = bits != 8 || kind == WeightKind::sint || kind == WeightKind::uint || kind == WeightKind::fp8;
+  const bool a_bf16 = a.A.dtype == DType::bf16;
+  const bool a_fits = a_bf16 || (a.A.dtype == DType::f16 && (bits == 8 || (bits <= 4 && table_exact_in_bf16(f))));
+  return a.config.empty() && a_fits && M <= gemm::gemv4_bf16_max_rows(bits, a_bf16) && zeros_fit && codes_fit &&
+         gemm::gemv4_bf16_fits(f.K, blocksize, bits, f.with_zeros, a_bf16);
 }
-// matmul_4bit's: whole blocks of 32-multiples a row too.
+// matmul_4bit's: bf16 A, whole blocks of 32-multiples a row too.
 bool few_rows_bf16(const Matmul4bitArgs& a, int64_t M, int64_t K) {
-  return a.config.empty() && K % a.blocksize == 0 && a.blocksize % 32 == 0 && M <= gemm::gemv4_bf16_max_rows(4) &&
-         a.A.dtype == DType::bf16 && gemm::gemv4_bf16_fits(K, a.blocksize, 4, false);
+  return a.config.empty() && K % a.blocksize == 0 && a.blocksize % 32 == 0 && M <= gemm::gemv4_bf16_max_rows(4, true) &&
+         a.A.dtype == DType::bf16 && gemm::gemv4_bf16_fits(K, a.blocksize, 4, false, true);
 }
 
 }  // namespace
 
 size_t matmul_fast_workspace(const MatmulArgs& a) {
   const int64_t M = rows_of(a.A), K = a.weight.format.K, N = a.weight.format.N;
-  const bool large = !few_rows_bf16(a, M) && large_m(a.config, M, a.A.dtype);
+  const bool large = !few_rows(a, M) && large_m(a.config, M, a.A.dtype);
   return Scratch::bytes(M, K, N) + (large ? LargeScratch::bytes(M, K, N) : 0);
 }
 
@@ -487,19 +508,24 @@ void matmul_fast(const MatmulArgs& a, void* workspace, Stream) {
   const RowsDecoder decode(w);
   const float* bias = f.with_bias ? w.bias.ptr<const float>() : nullptr;
   // The few-rows kernel: each weight row streamed once per 4 rows of A.
-  if (few_rows_bf16(a, M)) {
+  if (few_rows(a, M)) {
     const int64_t blocksize = f.with_scaling ? f.group_length() : K;
     const int bits = weight_bits(f.type);
+    const bool a_bf16 = a.A.dtype == DType::bf16;
     auto* ap = reinterpret_cast<uint8_t*>(s.a32);  // M x K floats fit in a32
-    const uint16_t* A = a.A.ptr<const uint16_t>();
+    const int64_t ap_row = K * gemm::gemv4_a_bytes(bits, a_bf16);
+    std::vector<float> row32(a_bf16 ? 0 : static_cast<size_t>(K));  // an fp16 row, as fp32
     for (int64_t m = 0; m < M; ++m) {
-      gemm::permute_a_bf16(A + m * K, perm, K, bits, gemm::Nibbles::low_first, ap + m * K * gemm::gemv4_a_bytes(bits));
+      const uint16_t* a16 = a.A.ptr<const uint16_t>() + m * K;
+      for (int64_t k = 0; !a_bf16 && k < K; ++k) row32[k] = f16_to_f32(a16[k]);
+      gemm::permute_a_bf16(a_bf16 ? a16 : nullptr, row32.data(), perm, K, bits, gemm::Nibbles::low_first,
+                           ap + m * ap_row);
     }
     const float one = 1.0f;
     const int64_t groups = f.groups();
     with_store(a.out, N, bias, a.kName, [&](const auto& store) {
       gemv4_bf16(
-          M, N, K, bits, ap,
+          M, N, K, bits, a_bf16, ap,
           bits == 8 ? gemm::gemv8_table(decode.kind, decode.vtab) : gemm::gemv4_table(decode.vtab, f.with_zeros),
           blocksize, false, f.with_zeros, [&](int64_t n) { return decode.q + n * decode.row_bytes; },
           [&](int64_t n, float*) { return f.with_scaling ? decode.scale + n * groups : &one; },

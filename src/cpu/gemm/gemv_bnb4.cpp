@@ -280,21 +280,21 @@ void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float
 
 namespace {
 
-// The kernel that takes bf16 A with codes of `bits`: the AVX-512 BF16 one (4-bit codes, where allowed),
-// Highway's table kernel (1, 2 and 4 bits) or its 8-bit one; none for other widths.
+// The kernel that takes A (bf16 when a_bf16, else fp32) with codes of `bits`: the AVX-512 BF16 one (4-bit codes
+// on bf16 A, where allowed), Highway's table kernel (1, 2 and 4 bits) or its 8-bit one; none for other widths.
 enum class Bf16Kernel { avx512, hwy_table, hwy8, none };
 
-Bf16Kernel bf16_kernel(int bits) {
+Bf16Kernel bf16_kernel(int bits, bool a_bf16) {
   if (bits == 8) return Bf16Kernel::hwy8;
   if (bits != 1 && bits != 2 && bits != 4) return Bf16Kernel::none;
-  return bits == 4 && bf16_kernels() == Kernels::avx512 ? Bf16Kernel::avx512 : Bf16Kernel::hwy_table;
+  return a_bf16 && bits == 4 && bf16_kernels() == Kernels::avx512 ? Bf16Kernel::avx512 : Bf16Kernel::hwy_table;
 }
 
 }  // namespace
 
-bool gemv4_bf16_fits(int64_t K, int64_t blocksize, int bits, bool zeros) {
+bool gemv4_bf16_fits(int64_t K, int64_t blocksize, int bits, bool zeros, bool a_bf16) {
   if (blocksize <= 0) return false;
-  switch (bf16_kernel(bits)) {
+  switch (bf16_kernel(bits, a_bf16)) {
     case Bf16Kernel::avx512:
       return K % 128 == 0 && (blocksize == 32 || blocksize == 64 || blocksize % 128 == 0) &&
              (!zeros || blocksize % 128 == 0);
@@ -306,28 +306,32 @@ bool gemv4_bf16_fits(int64_t K, int64_t blocksize, int bits, bool zeros) {
   return false;
 }
 
-int64_t gemv4_bf16_max_rows(int bits) {
-  switch (bf16_kernel(bits)) {
+int64_t gemv4_bf16_max_rows(int bits, bool a_bf16) {
+  switch (bf16_kernel(bits, a_bf16)) {
     case Bf16Kernel::avx512: return 64;
     case Bf16Kernel::hwy_table: return 32;
-    case Bf16Kernel::hwy8: return 16;
+    case Bf16Kernel::hwy8: return a_bf16 ? 16 : 8;  // fp16 A's other path, the tiles, wins from 16 rows
     case Bf16Kernel::none: return 0;
   }
   return 0;
 }
 
-int64_t gemv4_a_bytes(int bits) { return bf16_kernel(bits) == Bf16Kernel::avx512 ? 2 : 4; }
+int64_t gemv4_a_bytes(int bits, bool a_bf16) { return bf16_kernel(bits, a_bf16) == Bf16Kernel::avx512 ? 2 : 4; }
 
-void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, int bits, Nibbles order, void* out) {
-  switch (bf16_kernel(bits)) {
+void permute_a_bf16(const uint16_t* a, const float* a32, const int32_t* perm, int64_t K, int bits, Nibbles order,
+                    void* out) {
+  switch (bf16_kernel(bits, a != nullptr)) {
     case Bf16Kernel::hwy8: {  // in order, as fp32
       auto* ap = static_cast<float*>(out);
-      for (int64_t k = 0; k < K; ++k) ap[k] = bf16_to_f32(a[perm ? perm[k] : k]);
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t j = perm ? perm[k] : k;
+        ap[k] = a ? bf16_to_f32(a[j]) : a32[j];
+      }
       return;
     }
     case Bf16Kernel::hwy_table: {
       const int64_t step = hwy_gemv4::step_of(hwy_gemv4::kernels(), bits);
-      return hwy_gemv4::permute_a(step, bits, a, nullptr, perm, K, order, 2, static_cast<float*>(out));
+      return hwy_gemv4::permute_a(step, bits, a, a32, perm, K, order, 2, static_cast<float*>(out));
     }
     case Bf16Kernel::avx512: {
       auto* ap = static_cast<uint16_t*>(out);
@@ -349,9 +353,9 @@ void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, int bits,
 }
 
 void gemv4_rows_bf16(const Gemv4Rows& w, int64_t K, int64_t blocksize, int bits, const Gemv4Table& t, const void* ap,
-                     int64_t ldap, int rows, float* acc16) {
+                     int64_t ldap, int rows, float* acc16, bool a_bf16) {
   const auto* ap32 = static_cast<const float*>(ap);
-  switch (bf16_kernel(bits)) {
+  switch (bf16_kernel(bits, a_bf16)) {
     case Bf16Kernel::hwy8:
       return hwy_gemv8::kernels().rows_bf16(w, t.kind8, t.vtab256, K, blocksize, ap32, ldap, rows, acc16);
     case Bf16Kernel::hwy_table:

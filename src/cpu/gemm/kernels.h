@@ -65,9 +65,13 @@ void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float
 // product). Zero points (codes into the table, as quantized zeros are) make
 // a block's weights (value − values[zero]) · scale, rounded to bf16 (small
 // integers: exact). Without them the table is the values rounded to bf16.
-// permute_a_bf16 orders each A row (columns perm[k] when perm is given) as
-// the kernel reads it, into ap of gemv4_a_bytes(bits) bytes an element (bf16
-// for AVX-512, fp32 for Highway), for 4-bit codes of either nibble order:
+// A is bf16 (a_bf16) or fp32: fp32 A takes the Highway kernels, whose
+// products are fp32 (the AVX-512 BF16 kernel rounds A to bf16), so its
+// weights are exact where the table's values are exact in bf16.
+// permute_a_bf16 orders each A row (bf16 a, else fp32 a32; columns perm[k]
+// when perm is given) as the kernel reads it, into ap of
+// gemv4_a_bytes(bits, a_bf16) bytes an element (bf16 for AVX-512, fp32 for
+// Highway), for 4-bit codes of either nibble order:
 // bitsandbytes' high nibble first or the rows layout's low nibble first (1
 // and 2 bits: the rows layout's, low bits first). Products and sums in fp32
 // (vdpbf16ps: bf16 subnormals count as zero).
@@ -78,15 +82,16 @@ struct Gemv4Rows {
   const uint8_t* zeros[2];  // each row's blocks' zero-point codes, or null
   int count;                // rows: 1 or 2
 };
-bool gemv4_bf16_fits(int64_t K, int64_t blocksize, int bits, bool zeros);
+bool gemv4_bf16_fits(int64_t K, int64_t blocksize, int bits, bool zeros, bool a_bf16);
 // The most rows of A the few-rows path takes for codes of `bits`, where it beats the large-M path (oneDNN):
-// 64 for the AVX-512 BF16 kernel; for the Highway ones 32 (1, 2, 4 bits) and 16 (8 bits).
-int64_t gemv4_bf16_max_rows(int bits);
-int64_t gemv4_a_bytes(int bits);
-void permute_a_bf16(const uint16_t* a, const int32_t* perm, int64_t K, int bits, Nibbles order, void* ap);
+// 64 for the AVX-512 BF16 kernel; for the Highway ones 32 (1, 2, 4 bits) and 16 (8 bits; 8 on fp32 A).
+int64_t gemv4_bf16_max_rows(int bits, bool a_bf16);
+int64_t gemv4_a_bytes(int bits, bool a_bf16);
+void permute_a_bf16(const uint16_t* a, const float* a32, const int32_t* perm, int64_t K, int bits, Nibbles order,
+                    void* ap);
 // ap: the first of `rows` permuted rows, ldap elements apart.
 void gemv4_rows_bf16(const Gemv4Rows& w, int64_t K, int64_t blocksize, int bits, const Gemv4Table& t, const void* ap,
-                     int64_t ldap, int rows, float* acc16);
+                     int64_t ldap, int rows, float* acc16, bool a_bf16);
 // 8-bit codes: int8 / uint8 values converted, fp8 (E4M3) decoded, any other
 // kind through vtab[256].
 void decode_bytes(const uint8_t* row, WeightKind kind, int64_t k0, int64_t len, const float* vtab, float* out);

@@ -3,6 +3,11 @@
 // which leaves W bit for bit — so the fast path's vectorized decoders (LUT
 // permutes, folded group tables, branch-free halves) must reproduce
 // dequantize_weight, the one definition, for every format and zeros mode.
+// A's rows also go 8 at a time (the few-rows kernels, where they take the
+// format: fp16 A in fp32, weights exact).
+#include <algorithm>
+#include <cstring>
+
 #include "core/weight_format.h"
 #include "gemm/gemm_cases.h"
 
@@ -20,7 +25,7 @@ TEST(MatmulExact, IdentityTimesWeightGivesTheDequantizedWeight) {
       MatmulConfig c;
       c.W_dtype = t;
       c.N = 19;
-      c.K = variant == 0 ? 77 : 96;  // a ragged K without groups
+      c.K = variant == 0 ? 77 : 128;  // a ragged K without groups; whole steps of the few-rows kernels
       c.with_scaling = variant > 0;
       c.group_size = variant > 1 ? 32 : -1;
       c.with_zeros = variant > 1 && core::weight_is_integer(t);
@@ -59,6 +64,22 @@ TEST(MatmulExact, IdentityTimesWeightGivesTheDequantizedWeight) {
           EXPECT_EQ(bad, 0) << describe(c) << " [" << impl.name << " config " << config.name() << "] first at "
                             << first;
         }
+        // Rows r0 .. r0 + 7 of I: the few-rows path's products.
+        int64_t bad = 0;
+        for (int64_t r0 = 0; r0 < c.K; r0 += 8) {
+          const int64_t rows = std::min<int64_t>(8, c.K - r0);
+          Tensor Ar = Tensor::empty({rows, c.K}, DType::f16);
+          std::memcpy(Ar.data(), A.ptr<uint16_t>() + r0 * c.K, static_cast<size_t>(rows * c.K) * 2);
+          Tensor out = Tensor::empty({rows, c.N}, DType::f32);
+          const MatmulArgs a = mm.args(Ar, p.ref(), out);
+          const Tensor ws = Tensor::empty({static_cast<int64_t>(impl.workspace(a))}, DType::u8);
+          ops::run_impl(impl, a, ws.data(), {});
+          for (int64_t m = 0; m < rows; ++m) {
+            for (int64_t n = 0; n < c.N; ++n)
+              bad += out.ptr<float>()[m * c.N + n] != want.ptr<float>()[n * c.K + r0 + m];
+          }
+        }
+        EXPECT_EQ(bad, 0) << describe(c) << " [" << impl.name << "] 8 rows at a time";
       }
     }
   }

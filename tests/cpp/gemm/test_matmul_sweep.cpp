@@ -68,9 +68,9 @@ void sweep(WeightType t) {
 
 // One case of the CPU few-rows kernels: type t, group code g (0: no scale,
 // -1: a scale per row, -2: zeros with a scale per row, 1000 + n: zeros with
-// groups of n, else groups of g), M rows of bf16 A, K columns; the i-th case
+// groups of n, else groups of g), M rows of A (bf16 unless a_dtype says), K columns; the i-th case
 // picks N, the scales' dtype, the output dtype, the bias and a permutation.
-void few_rows_case(WeightType t, int64_t g, int64_t M, int64_t K, int i) {
+void few_rows_case(WeightType t, int64_t g, int64_t M, int64_t K, int i, DType a_dtype = DType::bf16) {
   const bool zeros = g == -2 || g > 1000;
   MatmulConfig c;
   c.W_dtype = t;
@@ -80,13 +80,13 @@ void few_rows_case(WeightType t, int64_t g, int64_t M, int64_t K, int i) {
   c.zeros_mode = ZerosMode::quantized;
   c.N = 17 + i % 4;
   c.K = K;
-  c.A_dtype = DType::bf16;
-  c.out_dtype = i % 2 ? DType::f32 : DType::bf16;
+  c.A_dtype = a_dtype;
+  c.out_dtype = i % 2 ? DType::f32 : a_dtype;
   c.with_bias = i % 3 == 1;
   const bool perm = i % 4 == 2;
   const QuantizedWeight w = random_weight(c, kScales[i % 3], perm);
   const std::string name = describe(c) + " M=" + std::to_string(M) + (perm ? " perm" : "");
-  run_on_all_backends_close(matmul_case(name, w, random_floats({M, c.K}, DType::bf16, 0.5f)));
+  run_on_all_backends_close(matmul_case(name, w, random_floats({M, c.K}, a_dtype, 0.5f)));
 }
 
 // The CPU few-rows kernel for bf16 A on 4-bit codes (K whole 128-element
@@ -126,6 +126,26 @@ TEST(MatmulBf16FewRows, Every8_2And1bitTypeAndGroup) {
       if ((g == -2 || g > 1000) && !core::weight_is_integer(t)) continue;
       for (const int64_t M : {1, 3, 4, 7, 16}) {
         few_rows_case(t, g, M, 512 * (1 + i % 2), i);
+        ++i;
+        if (::testing::Test::HasFailure()) return;
+      }
+    }
+  }
+}
+
+// The CPU few-rows kernels on fp16 A (the Highway kernels, fp32 products:
+// held to fp16 A's bound, no bf16 term): weights whose values the
+// tables hold exactly (integers, fp4, 8-bit codes) and nf4 (not exact in
+// bf16: the tiles), groups, quantized zeros, permutations, M up to 16.
+TEST(MatmulFewRows, Fp16A) {
+  SCOPED_TRACE("impls: " + impl_names<MatmulArgs>());
+  int i = 0;
+  for (WeightType t : {WeightType::int4, WeightType::uint4, WeightType::fp4, WeightType::nf4, WeightType::int8,
+                       WeightType::uint8, WeightType::fp8_e4m3, WeightType::int2, WeightType::uint1}) {
+    for (const int64_t g : {0, -1, 64, 128, -2, 1128}) {  // -2, 1128: zeros, groups -1, 128
+      if ((g == -2 || g > 1000) && !core::weight_is_integer(t)) continue;
+      for (const int64_t M : {1, 4, 7, 16}) {
+        few_rows_case(t, g, M, 512 * (1 + i % 2), i, DType::f16);
         ++i;
         if (::testing::Test::HasFailure()) return;
       }
