@@ -305,9 +305,10 @@ def test_utils_pack_dict(gen):
 
 # ------------------------------------------------------------------ namespace hygiene
 
+_BNB_NN = ["lowbit.bnb.nn.parametrize"] if importlib.util.find_spec("lowbit.nn") is not None else []  # needs lowbit.nn
 PUBLIC_MODULES = ["lowbit", "lowbit.functional", "lowbit.sparse", "lowbit.optim", "lowbit.bnb",
-                  "lowbit.bnb.functional", "lowbit.bnb.utils"]
-STRICT_MODULES = ["lowbit.bnb", "lowbit.bnb.functional", "lowbit.bnb.utils"]  # no other public names at all
+                  "lowbit.bnb.functional", "lowbit.bnb.utils"] + _BNB_NN
+STRICT_MODULES = ["lowbit.bnb", "lowbit.bnb.functional", "lowbit.bnb.utils"] + _BNB_NN  # no other public names
 LEAKS = {"np", "numpy", "torch", "Any", "Optional", "List", "Tuple", "Dict", "Sequence", "Union", "annotations",
          "json", "warnings", "importlib", "functools", "math", "sys", "os"}
 
