@@ -368,6 +368,7 @@ def test_linear8bitlt_deepcopy_and_moves():
     m = _make8(_linear(64, 24, False, seed=37), "cpu")
     c = copy.deepcopy(m)
     assert c.weight.SCB is not m.weight.SCB and torch.equal(c.weight.SCB, m.weight.SCB)
+    assert c.SCB is c.weight.SCB  # the copy's buffer is its weight's SCB, as the original's is
     m.to(torch.float16)  # int8 codes are not converted, nor is SCB
     assert m.weight.dtype == torch.int8 and m.weight.SCB.dtype == torch.float32
     x = _input((2, 64), torch.float16, "cpu", seed=38)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -59,7 +60,7 @@ class Int8Params(torch.nn.Parameter):
         return self.to(device="cuda" if device is None else device, non_blocking=non_blocking)
 
     def __deepcopy__(self, memo: Dict[int, Any]) -> "Int8Params":
-        SCB = None if self.SCB is None else self.SCB.clone()
+        SCB = copy.deepcopy(self.SCB, memo)  # through memo: a module's SCB buffer (the same tensor) stays it
         new = Int8Params(self.data.clone(), self.requires_grad, self.has_fp16_weights, SCB=SCB)
         memo[id(self)] = new
         return new
