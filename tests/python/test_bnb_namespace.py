@@ -1,5 +1,6 @@
 """lowbit.bnb, bitsandbytes' namespace: torch results, 8-bit state dicts, large blocks, the [K, N]
-weight's warning, MatMul4Bit's gradient, the CPU weight layout and every public module's __all__.
+weight's warning, MatMul4Bit's gradient, matmul_4bit under torch.compile and torch.export, the CPU weight layout
+and every public module's __all__.
 
 Needs PyTorch only (not bitsandbytes); CUDA cases skip, saying why, where torch CUDA cannot run."""
 
@@ -194,7 +195,7 @@ def test_matmul4bit_gradient_against_float64(gen, device, shape):
     bias = _randn(gen, N, device=device).requires_grad_()
     grad = _randn(gen, *shape[:-1], N, device=device)
     out = bnb.matmul_4bit(A, packed.t(), state, bias=bias)
-    assert out.grad_fn is not None and type(out.grad_fn).__name__.startswith("MatMul4Bit")
+    assert "lowbit_matmul_4bit" in type(out.grad_fn).__name__  # the custom op's autograd, not a Function of its own
     out.backward(grad)
     w = LF.dequantize_4bit(packed, state).double()  # [N, K]
     torch.testing.assert_close(A.grad.double(), grad.double() @ w, rtol=1e-5, atol=1e-5)
@@ -209,6 +210,69 @@ def test_matmul4bit_apply_directly(gen):
     bnb.MatMul4Bit.apply(A, packed, None, None, state).sum().backward()
     w = LF.dequantize_4bit(packed, state).double()
     torch.testing.assert_close(A.grad.double(), w.sum(0).expand(4, 64), rtol=1e-5, atol=1e-5)
+
+
+class _Bnb4bitModel(torch.nn.Module):
+    """Calls ``bnb.matmul_4bit`` as bitsandbytes' users do, on each of its paths: a double-quantized nf4 weight
+    given as ``.t()`` with a trainable bias, a weight in bitsandbytes' CPU layout, an fp4 weight as packed, and a
+    state quantized from a [K, N] weight (the deprecated orientation)."""
+
+    def __init__(self, gen):
+        super().__init__()
+        self.p1, self.q1 = F.quantize_4bit(_randn(gen, 64, 136), quant_type="nf4", compress_statistics=True)
+        self.b1 = torch.nn.Parameter(_randn(gen, 64))
+        self.p2, self.q2 = F._convert_weight_packed_for_cpu(*F.quantize_4bit(_randn(gen, 64, 64), quant_type="nf4"))
+        self.p3, self.q3 = F.quantize_4bit(_randn(gen, 40, 64), quant_type="fp4")
+        self.p4, self.q4 = F.quantize_4bit(_randn(gen, 40, 24), quant_type="nf4")  # [K, N]
+
+    def forward(self, x):
+        h = torch.relu(bnb.matmul_4bit(x, self.p1.t(), self.q1, bias=self.b1))
+        h = bnb.matmul_4bit(h, self.p2, self.q2)
+        h = bnb.matmul_4bit(h, self.p3, self.q3)
+        return bnb.matmul_4bit(h, self.p4, self.q4)
+
+    def float64(self, x, b1):
+        """The same model in float64 on the dequantized weights."""
+        w1, w3, w4 = (LF.dequantize_4bit(p, q).double() for p, q in ((self.p1, self.q1), (self.p3, self.q3),
+                                                                      (self.p4, self.q4)))
+        w2 = F.dequantize_4bit(*F._unpack_cpu_format(self.p2, self.q2)).double()
+        return torch.relu(x @ w1.t() + b1) @ w2.t() @ w3.t() @ w4
+
+
+def test_matmul_4bit_compiles_without_graph_breaks(gen):
+    """A model calling bnb.matmul_4bit (every path) under torch.compile(fullgraph=True): no graph break, eager's
+    output and input gradient bit for bit, the bias's within float32 summation order, both against float64; and
+    it exports (the ops lowbit::matmul_4bit and lowbit::dequantize_4bit in the graph), with eager's output."""
+    torch._dynamo.reset()
+    model = _Bnb4bitModel(gen)
+    x = _randn(gen, 3, 5, 136)
+    grad = _randn(gen, 3, 5, 24)
+    explained = torch._dynamo.explain(model)(x)  # no DeprecationWarning while compiling (as bitsandbytes)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+    compiled = torch.compile(model, fullgraph=True)
+    runs = {}
+    for name, fn in (("eager", model), ("compiled", compiled)):
+        xg = x.clone().requires_grad_()
+        model.b1.grad = None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # the [K, N] layer, eager only
+            out = fn(xg)
+        out.backward(grad)
+        runs[name] = (out.detach(), xg.grad, model.b1.grad.clone())
+    (out_e, gx_e, gb_e), (out_c, gx_c, gb_c) = runs["eager"], runs["compiled"]
+    assert torch.equal(out_c, out_e) and torch.equal(gx_c, gx_e)
+    torch.testing.assert_close(gb_c, gb_e, rtol=1e-6, atol=1e-6)
+    x64 = x.double().requires_grad_()
+    b64 = model.b1.detach().double().requires_grad_()
+    want = model.float64(x64, b64)
+    want.backward(grad.double())
+    for got, ref in ((out_c, want.detach()), (gx_c, x64.grad), (gb_c, b64.grad)):
+        torch.testing.assert_close(got.double(), ref, rtol=1e-4, atol=1e-4 * float(ref.abs().max()))
+    with torch.no_grad():
+        ep = torch.export.export(model, (x,))
+        assert torch.equal(ep.module()(x), out_e)
+    calls = [str(n.target) for n in ep.graph.nodes if n.op == "call_function"]
+    assert calls.count("lowbit.matmul_4bit.default") == 3 and "lowbit.dequantize_4bit.default" in calls
 
 
 @pytest.mark.parametrize("nested", [False, True])
@@ -241,9 +305,10 @@ def test_utils_pack_dict(gen):
 
 # ------------------------------------------------------------------ namespace hygiene
 
+_BNB_NN = ["lowbit.bnb.nn.parametrize"] if importlib.util.find_spec("lowbit.nn") is not None else []  # needs lowbit.nn
 PUBLIC_MODULES = ["lowbit", "lowbit.functional", "lowbit.sparse", "lowbit.optim", "lowbit.bnb",
-                  "lowbit.bnb.functional", "lowbit.bnb.utils"]
-STRICT_MODULES = ["lowbit.bnb", "lowbit.bnb.functional", "lowbit.bnb.utils"]  # no other public names at all
+                  "lowbit.bnb.functional", "lowbit.bnb.utils"] + _BNB_NN
+STRICT_MODULES = ["lowbit.bnb", "lowbit.bnb.functional", "lowbit.bnb.utils"] + _BNB_NN  # no other public names
 LEAKS = {"np", "numpy", "torch", "Any", "Optional", "List", "Tuple", "Dict", "Sequence", "Union", "annotations",
          "json", "warnings", "importlib", "functools", "math", "sys", "os"}
 

@@ -368,11 +368,77 @@ def test_linear8bitlt_deepcopy_and_moves():
     m = _make8(_linear(64, 24, False, seed=37), "cpu")
     c = copy.deepcopy(m)
     assert c.weight.SCB is not m.weight.SCB and torch.equal(c.weight.SCB, m.weight.SCB)
+    assert c.SCB is c.weight.SCB  # the copy's buffer is its weight's SCB, as the original's is
     m.to(torch.float16)  # int8 codes are not converted, nor is SCB
     assert m.weight.dtype == torch.int8 and m.weight.SCB.dtype == torch.float32
     x = _input((2, 64), torch.float16, "cpu", seed=38)
     with torch.no_grad():
         assert torch.equal(c(x), m(x))
+
+
+def test_linear8bitlt_scb_buffer_follows_the_weight():
+    """The module's non-persistent buffer SCB is the weight's SCB after quantization, moves, .half(), loading an
+    int8 state dict, assigning a weight and replacing weight.SCB; the state dict still holds SCB once."""
+    lin = _linear(64, 24, True, seed=39)
+    m = lnn.Linear8bitLt(64, 24, has_fp16_weights=False)
+    assert m.SCB is None and list(dict(m.named_buffers())) == []
+    m.load_state_dict(lin.state_dict())
+    m = m.to("cpu")
+    assert m.SCB is m.weight.SCB and m.SCB.shape == (24,) and list(dict(m.named_buffers())) == ["SCB"]
+    m.half()  # the buffer's float16 copy gives way to the weight's float32 SCB
+    assert m.SCB is m.weight.SCB and m.SCB.dtype == torch.float32
+    sd = m.state_dict()
+    assert list(sd) == ["weight", "bias", "SCB", "weight_format"] and torch.equal(sd["SCB"], m.weight.SCB)
+    fresh = lnn.Linear8bitLt(64, 24)
+    fresh.load_state_dict(sd)
+    assert fresh.SCB is fresh.weight.SCB and torch.equal(fresh.SCB, m.SCB)
+    other = lnn.Int8Params(lin.weight.detach() * 2, requires_grad=False).cpu()
+    fresh.weight = other
+    assert fresh.SCB is other.SCB
+    other.SCB = other.SCB * 1  # replaced in place on the parameter: the next eager forward catches up
+    with torch.no_grad():
+        fresh(_input((2, 64), torch.float32, "cpu", seed=40))
+    assert fresh.SCB is other.SCB
+
+
+@pytest.mark.parametrize("threshold", [0.0, 2.5])
+def test_linear8bitlt_exports(threshold):
+    """torch.export of an int8 Linear8bitLt (has_fp16_weights=False): one lowbit::int8_linear of the weight, the
+    bias and the SCB buffer (the fake weight export traces with carries no SCB), no data-dependent size (the op's
+    outputs have fixed shapes; outlier columns are found inside it); the exported program gives the module's
+    bits, at another batch size too, and so does one of a module loaded from an int8 state dict."""
+    lin = _linear(96, 40, True, seed=41)
+    m = _make8(lin, "cpu", threshold)
+    x = _input((6, 96), torch.float32, "cpu", seed=42, scale=2.0)
+    x2 = _input((9, 96), torch.float32, "cpu", seed=43, scale=2.0)
+    assert threshold == 0 or bool((x.abs() >= threshold).any())  # outlier columns present
+    batch = torch.export.Dim("batch", min=2, max=64)
+    ep = torch.export.export(m, (x,), dynamic_shapes=({0: batch},))
+    assert [str(n.target) for n in ep.graph.nodes if n.op == "call_function"] == ["lowbit.int8_linear.default"]
+    assert [(spec.kind.name, spec.target) for spec in ep.graph_signature.input_specs] == [
+        ("PARAMETER", "weight"), ("PARAMETER", "bias"), ("BUFFER", "SCB"), ("USER_INPUT", None)]
+    assert all(not str(sym).startswith("u") for sym in ep.range_constraints)  # no unbacked (data-dependent) size
+    with torch.no_grad():
+        for xi in (x, x2):
+            assert torch.equal(ep.module()(xi), m(xi))
+    loaded = lnn.Linear8bitLt(96, 40, threshold=threshold)
+    loaded.load_state_dict(_roundtrip(m.state_dict()))
+    with torch.no_grad():
+        assert torch.equal(torch.export.export(loaded, (x,)).module()(x2[:6]), m(x2[:6]))
+
+
+def test_linear8bitlt_fp16_weights_exports():
+    """With has_fp16_weights (a frozen float weight) the forward quantizes the weight through the op: it exports
+    too, and gives the int8 module's bits."""
+    lin = _linear(64, 24, True, seed=44)
+    m = lnn.Linear8bitLt(64, 24, has_fp16_weights=True)
+    m.load_state_dict(lin.state_dict())
+    m.weight.requires_grad_(False)
+    x = _input((3, 64), torch.float32, "cpu", seed=45)
+    ep = torch.export.export(m, (x,))
+    assert "lowbit.int8_vectorwise_quant.default" in {str(n.target) for n in ep.graph.nodes}
+    with torch.no_grad():
+        assert torch.equal(ep.module()(x), _make8(lin, "cpu")(x))
 
 
 # ---------------------------------------------------------------- LinearFP8
@@ -642,9 +708,8 @@ def test_input_and_bias_get_gradients_through_the_dequantized_weight(device, kin
 
 
 def test_a_model_of_the_modules_compiles_without_graph_breaks_and_exports():
-    """nf4, int8 and FP8 layers in one model: torch.compile(fullgraph=True) gives eager's bits (the layers'
-    custom ops have fake implementations), as torch.export does without the int8 layer, and the compiled backward
-    gives the input its gradient."""
+    """nf4, int8 and FP8 layers in one model: torch.compile(fullgraph=True) and torch.export give eager's bits (the
+    layers' custom ops have fake implementations), and the compiled backward gives the input its gradient."""
     torch.manual_seed(74)
     model = torch.nn.Sequential(torch.nn.Linear(256, 128), torch.nn.Linear(128, 64), torch.nn.Linear(64, 32))
     model[0] = _make4(model[0], "cpu")
@@ -654,11 +719,7 @@ def test_a_model_of_the_modules_compiles_without_graph_breaks_and_exports():
     with torch.no_grad():
         want = model(x)
         assert torch.equal(torch.compile(model, fullgraph=True)(x), want)
-        # export: the 4-bit and FP8 layers (Linear8bitLt's SCB lives on its parameter, which export's fake
-        # parameter drops)
-        two = torch.nn.Sequential(model[0], torch.nn.Linear(128, 64), model[2])
-        two[1] = lnn.LinearFP8.from_linear(two[1])
-        assert torch.equal(torch.export.export(two, (x,)).module()(x), two(x))
+        assert torch.equal(torch.export.export(model, (x,)).module()(x), want)
     xg = x.clone().requires_grad_(True)
     torch.compile(model, fullgraph=True)(xg).sum().backward()
     xe = x.clone().requires_grad_(True)

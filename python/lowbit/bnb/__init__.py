@@ -4,7 +4,7 @@
 
 - ``bnb.functional``: bitsandbytes' functional API (torch tensors throughout, code maps included);
 - ``bnb.optim``: bitsandbytes' optimizers (:mod:`lowbit.optim`);
-- ``bnb.nn``: bitsandbytes' modules (:mod:`lowbit.nn`, imported on first use);
+- ``bnb.nn``: bitsandbytes' modules (:mod:`lowbit.nn`, imported on first use) and ``bnb.nn.parametrize``;
 - ``bnb.utils``: the state-dict helpers;
 - ``bnb.matmul_4bit`` / ``bnb.MatMul4Bit``: the 4-bit matmul with autograd;
 - ``bnb.matmul`` / ``bnb.MatmulLtState``: LLM.int8's matmul with autograd.

@@ -1,64 +1,43 @@
-"""bitsandbytes' 4-bit matmul with autograd: ``matmul_4bit`` and ``MatMul4Bit``.
+"""bitsandbytes' 4-bit matmul with autograd: ``matmul_4bit`` and ``MatMul4Bit``, through the custom op.
 
-The one place where ``lowbit.bnb`` defines the 4-bit product's gradient (w.r.t. the input, through the
-dequantized weight, as bitsandbytes does); a registered custom op with its autograd formula may replace
-``MatMul4Bit`` here without changing ``matmul_4bit``.
+The product and its gradient are those of ``lowbit::matmul_4bit`` (:func:`lowbit.ops.matmul_4bit`): the op's
+registered autograd gives the input ``grad · dequantize_4bit(B)`` and the bias its summed gradient, as
+bitsandbytes' ``MatMul4Bit`` does, and its fake implementation lets ``torch.compile(fullgraph=True)`` and
+``torch.export`` trace a model calling ``matmul_4bit`` without a graph break.
 """
 
 import warnings as _warnings
-from typing import Any as _Any, Optional as _Optional, Tuple as _Tuple
+from typing import Any as _Any, Optional as _Optional
 
 import torch as _torch
 
-from .. import functional as _lf
+from .. import ops as _ops
+from .functional import _unpack_cpu_format
 
 __all__ = ["MatMul4Bit", "matmul_4bit"]
 
 
-def _empty_result(A: _torch.Tensor, quant_state: _Any) -> _torch.Tensor:
-    """bitsandbytes' result for an input without elements: [..., N] of A's dtype."""
-    return _torch.empty((*A.shape[:-1], quant_state.shape[0]), dtype=A.dtype, device=A.device)
+def _product(A: _torch.Tensor, B: _torch.Tensor, quant_state: _Any, out: _Optional[_torch.Tensor],
+             bias: _Optional[_torch.Tensor]) -> _torch.Tensor:
+    """``A · W[N, K]ᵀ + bias`` through ``lowbit::matmul_4bit``; B packed or its ``.t()`` (a view either way)."""
+    return _ops.matmul_4bit(A, B.reshape(-1, 1), quant_state, bias, out=out)
 
 
-class MatMul4Bit(_torch.autograd.Function):
-    """``A · dequantize_4bit(B)ᵀ + bias``; backward gives A's gradient (``grad · W``) and the bias's.
+class MatMul4Bit:
+    """bitsandbytes' ``MatMul4Bit``: ``MatMul4Bit.apply(A, B, out=None, bias=None, quant_state=None)`` is
+    ``A · dequantize_4bit(B)ᵀ + bias``, differentiable w.r.t. A and the bias.
 
-    The weight gets no gradient (it is quantized), as in bitsandbytes.
+    Not a ``torch.autograd.Function`` of its own: ``apply`` calls the op ``lowbit::matmul_4bit``, whose registered
+    autograd gives A's gradient (``grad · W``) and the bias's (``grad`` summed over every leading dimension); the
+    weight gets none (it is quantized), as in bitsandbytes.
     """
 
     @staticmethod
-    def forward(ctx: _Any, A: _torch.Tensor, B: _torch.Tensor, out: _Optional[_torch.Tensor] = None,
-                bias: _Optional[_torch.Tensor] = None, quant_state: _Any = None) -> _torch.Tensor:
+    def apply(A: _torch.Tensor, B: _torch.Tensor, out: _Optional[_torch.Tensor] = None,
+              bias: _Optional[_torch.Tensor] = None, quant_state: _Any = None) -> _torch.Tensor:
         if quant_state is None:
             raise ValueError("MatMul4Bit: quant_state is required (got None); it comes from quantize_4bit")
-        B = B.reshape(-1, 1)  # the packed bytes in bitsandbytes' canonical [(N*K+1)//2, 1] view
-        ctx.state = quant_state
-        ctx.bias_dtype = None if bias is None else bias.dtype
-        ctx.empty = A.numel() == 0
-        ctx.a_shape = A.shape
-        ctx.save_for_backward(B)
-        if ctx.empty:
-            return _empty_result(A, quant_state)
-        result = _lf.matmul_4bit(A, B, quant_state, bias)
-        if out is not None:
-            out.copy_(result)
-            return out
-        return result
-
-    @staticmethod
-    def backward(ctx: _Any, grad_output: _torch.Tensor) -> _Tuple[_Any, ...]:
-        (B,) = ctx.saved_tensors
-        need_a, _, _, need_bias, _ = ctx.needs_input_grad
-        grad_a = grad_bias = None
-        if need_bias:
-            grad_bias = grad_output.reshape(-1, grad_output.shape[-1]).sum(0, dtype=ctx.bias_dtype)
-        if need_a:
-            if ctx.empty:
-                grad_a = _torch.zeros(ctx.a_shape, dtype=grad_output.dtype, device=grad_output.device)
-            else:
-                weight = _lf.dequantize_4bit(B, ctx.state).to(grad_output.dtype)  # [N, K]
-                grad_a = _torch.matmul(grad_output, weight)
-        return grad_a, None, None, grad_bias, None
+        return _product(A, B, quant_state, out, bias)
 
 
 def matmul_4bit(A: _torch.Tensor, B: _torch.Tensor, quant_state: _Any, out: _Optional[_torch.Tensor] = None,
@@ -66,19 +45,19 @@ def matmul_4bit(A: _torch.Tensor, B: _torch.Tensor, quant_state: _Any, out: _Opt
     """bitsandbytes' ``matmul_4bit``: ``A [..., K] · W[N, K]ᵀ + bias`` for the 4-bit weight ``B`` of ``quant_state``.
 
     ``B`` is the packed weight as :func:`lowbit.bnb.functional.quantize_4bit` returns it or its ``.t()``
-    (both read alike: the state gives N and K). A state quantized from a ``[K, N]`` weight (``A``'s inner
-    size matching ``shape[0]`` only) still works, with bitsandbytes' ``DeprecationWarning``, through the
-    dequantized weight. Differentiable w.r.t. ``A`` and ``bias`` (:class:`MatMul4Bit`) when they need it.
+    (both read alike: the state gives N and K). Every path runs on ``torch.ops.lowbit`` ops, so a model calling
+    this traces under ``torch.compile(fullgraph=True)``; A and ``bias`` get their gradients from the ops'
+    autograd. A state quantized from a ``[K, N]`` weight (``A``'s inner size matching ``shape[0]`` only) still
+    works, with bitsandbytes' ``DeprecationWarning`` (not while compiling), through the dequantized weight; a
+    weight in bitsandbytes' CPU layout (``packing_format_for_cpu``) is unpacked to the standard one on each call.
     """
     if quant_state is None:
         raise ValueError("matmul_4bit: quant_state is required (got None); it comes from quantize_4bit")
     if quant_state.shape is None or len(quant_state.shape) != 2:
         raise ValueError(f"matmul_4bit: quant_state.shape must be 2-D [N, K] (got {quant_state.shape})")
     if A.device.type == "cpu" and getattr(quant_state, "packing_format_for_cpu", False):
-        from .functional import gemv_4bit  # a state bitsandbytes repacked for its CPU kernel
-
-        result = gemv_4bit(A, B, out=out, state=quant_state)
-        return result + bias if bias is not None else result
+        packed, plain = _unpack_cpu_format(B, quant_state)  # a state bitsandbytes repacked for its CPU kernel
+        return _product(A, packed, plain, out, bias)
     n, k = quant_state.shape
     if A.shape[-1] == n and A.shape[-1] != k:
         if not _torch.compiler.is_compiling():
@@ -89,15 +68,7 @@ def matmul_4bit(A: _torch.Tensor, B: _torch.Tensor, quant_state: _Any, out: _Opt
                 DeprecationWarning,
                 stacklevel=2,
             )
-        weight = _lf.dequantize_4bit(B.reshape(-1, 1), quant_state).to(A.dtype)  # [K, N]
+        weight = _ops.dequantize_4bit(B.reshape(-1, 1), quant_state).to(A.dtype)  # [K, N]
         result = _torch.nn.functional.linear(A, weight.t(), bias)
-        if out is not None:
-            out.copy_(result)
-            return out
-        return result
-    needs_grad = _torch.is_grad_enabled() and (A.requires_grad or (bias is not None and bias.requires_grad))
-    if needs_grad:
-        return MatMul4Bit.apply(A, B, out, bias, quant_state)
-    if A.numel() == 0:
-        return out if out is not None else _empty_result(A, quant_state)
-    return _lf.matmul_4bit(A, B.reshape(-1, 1), quant_state, bias, out=out)
+        return result if out is None else out.copy_(result)
+    return _product(A, B, quant_state, out, bias)

@@ -5,7 +5,8 @@ custom ops (:mod:`lowbit.ops`, the functional ops of the same names): they
 trace under ``torch.compile(fullgraph=True)`` and ``torch.export``, replay in
 CUDA graphs, and the matmuls give the input and bias their gradients through
 the dequantized weight (weights stay frozen). The quantization at load time
-calls :mod:`lowbit.functional` directly.
+calls :mod:`lowbit.functional` directly, except int8's, which a forward runs
+too.
 """
 
 from __future__ import annotations
@@ -75,8 +76,9 @@ def matmul_4bit(x: torch.Tensor, packed: torch.Tensor, quant_state: QuantState,
 
 
 def int8_vectorwise_quant(w: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(CB int8 [N, K], SCB float32 [N]) of a weight."""
-    CB, SCB, _ = F.int8_vectorwise_quant(w)
+    """(CB int8 [N, K], SCB float32 [N]) of a weight; the op, as ``Linear8bitLt`` with ``has_fp16_weights``
+    quantizes its weight at each forward (threshold 0: no outlier columns, nothing read back)."""
+    CB, SCB, _ = ops.int8_vectorwise_quant(w)
     return CB, SCB
 
 

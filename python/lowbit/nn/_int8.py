@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -59,7 +60,7 @@ class Int8Params(torch.nn.Parameter):
         return self.to(device="cuda" if device is None else device, non_blocking=non_blocking)
 
     def __deepcopy__(self, memo: Dict[int, Any]) -> "Int8Params":
-        SCB = None if self.SCB is None else self.SCB.clone()
+        SCB = copy.deepcopy(self.SCB, memo)  # through memo: a module's SCB buffer (the same tensor) stays it
         new = Int8Params(self.data.clone(), self.requires_grad, self.has_fp16_weights, SCB=SCB)
         memo[id(self)] = new
         return new
@@ -95,7 +96,8 @@ class _State:
 
     @property
     def SCB(self) -> Optional[torch.Tensor]:
-        return getattr(self._module.weight, "SCB", None)
+        SCB = getattr(self._module.weight, "SCB", None)
+        return self._module.SCB if SCB is None else SCB
 
 
 class Linear8bitLt(torch.nn.Linear):
@@ -106,6 +108,13 @@ class Linear8bitLt(torch.nn.Linear):
     then ``.to(device)`` / ``.cuda()`` / ``.cpu()`` quantizes them (with
     ``has_fp16_weights=False``); or load an int8 state dict
     (``weight``, ``SCB``, ``weight_format``) into any module.
+
+    ``SCB`` lives on the weight (``weight.SCB``, as in bitsandbytes) and is
+    also the module's non-persistent buffer ``SCB`` (the same tensor; the state
+    dict's ``SCB`` entry is written once, from the weight): ``torch.export``
+    traces the module with a fake weight that carries no attributes, and takes
+    the buffer as the graph's input. The buffer follows the weight wherever it
+    changes (assignment, ``.to()``, loading, an eager forward).
     """
 
     def __init__(self, input_features: int, output_features: int, bias: bool = True, has_fp16_weights: bool = True,
@@ -116,7 +125,25 @@ class Linear8bitLt(torch.nn.Linear):
         super().__init__(input_features, output_features, bias, device)
         self.state = _State(self, float(threshold), bool(has_fp16_weights))
         self.index = index
+        self.register_buffer("SCB", None, persistent=False)
         self.weight = Int8Params(self.weight.data, has_fp16_weights=has_fp16_weights, requires_grad=has_fp16_weights)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name == "weight":
+            self._keep_scb()
+
+    def _keep_scb(self) -> None:
+        """The buffer ``SCB`` := the weight's SCB (None where the weight has none)."""
+        if "SCB" in self._buffers:  # absent while torch.nn.Linear.__init__ sets the first weight
+            self._buffers["SCB"] = getattr(self._parameters.get("weight"), "SCB", None)
+
+    def _apply(self, fn: Any, recurse: bool = True) -> "Linear8bitLt":
+        # .to() / .cuda() / .cpu() quantize or move the weight and its SCB; fn's copy of the buffer (or its
+        # conversion by .half()) gives way to the weight's own
+        result = super()._apply(fn, recurse)
+        self._keep_scb()
+        return result
 
     @property
     def threshold(self) -> float:
@@ -130,6 +157,10 @@ class Linear8bitLt(torch.nn.Linear):
         w = self.weight
         SCB = getattr(w, "SCB", None)
         if w.dtype == torch.int8:
+            if SCB is None:  # torch.export's fake weight carries no attributes: the buffer
+                SCB = self.SCB
+            elif not torch.compiler.is_compiling() and SCB is not self.SCB:
+                self._buffers["SCB"] = SCB  # weight.SCB was replaced in place: the buffer follows
             if SCB is None:
                 raise RuntimeError("Linear8bitLt: the int8 weight has no SCB (row absmax); load it with the weight")
             CB = w
@@ -185,6 +216,7 @@ class Linear8bitLt(torch.nn.Linear):
         if SCB is not None and not isinstance(self.weight, Int8Params):  # load_state_dict(assign=True)
             self.weight = Int8Params(self.weight.data, requires_grad=False, has_fp16_weights=False,
                                      SCB=SCB.to(self.weight.device))
+        self._keep_scb()
         mine = {prefix + "SCB", prefix + "weight_format"}
         unexpected_keys[:] = [k for k in unexpected_keys if k not in mine]
 
