@@ -105,19 +105,39 @@ void chunk_weighted_sum(const float* p4, int64_t ld, int64_t kc, const float* v,
 }
 
 LOWBIT_SIMD_CLONES
-void row_scores(const float* q, int64_t Dp, const float* kr, int64_t kc, float scale, float* s) {
-  for (int64_t j = 0; j < kc; ++j) {
-    const float* k = kr + j * Dp;
-    F8 acc = {};
-    for (int64_t d = 0; d < Dp; d += 8) {
-      F8 x, y;
-      LOWBIT_LOAD8(x, q + d);
-      LOWBIT_LOAD8(y, k + d);
-      acc += x * y;
+void rows_scores(const float* q, int64_t nq, int64_t Dp, const float* kr, int64_t kc, float scale, float* s,
+                 int64_t lds) {
+  typedef int32_t I8 __attribute__((vector_size(32)));
+// The sums of two vectors' adjacent lane pairs, interleaved: lanes (a0+a1, b0+b1, a2+a3, b2+b3, ...) (a macro:
+// a function on F8 would change the ABI between the variants).
+#define LOWBIT_PAIRS(a, b) \
+  (__builtin_shuffle(a, b, I8{0, 8, 2, 10, 4, 12, 6, 14}) + __builtin_shuffle(a, b, I8{1, 9, 3, 11, 5, 13, 7, 15}))
+  for (int64_t j0 = 0; j0 < kc; j0 += 8) {
+    const float* k = kr + j0 * Dp;
+    for (int64_t r = 0; r < nq; ++r) {
+      const float* qr = q + r * Dp;
+      F8 a[8] = {};
+      for (int64_t d = 0; d < Dp; d += 8) {
+        F8 x;
+        LOWBIT_LOAD8(x, qr + d);
+        for (int i = 0; i < 8; ++i) {
+          F8 y;
+          LOWBIT_LOAD8(y, k + i * Dp + d);
+          a[i] += x * y;
+        }
+      }
+      // Key i's lanes summed as ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)), into lane i.
+      const F8 p0 = LOWBIT_PAIRS(a[0], a[1]), p1 = LOWBIT_PAIRS(a[2], a[3]), p2 = LOWBIT_PAIRS(a[4], a[5]),
+               p3 = LOWBIT_PAIRS(a[6], a[7]);
+      const F8 h0 = __builtin_shuffle(p0, p1, I8{0, 1, 8, 9, 4, 5, 12, 13}) +
+                    __builtin_shuffle(p0, p1, I8{2, 3, 10, 11, 6, 7, 14, 15});
+      const F8 h1 = __builtin_shuffle(p2, p3, I8{0, 1, 8, 9, 4, 5, 12, 13}) +
+                    __builtin_shuffle(p2, p3, I8{2, 3, 10, 11, 6, 7, 14, 15});
+      const F8 sum = __builtin_shuffle(h0, h1, I8{0, 1, 2, 3, 8, 9, 10, 11}) +
+                     __builtin_shuffle(h0, h1, I8{4, 5, 6, 7, 12, 13, 14, 15});
+      const F8 out = scale * sum;
+      LOWBIT_STORE8(s + r * lds + j0, out);
     }
-    float lanes[8];
-    LOWBIT_STORE8(lanes, acc);
-    s[j] = scale * (((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7])));
   }
 }
 
@@ -172,6 +192,7 @@ void row_step(float* x, int64_t n, int64_t seen, float& peak, float& sum, float*
   for (int64_t e = 0; e < Dvp; ++e) o[e] *= alpha;
 }
 
+#undef LOWBIT_PAIRS
 #undef LOWBIT_LOAD8
 #undef LOWBIT_STORE8
 

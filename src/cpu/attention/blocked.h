@@ -6,13 +6,14 @@
 //     a query's scores of 16 keys are 16 lanes of one sum over d) and V as
 //     rows padded to whole vectors, so the products run as register tiles of
 //     4 queries x 16 keys (scores) and 4 queries x 32 columns (P·V).
-//   - A block of one row reads K as rows (row_scores: no transposition, which
-//     one query would not repay).
+//   - A block of up to kFewRows rows (decode: a query's grouped heads) reads
+//     K as rows (rows_scores: 8 keys' sums at once, no transposition, which
+//     few queries would not repay).
 //   - Each query's arithmetic is its own, in a fixed order (the chunks from
 //     key 0, d and key ascending in each sum, no FMA contraction), so its
-//     result depends only on whether its block has one row, which the forms
-//     of the op (dense, cache, packed) decide alike, not on the ISA the loops
-//     were built for.
+//     result depends only on whether its block has more than kFewRows rows,
+//     which the forms of the op (dense, cache, packed) decide alike, not on
+//     the ISA the loops were built for.
 //   - exp is a polynomial the loops vectorize (blocked.cpp).
 #pragma once
 
@@ -28,6 +29,8 @@ namespace lowbit::core::cpu::attention {
 
 inline constexpr int64_t kQueryRows = 128;  // queries a block
 inline constexpr int64_t kKeyChunk = 128;  // keys a chunk
+inline constexpr int64_t kFewRows = 16;    // blocks of up to this many rows read K as rows
+inline constexpr int64_t kPrefetchRows = 4;  // keys ahead whose k and v rows are prefetched
 
 // Scores of 4 queries (q4: 4 rows of D floats) against the chunk's keys
 // [0, kc) of kt ([D, ld] float32): s4[r * ld + j] = scale * q_r · k_j.
@@ -35,9 +38,11 @@ void chunk_scores(const float* q4, int64_t D, const float* kt, int64_t ld, int64
 // o4 (4 rows of ldo floats, Dvp of them used, a multiple of 32) += p4 (4 rows
 // of ld weights, kc of them) times v ([kc, ldo] float32 rows).
 void chunk_weighted_sum(const float* p4, int64_t ld, int64_t kc, const float* v, int64_t ldo, int64_t Dvp, float* o4);
-// One row's scores (a block of one row: decode with heads of their own): s[j] = scale * q · k_j, k_j the
-// rows of kr ([kc, Dp] float32, Dp a multiple of 8, q and the rows zero past D).
-void row_scores(const float* q, int64_t Dp, const float* kr, int64_t kc, float scale, float* s);
+// The scores of a few rows (nq rows of q, Dp floats apart): s[r * lds + j] = scale * q_r · k_j, k_j the rows
+// of kr ([kc rounded up to 8, Dp] float32, Dp a multiple of 8, q and the rows zero past D), each sum in 8 lanes
+// over d, then its lanes in pairs; scores up to kc rounded up to 8 are written.
+void rows_scores(const float* q, int64_t nq, int64_t Dp, const float* kr, int64_t kc, float scale, float* s,
+                 int64_t lds);
 // o (Dvp, a multiple of 32) += p (kc weights) times v ([kc, Dvp] float32 rows).
 void row_weighted_sum(const float* p, int64_t kc, const float* v, int64_t Dvp, float* o);
 // One row's step over a chunk of scores x [0, n), the keys from `seen` on
@@ -58,11 +63,12 @@ void attend_block_f32(int64_t nq, int64_t D, int64_t Dv, double scale, const QRo
   const int64_t Dvp = (Dv + 31) / 32 * 32, rows4 = (nq + 3) / 4 * 4;
   thread_local std::vector<float> q, kt, v, s, o, peak, sum, row;
   thread_local std::vector<int64_t> counts;
-  // A block of one row (a query whose heads share no kv head, alone) reads k as rows: no transposition.
-  const bool one = nq == 1 && !kKT;
-  const int64_t Dp = (D + 7) / 8 * 8;
-  q.assign(static_cast<size_t>(rows4 * D + 8), 0.0f);  // (the one-row path reads D rounded up to 8)
-  kt.resize(static_cast<size_t>((one ? Dp : D) * kc_max));
+  // A block of few rows (a query's heads that share a kv head, or one head alone) reads k as rows: no
+  // transposition. Its q rows are Dp floats apart, zero past D.
+  const bool few = nq <= kFewRows && !kKT;
+  const int64_t Dp = (D + 7) / 8 * 8, qd = few ? Dp : D;
+  q.assign(static_cast<size_t>(rows4 * qd), 0.0f);
+  kt.resize(static_cast<size_t>((few ? Dp : D) * kc_max));
   row.resize(static_cast<size_t>(D));
   v.resize(static_cast<size_t>(kc_max * Dvp));
   s.resize(static_cast<size_t>(rows4 * kc_max));
@@ -73,7 +79,7 @@ void attend_block_f32(int64_t nq, int64_t D, int64_t Dv, double scale, const QRo
   counts.resize(static_cast<size_t>(nq));
   for (int64_t r = 0; r < nq; ++r) {
     const T* qr = q_row(r);
-    for (int64_t d = 0; d < D; ++d) q[static_cast<size_t>(r * D + d)] = to_f32(qr[d]);
+    for (int64_t d = 0; d < D; ++d) q[static_cast<size_t>(r * qd + d)] = to_f32(qr[d]);
     counts[static_cast<size_t>(r)] = count(r);
     keys = std::max(keys, counts[static_cast<size_t>(r)]);
   }
@@ -88,9 +94,19 @@ void attend_block_f32(int64_t nq, int64_t D, int64_t Dv, double scale, const QRo
       }
     }
     for (int64_t j = 0; j < kc; ++j) {
+      // Rows a few keys ahead: a head's keys lie a token's heads apart (paged: pages apart), past the hardware
+      // prefetchers' reach, so each row would otherwise wait on its own misses.
+      if (j + kPrefetchRows < keys - j0) {
+        const char* kn = kKT ? nullptr : reinterpret_cast<const char*>(k_line(j0 + j + kPrefetchRows));
+        const char* vn = reinterpret_cast<const char*>(v_row(j0 + j + kPrefetchRows));
+        for (int64_t off = 0; off < D * static_cast<int64_t>(sizeof(T)); off += 64) {
+          if (kn) __builtin_prefetch(kn + off);
+        }
+        for (int64_t off = 0; off < Dv * static_cast<int64_t>(sizeof(T)); off += 64) __builtin_prefetch(vn + off);
+      }
       if constexpr (!kKT) {
         const T* kj = k_line(j0 + j);
-        if (one) {  // as a row
+        if (few) {  // as a row
           float* dst = kt.data() + j * Dp;
           for (int64_t d = 0; d < D; ++d) dst[d] = to_f32(kj[d]);
           for (int64_t d = D; d < Dp; ++d) dst[d] = 0.0f;
@@ -110,8 +126,10 @@ void attend_block_f32(int64_t nq, int64_t D, int64_t Dv, double scale, const QRo
       for (int64_t r = r0; r < std::min(r0 + 4, nq); ++r) most = std::max(most, counts[static_cast<size_t>(r)]);
       return most > j0;
     };
-    if (one) {
-      row_scores(q.data(), Dp, kt.data(), kc, sc, s.data());
+    if (few) {
+      int64_t nr = nq;  // rows past the last that sees the chunk are skipped (causal)
+      while (nr > 0 && counts[static_cast<size_t>(nr - 1)] <= j0) --nr;
+      rows_scores(q.data(), nr, Dp, kt.data(), kc, sc, s.data(), kc_max);
     } else {
       for (int64_t r0 = 0; r0 < nq; r0 += 4) {
         if (sees(r0)) chunk_scores(q.data() + r0 * D, D, kt.data(), kc_max, kc, sc, s.data() + r0 * kc_max);
@@ -126,7 +144,7 @@ void attend_block_f32(int64_t nq, int64_t D, int64_t Dv, double scale, const QRo
       }
       row_step(sr, kc, seen, peak[static_cast<size_t>(r)], sum[static_cast<size_t>(r)], o.data() + r * Dvp, Dvp);
     }
-    if (one) {
+    if (few && nq == 1) {
       if (counts[0] > j0) row_weighted_sum(s.data(), kc, v.data(), Dvp, o.data());
     } else {
       for (int64_t r0 = 0; r0 < nq; r0 += 4) {
