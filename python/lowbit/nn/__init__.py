@@ -4,11 +4,13 @@ bitsandbytes' ``Linear4bit`` / ``Params4bit`` / ``LinearNF4`` / ``LinearFP4``
 and ``Linear8bitLt`` / ``Int8Params`` (same class names, arguments and state
 dict layout), the embeddings ``StableEmbedding`` / ``Embedding`` /
 ``Embedding8bit`` / ``Embedding4bit`` / ``EmbeddingNF4`` / ``EmbeddingFP4``,
-DeepSeek's FP8 ``LinearFP8``, BitBLAS' ``Linear``, and ``replace_linear`` to
-swap a model's ``torch.nn.Linear`` layers::
+DeepSeek's FP8 ``LinearFP8``, BitBLAS' ``Linear``, ``replace_linear`` to
+swap a model's ``torch.nn.Linear`` layers, and ``from_pretrained`` to load a
+transformers checkpoint quantized by bitsandbytes (or quantize one on load)::
 
     import lowbit.nn
     model = lowbit.nn.replace_linear(model, "nf4", compute_dtype=torch.bfloat16)
+    model = lowbit.nn.from_pretrained(AutoModelForCausalLM, "path/to/bnb-4bit-checkpoint")
 
 See docs/nn.md.
 """
@@ -17,6 +19,7 @@ from ._4bit import Linear4bit, LinearFP4, LinearNF4, Params4bit
 from ._bitblas import Linear
 from ._embedding import Embedding, Embedding4bit, Embedding8bit, EmbeddingFP4, EmbeddingNF4, StableEmbedding
 from ._fp8 import LinearFP8
+from ._hf import from_pretrained
 from ._int8 import Int8Params, Linear8bitLt
 from ._replace import replace_linear
 
@@ -35,5 +38,6 @@ __all__ = [
     "LinearNF4",
     "Params4bit",
     "StableEmbedding",
+    "from_pretrained",
     "replace_linear",
 ]
