@@ -18,9 +18,9 @@ transformers = pytest.importorskip("transformers", reason="transformers is not i
 safetensors_torch = pytest.importorskip("safetensors.torch", reason="safetensors is not installed")
 
 import lowbit.nn as lnn  # noqa: E402
+from hf_models import FP4, INT8, NF4, bnb_reason, quantized_checkpoint, quiet_transformers, tiny_llama  # noqa: E402
 
-transformers.utils.logging.set_verbosity_error()
-transformers.utils.logging.disable_progress_bar()
+quiet_transformers()
 
 TOKENS = 16  # greedy tokens compared
 LINEARS = 14  # q, k, v, o, gate, up, down in each of the 2 layers; lm_head stays float
@@ -34,35 +34,8 @@ TOL_4BIT = 1e-3
 TOL_INT8 = 2e-2
 
 
-def _bnb_reason():
-    """None where bitsandbytes runs its 4-bit and 8-bit layers on this CPU, else why not."""
-    try:
-        import bitsandbytes as bnb
-    except Exception as e:  # noqa: BLE001 - any failure to import means no reference
-        return f"bitsandbytes is not importable ({type(e).__name__}: {e})"
-    try:
-        lin = torch.nn.Linear(64, 8)
-        for m in (bnb.nn.Linear4bit(64, 8, quant_type="nf4"), bnb.nn.Linear8bitLt(64, 8, has_fp16_weights=False)):
-            m.load_state_dict(lin.state_dict())
-            m.to("cpu")(torch.randn(2, 64))
-    except Exception as e:  # noqa: BLE001
-        return f"bitsandbytes {bnb.__version__} does not run its 4-bit / 8-bit layers on this CPU ({e})"
-    return None
-
-
-BNB_REASON = _bnb_reason()
+BNB_REASON = bnb_reason()
 needs_bnb = pytest.mark.skipif(BNB_REASON is not None, reason=str(BNB_REASON))
-NF4 = dict(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True)
-FP4 = dict(load_in_4bit=True, bnb_4bit_quant_type="fp4")
-INT8 = dict(load_in_8bit=True)
-
-
-def _tiny(path, seed=0, **config):
-    torch.manual_seed(seed)
-    cfg = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                                   num_key_value_heads=2, vocab_size=128, max_position_embeddings=64, **config)
-    transformers.LlamaForCausalLM(cfg).save_pretrained(path)
-    return str(path)
 
 
 def _bnb_load(path, **kwargs):
@@ -75,17 +48,12 @@ def _lowbit(path, **kwargs):
 
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory):
-    """The tiny model in float32, and quantized: by transformers + bitsandbytes where bitsandbytes runs here, else by
-    lowbit (quantized on load, then save_pretrained: bitsandbytes' layout, tests/python/test_nn_bnb.py)."""
+    """The tiny model in float32, and quantized (by transformers + bitsandbytes where bitsandbytes runs here, else by
+    lowbit: hf_models.quantized_checkpoint)."""
     root = tmp_path_factory.mktemp("hf")
-    paths = {"fp32": _tiny(root / "fp32")}
+    paths = {"fp32": tiny_llama(root / "fp32")}
     for name, config in (("nf4", NF4), ("int8", INT8)):
-        if BNB_REASON is None:
-            model = _bnb_load(paths["fp32"], quantization_config=transformers.BitsAndBytesConfig(**config))
-        else:
-            model = _lowbit(paths["fp32"], quantization_config=config)
-        model.save_pretrained(root / name)
-        paths[name] = str(root / name)
+        paths[name] = quantized_checkpoint(paths["fp32"], root / name, config, BNB_REASON is None)
     return paths
 
 
@@ -213,7 +181,7 @@ def test_tied_embeddings_and_dtype(tmp_path, x):
     """A model whose lm_head shares the embedding: lm_head stays float and tied, on load and after a round trip;
     dtype= converts the float parameters and the weights before they are quantized (the state's dtype);
     quant_storage bfloat16 keeps the codes as bfloat16."""
-    path = _tiny(tmp_path / "tied", seed=1, tie_word_embeddings=True)
+    path = tiny_llama(tmp_path / "tied", seed=1, tie_word_embeddings=True)
     config = dict(NF4, bnb_4bit_quant_storage="bfloat16")
     model = _lowbit(path, quantization_config=config, dtype=torch.bfloat16)
     assert model.lm_head.weight is model.model.embed_tokens.weight and type(model.lm_head) is torch.nn.Linear

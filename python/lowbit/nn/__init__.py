@@ -6,7 +6,8 @@ dict layout), the embeddings ``StableEmbedding`` / ``Embedding`` /
 ``Embedding8bit`` / ``Embedding4bit`` / ``EmbeddingNF4`` / ``EmbeddingFP4``,
 DeepSeek's FP8 ``LinearFP8``, BitBLAS' ``Linear``, ``replace_linear`` to
 swap a model's ``torch.nn.Linear`` layers, and ``from_pretrained`` to load a
-transformers checkpoint quantized by bitsandbytes (or quantize one on load)::
+transformers checkpoint quantized by bitsandbytes (or quantize one on load);
+``register_peft`` lets peft's LoRA adapters merge into the quantized layers::
 
     import lowbit.nn
     model = lowbit.nn.replace_linear(model, "nf4", compute_dtype=torch.bfloat16)
@@ -21,6 +22,7 @@ from ._embedding import Embedding, Embedding4bit, Embedding8bit, EmbeddingFP4, E
 from ._fp8 import LinearFP8
 from ._hf import from_pretrained
 from ._int8 import Int8Params, Linear8bitLt
+from ._peft import register_peft
 from ._replace import replace_linear
 
 __all__ = [
@@ -39,5 +41,6 @@ __all__ = [
     "Params4bit",
     "StableEmbedding",
     "from_pretrained",
+    "register_peft",
     "replace_linear",
 ]
