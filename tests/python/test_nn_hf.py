@@ -194,6 +194,25 @@ def test_tied_embeddings_and_dtype(tmp_path, x):
     assert torch.equal(_logits(again, x), _logits(model, x))
 
 
+@needs_bnb
+def test_gpt2_conv1d(x, tmp_path):
+    """GPT-2's Conv1D layers (weight [in, out]) become Linear4bit as in transformers: quantized transposed on load,
+    stored as a Linear's; both ways bitsandbytes' logits."""
+    torch.manual_seed(2)
+    config = transformers.GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=128, n_positions=64, bos_token_id=1,
+                                     eos_token_id=2)
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path / "fp32")
+    bnb_config = transformers.BitsAndBytesConfig(**NF4)
+    ours = _lowbit(str(tmp_path / "fp32"), quantization_config=bnb_config)
+    theirs = _bnb_load(str(tmp_path / "fp32"), quantization_config=bnb_config)
+    attn = ours.transformer.h[0].attn.c_attn
+    assert type(attn) is lnn.Linear4bit and (attn.in_features, attn.out_features) == (64, 192)
+    assert type(ours.lm_head) is torch.nn.Linear
+    assert _rel(_logits(ours, x), _logits(theirs, x)) < TOL_4BIT
+    theirs.save_pretrained(tmp_path / "nf4")
+    assert _rel(_logits(_lowbit(str(tmp_path / "nf4")), x), _logits(theirs, x)) < TOL_4BIT
+
+
 def test_compute_dtype_and_device(ckpt, x):
     model = _lowbit(ckpt["nf4"], compute_dtype=torch.bfloat16, device="cpu")
     layer = model.model.layers[0].self_attn.q_proj

@@ -245,10 +245,25 @@ def _not_converted(model: torch.nn.Module, skip: Optional[List[str]]) -> List[st
     return sorted(set(names))
 
 
-def _targets(model: torch.nn.Module, spec: _Spec) -> List[Tuple[str, torch.nn.Linear]]:
+def _targets(model: torch.nn.Module, spec: _Spec) -> List[Tuple[str, torch.nn.Linear, bool]]:
+    """The layers to quantize, as transformers picks them: (name, the layer or a meta Linear of its shape, whether the
+    float checkpoint holds its weight transposed). transformers' Conv1D (GPT-2) keeps its weight as [in, out] and is
+    quantized, and stored, as the Linear [out, in] it computes."""
+    try:
+        from transformers.pytorch_utils import Conv1D
+    except ImportError:
+        Conv1D = None
     skip = _not_converted(model, spec.skip)
-    return [(name, m) for name, m in model.named_modules()
-            if type(m) is torch.nn.Linear and name and not _matches(name, skip)]
+    found = []
+    for name, m in model.named_modules():
+        if not name or _matches(name, skip):
+            continue
+        if type(m) is torch.nn.Linear:
+            found.append((name, m, False))
+        elif Conv1D is not None and isinstance(m, Conv1D):
+            k, n = m.weight.shape
+            found.append((name, torch.nn.Linear(k, n, bias=m.bias is not None, device="meta"), True))
+    return found
 
 
 def _load(model: torch.nn.Module, state: Dict[str, torch.Tensor], path: str) -> None:
@@ -267,10 +282,10 @@ def _load(model: torch.nn.Module, state: Dict[str, torch.Tensor], path: str) -> 
                       f"in {path} ({shown}); they were not loaded", stacklevel=3)
 
 
-def _check_prequantized(targets: List[Tuple[str, torch.nn.Linear]], keys: set, spec: _Spec, path: str) -> None:
+def _check_prequantized(targets: List[Tuple[str, torch.nn.Linear, bool]], keys: set, spec: _Spec, path: str) -> None:
     """Each layer to swap holds its quantized tensors in the checkpoint; else an error naming the first missing."""
     missing = []
-    for name, _ in targets:
+    for name, _, _ in targets:
         if spec.bits == 4:
             kinds = [f"{name}.weight.quant_state.bitsandbytes__{t}" for t in ("nf4", "fp4")]
             if not any(k in keys for k in kinds):
@@ -359,7 +374,7 @@ def from_pretrained(
     with torch.no_grad():
         if prequantized:
             _check_prequantized(targets, keys, spec, path)
-            for name, linear in targets:
+            for name, linear, _ in targets:
                 _set(model, name, _empty(linear, spec.kind, **spec.options()))
             _load(model, {k: checkpoint.get(k) for k in keys}, path)
         else:
@@ -368,12 +383,14 @@ def from_pretrained(
                 raise ValueError(f"{_OP}: the checkpoint in {path} holds quantized tensors ({stray[0]}) but its "
                                  "config.json has no quantization_config to read them with")
             taken = set()
-            for name, linear in targets:
+            for name, linear, transposed in targets:
                 wanted = [f"{name}.weight"] + ([f"{name}.bias"] if linear.bias is not None else [])
                 absent = [k for k in wanted if k not in keys]
                 if absent:
                     raise ValueError(f"{_OP}: the checkpoint in {path} has no tensor for {', '.join(absent)}")
                 tensors = [checkpoint.get(k) for k in wanted]
+                if transposed:
+                    tensors[0] = tensors[0].t().contiguous()
                 if dtype is not None:  # transformers converts the weights before quantizing them
                     tensors = [t.to(dtype) if t.is_floating_point() else t for t in tensors]
                 linear.weight = torch.nn.Parameter(tensors[0], requires_grad=False)
