@@ -6,6 +6,7 @@ Linear4bit; register_peft's layers merge and unmerge by requantizing; all of it 
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -201,6 +202,29 @@ def test_register_peft_refuses(ckpt):
         lnn.register_peft({"r": 8})
     with pytest.raises(NotImplementedError, match="DoRA .use_dora=True. on lowbit.nn's quantized layers"):
         _lora(_lowbit(ckpt["nf4"]), register=True, use_dora=True)
+
+
+def test_docs_examples(ckpt, tmp_path, monkeypatch):
+    """docs/hf.md's ```python blocks, in order, in one namespace: its checkpoint directories are the tiny model's."""
+    import re
+
+    doc = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "hf.md")
+    with open(doc) as f:
+        blocks = re.findall(r"^```python\n(.*?)^```", f.read(), flags=re.M | re.S)
+    assert len(blocks) == 3
+    (tmp_path / "llama-fp32").symlink_to(ckpt["fp32"])
+    (tmp_path / "llama-nf4").symlink_to(ckpt["nf4"])
+    monkeypatch.chdir(tmp_path)
+    data = _batch()
+    namespace = {"batches": [{"input_ids": data, "attention_mask": torch.ones_like(data), "labels": data}] * 2}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # merging's rounding; CPU states not paged
+        for block in blocks:
+            exec(compile(block, doc, "exec"), namespace)  # noqa: S102
+    assert namespace["out"].shape == (1, 4 + 16)
+    assert type(namespace["again"].model.layers[0].mlp.up_proj) is lnn.Linear4bit
+    assert (tmp_path / "llama-nf4-lowbit" / "model.safetensors").exists()
+    assert type(namespace["merged"].model.layers[1].self_attn.o_proj) is lnn.Linear4bit
 
 
 _NO_BNB = r"""
