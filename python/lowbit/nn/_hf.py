@@ -181,7 +181,9 @@ class _Checkpoint:
 @contextlib.contextmanager
 def _parameters_on_meta() -> Iterator[None]:
     """Builds modules with their parameters on the meta device and their buffers where they are made: a model's
-    non-persistent buffers (rotary tables) are computed by its constructor and are in no checkpoint."""
+    non-persistent buffers (rotary tables) are computed by its constructor and are in no checkpoint. It replaces
+    ``torch.nn.Module.register_parameter`` while the model is built (as accelerate's ``init_empty_weights`` does), so
+    modules built on other threads meanwhile get meta parameters too."""
     register = torch.nn.Module.register_parameter
 
     def on_meta(module: torch.nn.Module, name: str, param: Optional[torch.nn.Parameter]) -> None:
@@ -283,7 +285,7 @@ def _load(model: torch.nn.Module, state: Dict[str, torch.Tensor], path: str) -> 
 
 
 def _check_prequantized(targets: List[Tuple[str, torch.nn.Linear, bool]], keys: set, spec: _Spec, path: str) -> None:
-    """Each layer to swap holds its quantized tensors in the checkpoint; else an error naming the first missing."""
+    """Each layer to swap holds its quantized tensors in the checkpoint; else an error naming those missing."""
     missing = []
     for name, _, _ in targets:
         if spec.bits == 4:
