@@ -213,8 +213,10 @@ def test_gpt2_conv1d(x, tmp_path):
     assert _rel(_logits(_lowbit(str(tmp_path / "nf4")), x), _logits(theirs, x)) < TOL_4BIT
 
 
-def test_compute_dtype_and_device(ckpt, x):
-    model = _lowbit(ckpt["nf4"], compute_dtype=torch.bfloat16, device="cpu")
+def test_compute_dtype_device_and_config_keywords(ckpt, x):
+    model = _lowbit(ckpt["nf4"], compute_dtype=torch.bfloat16, device="cpu", attn_implementation="eager",
+                    rms_norm_eps=1e-5)
+    assert model.config._attn_implementation == "eager" and model.config.rms_norm_eps == 1e-5
     layer = model.model.layers[0].self_attn.q_proj
     assert layer.compute_dtype == torch.bfloat16 and layer.weight.device.type == "cpu"
     assert model.config.quantization_config["bnb_4bit_compute_dtype"] == "bfloat16"
