@@ -260,7 +260,11 @@ class Linear4bit(torch.nn.Linear):
         if stats and packed is not None:
             here = self.weight.device
             device = packed.device if here.type == "meta" else here
-            qs = QuantState.from_dict(stats, device=device)
+            try:
+                qs = QuantState.from_dict(stats, device=device)
+            except ValueError as e:
+                error_msgs.append(f"Linear4bit: the quant state of {wkey} does not load: {e}")
+                return
             if tuple(qs.shape) != (self.out_features, self.in_features):
                 error_msgs.append(f"Linear4bit: {wkey} holds a weight of shape {list(qs.shape)}, this module's is "
                                   f"[{self.out_features}, {self.in_features}]")

@@ -20,8 +20,9 @@ from .. import ops
 from .._matmul import Matmul, PackedWeight
 from .._quant_state import QuantState
 
-__all__ = ["dequantize_4bit", "embedding_4bit", "embedding_int8", "fp8_linear", "int8_linear", "int8_vectorwise_quant",
-           "matmul", "matmul_4bit", "quantize_4bit", "weight_dequant", "weight_quant"]
+__all__ = ["dequantize_4bit", "embedding_4bit", "embedding_int8", "fp8_linear", "int8_linear",
+           "int8_vectorwise_dequant", "int8_vectorwise_quant", "matmul", "matmul_4bit", "quantize_4bit",
+           "weight_dequant", "weight_quant"]
 
 _FP8_BLOCK = 128  # the FP8 GEMM's scale block, fixed by its kernels
 
@@ -80,6 +81,11 @@ def int8_vectorwise_quant(w: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     quantizes its weight at each forward (threshold 0: no outlier columns, nothing read back)."""
     CB, SCB, _ = ops.int8_vectorwise_quant(w)
     return CB, SCB
+
+
+def int8_vectorwise_dequant(CB: torch.Tensor, SCB: torch.Tensor) -> torch.Tensor:
+    """The float32 weight ``CB · SCB / 127`` of int8 rows CB [N, K] and their absmax SCB [N]."""
+    return ops.int8_vectorwise_dequant(CB, SCB, dtype=torch.float32)
 
 
 def embedding_int8(input: torch.Tensor, CB: torch.Tensor, SCB: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
