@@ -8,6 +8,7 @@
 #include "core/float_convert.h"  // f32_to_f16, f32_to_bf16, f16_to_f32
 #include "core/hd.h"             // ceil_div
 #include "core/weight_format.h"  // weight_type_info
+#include "cpu/gemm/onednn.h"     // the CPU peer of bench gemm: oneDNN's dense matmul
 #if defined(__CUDACC__)
 #include "cuda/common/ptx/copy.cuh"  // ld_global_nc_na_v4: the read floor's loads, as the kernels issue them
 #endif
@@ -22,6 +23,10 @@ using core::f32_to_f16;
 using core::weight_type_info;
 using core::WeightKind;
 using core::WeightTypeInfo;
+using core::cpu::gemm::onednn_available;
+using core::cpu::gemm::onednn_bf16_available;
+using core::cpu::gemm::onednn_bf16_matmul;
+using core::cpu::gemm::onednn_f32_matmul;
 #if defined(__CUDACC__)
 namespace ptx = cuda::ptx;
 #endif

@@ -41,32 +41,35 @@ int type_column_width(const std::vector<TypeSpec>& types) {
   return width;
 }
 
-void print_header(int type_width) {
+void print_header(int type_width, const Peer* peer) {
+  const std::string peer_us = cat(peer ? peer->name : std::string("peer"), "_us");
   std::printf("  %-11s %-*s %5s %6s %9s %8s %9s %8s %8s %8s %8s %7s  %s\n", "N x K", type_width, "type", "M", "W_MB",
-              "us", "TFLOP/s", "cuBLAS_us", "speedup", "floor_us", "of_floor", "read_us", "of_read", "check");
+              "us", "TFLOP/s", peer_us.c_str(), "speedup", "floor_us", "of_floor", "read_us", "of_read", "check");
 }
 
 void print_row(const Row& r, int type_width) {
   std::string tail = r.status == "ok" ? r.check : r.message;
   std::printf("  %-11s %-*s %5lld %6s %9s %8s %9s %8s %8s %8s %8s %7s  %s\n", r.shape.c_str(), type_width,
               r.type.c_str(), static_cast<long long>(r.M), fmt("%.2f", r.w_bytes / 1e6).c_str(),
-              fmt("%.2f", r.us).c_str(), fmt("%.2f", r.tflops()).c_str(), fmt("%.2f", r.cublas_us).c_str(),
+              fmt("%.2f", r.us).c_str(), fmt("%.2f", r.tflops()).c_str(), fmt("%.2f", r.peer_us).c_str(),
               fmt("%.2fx", r.speedup()).c_str(), fmt("%.2f", r.floor_us).c_str(), fmt("%.3f", r.of_floor()).c_str(),
               fmt("%.2f", r.read_us).c_str(), fmt("%.3f", r.of_read()).c_str(), tail.c_str());
   std::fflush(stdout);
 }
 
-void write_csv(const std::string& path, const std::string& device, const std::vector<Row>& rows) {
+void write_csv(const std::string& path, const std::string& device, const std::vector<Row>& rows, const Peer* peer) {
   FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) throw Error(ErrorCode::io_error, cat("bench gemm: cannot write --csv ", path));
-  std::fprintf(f,
-               "device,N,K,M,type,status,lowbit_us,lowbit_tflops,cublas_us,cublas_tflops,speedup_vs_cublas,"
-               "packed_w_bytes,floor_bytes,floor_us,of_floor,read_us,of_read,check_rel_err,message\n");
+  const std::string p = peer ? peer->csv : std::string("peer");
+  std::fprintf(f, "%s\n",
+               cat("device,N,K,M,type,status,lowbit_us,lowbit_tflops,", p, "_us,", p, "_tflops,speedup_vs_", p,
+                   ",packed_w_bytes,floor_bytes,floor_us,of_floor,read_us,of_read,check_rel_err,message")
+                   .c_str());
   for (const Row& r : rows) {
     std::fprintf(f, "%s,%lld,%lld,%lld,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", csv_text(device).c_str(),
                  static_cast<long long>(r.N), static_cast<long long>(r.K), static_cast<long long>(r.M), r.type.c_str(),
-                 r.status.c_str(), csv_num(r.us).c_str(), csv_num(r.tflops()).c_str(), csv_num(r.cublas_us).c_str(),
-                 csv_num(r.cublas_tflops()).c_str(), csv_num(r.speedup()).c_str(), csv_num(r.w_bytes).c_str(),
+                 r.status.c_str(), csv_num(r.us).c_str(), csv_num(r.tflops()).c_str(), csv_num(r.peer_us).c_str(),
+                 csv_num(r.peer_tflops()).c_str(), csv_num(r.speedup()).c_str(), csv_num(r.w_bytes).c_str(),
                  csv_num(r.floor_bytes).c_str(), csv_num(r.floor_us).c_str(), csv_num(r.of_floor()).c_str(),
                  csv_num(r.read_us).c_str(), csv_num(r.of_read()).c_str(), csv_num(r.check_err).c_str(),
                  csv_text(r.message).c_str());
@@ -75,7 +78,7 @@ void write_csv(const std::string& path, const std::string& device, const std::ve
 }
 
 void print_summary(const std::vector<Row>& rows, const std::vector<TypeSpec>& types, const std::vector<int64_t>& ms,
-                   double copy, bool have_cublas, bool checked, double wall_s, double prep_s, int type_width) {
+                   double copy, const Peer* peer, bool checked, double wall_s, double prep_s, int type_width) {
   int timed = 0, failed = 0;
   std::map<std::string, int> skipped, failures;  // reason -> count
   bool no_backend = false;
@@ -86,20 +89,20 @@ void print_summary(const std::vector<Row>& rows, const std::vector<TypeSpec>& ty
     no_backend = no_backend || r.reason == "no CUDA matmul backend";
   }
   for (const auto& [why, n] : failures) failed += n;
-  if (have_cublas) {
+  if (peer) {
     std::string line;
     for (int64_t M : ms) {
       std::vector<double> tf;
       std::map<std::string, bool> seen;
       for (const Row& r : rows) {
-        if (r.M == M && std::isfinite(r.cublas_us) && !seen[r.shape]) {
+        if (r.M == M && std::isfinite(r.peer_us) && !seen[r.shape]) {
           seen[r.shape] = true;
-          tf.push_back(r.cublas_tflops());
+          tf.push_back(r.peer_tflops());
         }
       }
-      if (!tf.empty()) line += cat(" M=", M, " ", fmt("%.1f", geomean(tf)));
+      if (!tf.empty()) line += cat(" M=", M, " ", fmt(geomean(tf) < 10.0 ? "%.3f" : "%.1f", geomean(tf)));
     }
-    std::printf("summary: cuBLAS fp16 TFLOP/s (geomean over shapes):%s\n", line.c_str());
+    std::printf("summary: %s TFLOP/s (geomean over shapes):%s\n", peer->what.c_str(), line.c_str());
   }
   for (const TypeSpec& t : types) {
     std::string sp, fl, rd, ceil;
@@ -114,7 +117,7 @@ void print_summary(const std::vector<Row>& rows, const std::vector<TypeSpec>& ty
         if (std::isfinite(r.speedup())) s.push_back(r.speedup());
         f.push_back(r.of_floor());
         if (std::isfinite(r.of_read())) rf.push_back(r.of_read());
-        if (std::isfinite(r.read_us) && std::isfinite(r.cublas_us)) c.push_back(r.cublas_us / r.read_us);
+        if (std::isfinite(r.read_us) && std::isfinite(r.peer_us)) c.push_back(r.peer_us / r.read_us);
       }
       if (!s.empty()) sp += cat(" M=", M, " ", fmt("%.2fx", geomean(s)));
       if (!f.empty()) fl += cat(" M=", M, " ", range(f));
@@ -122,21 +125,21 @@ void print_summary(const std::vector<Row>& rows, const std::vector<TypeSpec>& ty
       if (!c.empty()) ceil += cat(" M=", M, " ", fmt("%.2fx", geomean(c)));
     }
     if (!sp.empty()) {
-      std::printf("summary: %-*s speedup over cuBLAS (geomean over shapes):%s\n", type_width, t.name.c_str(),
-                  sp.c_str());
+      std::printf("summary: %-*s speedup over %s (geomean over shapes):%s\n", type_width, t.name.c_str(),
+                  peer ? peer->name.c_str() : "the peer", sp.c_str());
     }
     if (!fl.empty())
       std::printf("summary: %-*s of_floor (min-max over shapes):%s\n", type_width, t.name.c_str(), fl.c_str());
     if (!rd.empty())
       std::printf("summary: %-*s of_read (min-max over shapes):%s\n", type_width, t.name.c_str(), rd.c_str());
     if (!ceil.empty()) {
-      std::printf("summary: %-*s speedup of a pure read of the same bytes over cuBLAS (geomean):%s\n", type_width,
-                  t.name.c_str(), ceil.c_str());
+      std::printf("summary: %-*s speedup of a pure read of the same bytes over %s (geomean):%s\n", type_width,
+                  t.name.c_str(), peer ? peer->name.c_str() : "the peer", ceil.c_str());
     }
   }
   if (no_backend) {
     std::printf("summary: no CUDA matmul backend is registered in this build: lowbit cases skipped%s\n",
-                have_cublas ? " (cuBLAS timed alone)" : "");
+                peer ? cat(" (", peer->name, " timed alone)").c_str() : "");
   }
   auto counts = [](const std::map<std::string, int>& m) {
     std::string t;

@@ -9,8 +9,11 @@
 // flush reading a buffer of max(256 MB, 2 x L2) with cublasSasum, which
 // leaves L2 clean; a memset, which leaves it dirty, when the build has no
 // cuBLAS: timer.h); the median is reported.
-// cuBLAS: cublasGemmEx, A f16 [M, K] times a random f16 W [N, K] transposed,
-// f32 compute, f16 out, same M, N, K and flush. The floor is the bytes the
+// The dense peer: on the GPU cuBLAS, cublasGemmEx, A f16 [M, K] times a random
+// f16 W [N, K] transposed, f32 compute, f16 out, same M, N, K and flush; on
+// the CPU oneDNN's matmul (torch's CPU matmuls run on oneDNN too) of the same
+// A and a random W in bf16 where oneDNN has bf16 kernels for the CPU, else in
+// fp32, f32 out. The floor is the bytes the
 // matmul must move (packed W as the device's layout stores it, with scales and
 // zeros; A; out) over the device-to-device copy bandwidth measured in this run.
 // Each result is first checked against the CPU backend's (fp32 output, its
@@ -79,6 +82,8 @@ class GemmBench {
 #if defined(LOWBIT_WITH_CUBLAS)
   void set_cublas(Cublas* c) { cublas_ = c; }
 #endif
+  // oneDNN's dense matmul as the CPU peer (bf16 operands where bf16, else fp32).
+  void set_cpu_peer(bool bf16) { cpu_peer_ = true, cpu_bf16_ = bf16; }
 
   void run_shape(const WeightShape& sh, const std::vector<int64_t>& ms, const std::vector<TypeSpec>& types,
                  uint64_t seed) {
@@ -100,16 +105,39 @@ class GemmBench {
     for (auto& f : pending) prepared.push_back(f.get());
     prep_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-    std::map<int64_t, double> cublas_us;
+    std::map<int64_t, double> peer_us;
 #if defined(LOWBIT_WITH_CUBLAS)
     if (cublas_ != nullptr) {
       const Tensor W16 = Tensor::copy_of(random_f16({sh.N, sh.K}, 0.05f, seed + 1), dev_, stream_);
       for (int64_t M : ms) {
         auto fn = [&] { cublas_->gemm(A.data(), W16.data(), out.data(), M, sh.N, sh.K); };
-        cublas_us[M] = 1e3 * timer_.time_ms(fn, reps(), warmup());
+        peer_us[M] = 1e3 * timer_.time_ms(fn, reps(), warmup());
       }
     }
 #endif
+    if (dev_.is_cpu() && cpu_peer_) {
+      const Tensor W16 = random_f16({sh.N, sh.K}, 0.05f, seed + 1);
+      const auto* a16 = A_host.ptr<const uint16_t>();
+      const auto* w16 = W16.ptr<const uint16_t>();
+      std::vector<float> c(static_cast<size_t>(maxM * sh.N));
+      if (cpu_bf16_) {
+        std::vector<uint16_t> a(static_cast<size_t>(maxM * sh.K)), w(static_cast<size_t>(sh.N * sh.K));
+        for (size_t i = 0; i < a.size(); ++i) a[i] = f32_to_bf16(f16_to_f32(a16[i]));
+        for (size_t i = 0; i < w.size(); ++i) w[i] = f32_to_bf16(f16_to_f32(w16[i]));
+        for (int64_t M : ms) {
+          auto fn = [&] { onednn_bf16_matmul(M, sh.N, sh.K, a.data(), sh.K, w.data(), c.data(), sh.N); };
+          peer_us[M] = 1e3 * timer_.time_ms(fn, reps(), warmup());
+        }
+      } else {
+        std::vector<float> a(static_cast<size_t>(maxM * sh.K)), w(static_cast<size_t>(sh.N * sh.K));
+        for (size_t i = 0; i < a.size(); ++i) a[i] = f16_to_f32(a16[i]);
+        for (size_t i = 0; i < w.size(); ++i) w[i] = f16_to_f32(w16[i]);
+        for (int64_t M : ms) {
+          auto fn = [&] { onednn_f32_matmul(M, sh.N, sh.K, a.data(), sh.K, w.data(), c.data(), sh.N); };
+          peer_us[M] = 1e3 * timer_.time_ms(fn, reps(), warmup());
+        }
+      }
+    }
 
     for (size_t ti = 0; ti < types.size(); ++ti) {
       const TypeSpec& t = types[ti];
@@ -128,7 +156,7 @@ class GemmBench {
         r.N = sh.N;
         r.K = sh.K;
         r.M = M;
-        if (auto it = cublas_us.find(M); it != cublas_us.end()) r.cublas_us = it->second;
+        if (auto it = peer_us.find(M); it != peer_us.end()) r.peer_us = it->second;
         if (!setup_error.empty()) {
           finish(r, setup_code, setup_error);
           continue;
@@ -257,6 +285,7 @@ class GemmBench {
 #if defined(LOWBIT_WITH_CUBLAS)
   Cublas* cublas_ = nullptr;
 #endif
+  bool cpu_peer_ = false, cpu_bf16_ = false;
   Tensor workspace_;
   size_t workspace_bytes_ = 0;
   Tensor read_buf_;  // read_floor_us: its first float takes the result
@@ -288,7 +317,7 @@ void run_gemm(GemmOptions o) {
   Stream stream{};
   std::unique_ptr<Timer> timer;
   Device device = Device::cpu();
-  bool have_cublas = false;
+  std::optional<Peer> peer;
 #if defined(LOWBIT_WITH_CUDA)
   cudaStream_t cs = nullptr;
 #endif
@@ -311,7 +340,7 @@ void run_gemm(GemmOptions o) {
     what = cat("cuda:0 ", prop.name, ", ", prop.multiProcessorCount, " SMs, L2 ", prop.l2CacheSize >> 20, " MB");
 #if defined(LOWBIT_WITH_CUBLAS)
     cublas = std::make_unique<Cublas>(cs);
-    have_cublas = true;
+    peer = Peer{"cuBLAS", "cublas", "cuBLAS fp16"};
 #endif
 #else
     throw Error(ErrorCode::no_backend, "bench gemm: --device cuda, but lowbit was built without CUDA");
@@ -329,11 +358,19 @@ void run_gemm(GemmOptions o) {
   const double copy = timer->copy_gbps(copy_bytes, o.reps);
   std::printf("  copy (%s, read + write of %lld MB): %.1f GB/s; floor = (packed W + A + out bytes) / copy\n",
               gpu ? "device-to-device cudaMemcpy" : "memcpy", static_cast<long long>(copy_bytes >> 20), copy);
-  if (gpu && !have_cublas) std::printf("  cuBLAS: not built in (CUDA::cublas not found at configure time)\n");
-  if (!gpu) std::printf("  cuBLAS: GPU only\n");
-  print_header(type_width);
+  if (!gpu && onednn_available()) {
+    const bool bf16 = onednn_bf16_available();
+    peer = Peer{"oneDNN", "onednn", bf16 ? "oneDNN bf16" : "oneDNN fp32"};
+    std::printf("  peer: oneDNN's matmul, A and a random W [N, K] in %s, fp32 out (this CPU's oneDNN %s)\n",
+                bf16 ? "bf16" : "fp32", bf16 ? "has bf16 kernels" : "has no bf16 kernels: fp32");
+  }
+  if (gpu && !peer) std::printf("  cuBLAS: not built in (CUDA::cublas not found at configure time)\n");
+  if (!gpu && !peer) std::printf("  peer: none (this build has no oneDNN)\n");
+  const Peer* peer_ptr = peer ? &*peer : nullptr;
+  print_header(type_width, peer_ptr);
 
   GemmBench b(o, device, *timer, stream, copy, type_width);
+  if (!gpu && peer) b.set_cpu_peer(onednn_bf16_available());
 #if defined(LOWBIT_WITH_CUBLAS)
   b.set_cublas(cublas.get());
 #endif
@@ -341,11 +378,11 @@ void run_gemm(GemmOptions o) {
   for (const WeightShape& sh : shapes) b.run_shape(sh, ms, types, seed++);
 
   if (!o.csv.empty()) {
-    write_csv(o.csv, what, b.rows());
+    write_csv(o.csv, what, b.rows(), peer_ptr);
     std::printf("csv: %s\n", o.csv.c_str());
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-  print_summary(b.rows(), types, ms, copy, have_cublas, !o.no_check, wall, b.prep_seconds(), type_width);
+  print_summary(b.rows(), types, ms, copy, peer_ptr, !o.no_check, wall, b.prep_seconds(), type_width);
 
 #if defined(LOWBIT_WITH_CUDA)
   if (cs != nullptr) {
