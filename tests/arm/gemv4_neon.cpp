@@ -106,11 +106,11 @@ int main() {
                   }
                 }
               }
-              // fp32 A: bitsandbytes' 4-bit codes, no zero points.
-              if (bits != 4 || zeros || order != Nibbles::high_first || !bnb4_gemv_fits(K, bs)) continue;
+              // fp32 A: 4-bit codes of either order (bitsandbytes', the rows layout's), no zero points.
+              if (bits != 4 || zeros || !bnb4_gemv_fits(K, bs)) continue;
               std::vector<float> a32(rows * K), ax(rows * K);
               for (auto& x : a32) x = u(g);
-              for (int m = 0; m < rows; ++m) bnb4_split_a(&a32[m * K], K, &ax[m * K]);
+              for (int m = 0; m < rows; ++m) bnb4_split_a(&a32[m * K], K, order, &ax[m * K]);
               float out[4];
               bnb4_gemv_row(&codes[0], K, bs, &scales[0], t4, ax.data(), K, rows, out);
               for (int m = 0; m < rows; ++m) {

@@ -281,7 +281,7 @@ void bnb4_rows(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, const Row&
 template <class Store>
 void bnb4_gemv(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, float* a32, int64_t lda, const Store& store) {
   std::vector<float> ax(static_cast<size_t>(M * K));
-  for (int64_t m = 0; m < M; ++m) gemm::bnb4_split_a(a32 + m * lda, K, ax.data() + m * K);
+  for (int64_t m = 0; m < M; ++m) gemm::bnb4_split_a(a32 + m * lda, K, gemm::Nibbles::high_first, ax.data() + m * K);
   const gemm::Gemv4Table table = gemm::gemv4_table(d.table, false);
   bnb4_rows(
       d, M, N, K,
@@ -476,6 +476,16 @@ bool few_rows(const MatmulArgs& a, int64_t M) {
   return a.config.empty() && a_fits && M <= gemm::gemv4_bf16_max_rows(bits, a_bf16) && zeros_fit && codes_fit &&
          gemm::gemv4_bf16_fits(f.K, blocksize, bits, f.with_zeros, a_bf16);
 }
+// Whether fp16 A (as fp32) with 4-bit codes the bf16 table would round (nf4, fp4; no zero points) takes the fp32
+// table kernel of matmul_4bit's fp32 path instead (the run and its workspace ask the same): its weights are the
+// table's fp32 values times each group's scale, the products the tiles' fp32 ones.
+bool few_rows_f32_table(const MatmulArgs& a, int64_t M) {
+  const WeightFormat& f = a.weight.format;
+  const int64_t blocksize = f.with_scaling ? f.group_length() : f.K;
+  return a.config.empty() && a.A.dtype == DType::f16 && weight_bits(f.type) == 4 && !f.with_zeros &&
+         M <= gemm::bnb4_gemv_max_rows() && !table_exact_in_bf16(f) && gemm::bnb4_gemv_fits(f.K, blocksize);
+}
+
 // matmul_4bit's: bf16 A, whole blocks of 32-multiples a row too.
 bool few_rows_bf16(const Matmul4bitArgs& a, int64_t M, int64_t K) {
   return a.config.empty() && K % a.blocksize == 0 && a.blocksize % 32 == 0 && M <= gemm::gemv4_bf16_max_rows(4, true) &&
@@ -486,7 +496,7 @@ bool few_rows_bf16(const Matmul4bitArgs& a, int64_t M, int64_t K) {
 
 size_t matmul_fast_workspace(const MatmulArgs& a) {
   const int64_t M = rows_of(a.A), K = a.weight.format.K, N = a.weight.format.N;
-  const bool large = !few_rows(a, M) && large_m(a.config, M, a.A.dtype);
+  const bool large = !few_rows(a, M) && !few_rows_f32_table(a, M) && large_m(a.config, M, a.A.dtype);
   return Scratch::bytes(M, K, N) + (large ? LargeScratch::bytes(M, K, N) : 0);
 }
 
@@ -534,6 +544,33 @@ void matmul_fast(const MatmulArgs& a, void* workspace, Stream) {
             return buf;
           },
           store);
+    });
+    return;
+  }
+  if (few_rows_f32_table(a, M)) {
+    const int64_t blocksize = f.with_scaling ? f.group_length() : K, groups = f.groups();
+    gemm::prepare_a(a.A, perm, M, K, lda, s.a32);
+    std::vector<float> ax(static_cast<size_t>(M * K));
+    for (int64_t m = 0; m < M; ++m) gemm::bnb4_split_a(s.a32 + m * lda, K, gemm::Nibbles::low_first, ax.data() + m * K);
+    const gemm::Gemv4Table table = gemm::gemv4_table(decode.vtab, false);
+    const float one = 1.0f;
+    with_store(a.out, N, bias, a.kName, [&](const auto& store) {
+      constexpr int64_t rows_per_task = 16;
+      parallel_for((N + rows_per_task - 1) / rows_per_task, M * N * K, [&](int64_t task) {
+        const int64_t n0 = task * rows_per_task;
+        const int nr = static_cast<int>(std::min(rows_per_task, N - n0));
+        float out[kFewRowsF32][16], sums[kFewRowsF32];
+        for (int j = 0; j < nr; ++j) {
+          const int64_t n = n0 + j;
+          const float* scales = f.with_scaling ? decode.scale + n * groups : &one;
+          for (int64_t m0 = 0; m0 < M; m0 += 4) {
+            gemm::bnb4_gemv_row(decode.q + n * decode.row_bytes, K, blocksize, scales, table, ax.data() + m0 * K, K,
+                                static_cast<int>(std::min<int64_t>(4, M - m0)), sums + m0);
+          }
+          for (int64_t m = 0; m < M; ++m) out[m][j] = sums[m];
+        }
+        for (int64_t m = 0; m < M; ++m) store(m, n0, nr, out[m]);
+      });
     });
     return;
   }

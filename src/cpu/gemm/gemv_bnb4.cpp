@@ -257,15 +257,17 @@ bool bnb4_gemv_fits(int64_t K, int64_t blocksize) {
 
 int64_t bnb4_gemv_max_rows() { return f32_kernels() == Kernels::hwy ? 64 : 4; }
 
-void bnb4_split_a(const float* a, int64_t K, float* ax) {
+void bnb4_split_a(const float* a, int64_t K, Nibbles order, float* ax) {
   if (f32_kernels() == Kernels::hwy) {
     const int64_t step = hwy_gemv4::step_of(hwy_gemv4::kernels(), 4);
-    return hwy_gemv4::permute_a(step, 4, nullptr, a, nullptr, K, Nibbles::high_first, 4, ax);
+    return hwy_gemv4::permute_a(step, 4, nullptr, a, nullptr, K, order, 4, ax);
   }
+  // The AVX-512 kernel takes each byte's high nibble against ax[c + j], its low one against ax[c + 16 + j].
+  const int first = order == Nibbles::high_first ? 0 : 1;
   for (int64_t c = 0; c < K; c += 32) {
     for (int j = 0; j < 16; ++j) {
-      ax[c + j] = a[c + 2 * j];
-      ax[c + 16 + j] = a[c + 2 * j + 1];
+      ax[c + j] = a[c + 2 * j + first];
+      ax[c + 16 + j] = a[c + 2 * j + 1 - first];
     }
   }
 }

@@ -40,17 +40,21 @@ struct Gemv4Table {
 // The tables of values16; the zero-point ones only where `zeros` (256 roundings a call otherwise wasted).
 Gemv4Table gemv4_table(const float* values16, bool zeros);
 Gemv4Table gemv8_table(WeightKind kind, const float* vtab256);
-// fp32 A, bitsandbytes' codes (bnb4_gemv_fits: a CPU with a kernel, K and
-// the blocksize it takes): out[m] = Σ_k a_m[k] · w[k] for rows <= 4 rows of
-// A against one row of W (row: its K / 2 bytes, scales: its blocks'
-// absmax), each A row first reordered by bnb4_split_a into ax (ldx floats
-// apart). The weights are the table's fp32 values.
+// The order of two 4-bit codes in a byte: bitsandbytes' (the first element in the high nibble) or the rows
+// layout's (in the low one).
+enum class Nibbles { high_first, low_first };
+// fp32 A, 4-bit codes of either order (bnb4_gemv_fits: a CPU with a kernel,
+// K and the blocksize it takes): out[m] = Σ_k a_m[k] · w[k] for rows <= 4
+// rows of A against one row of W (row: its K / 2 bytes, scales: its blocks'
+// absmax or scales), each A row first reordered by bnb4_split_a for the
+// codes' order into ax (ldx floats apart). The weights are the table's fp32
+// values.
 bool bnb4_gemv_fits(int64_t K, int64_t blocksize);
 // The most rows of A the few-rows path takes in groups of 4 (from 4 rows on,
 // where it beats the tiles on this CPU's kernel): 4 on AVX-512, 64 with the
 // Highway kernel.
 int64_t bnb4_gemv_max_rows();
-void bnb4_split_a(const float* a, int64_t K, float* ax);
+void bnb4_split_a(const float* a, int64_t K, Nibbles order, float* ax);
 void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float* scales, const Gemv4Table& t,
                    const float* ax, int64_t ldx, int rows, float* out);
 // bf16 A, codes of `bits` (gemv4_bf16_fits: K, the blocksize and zero points
@@ -75,7 +79,6 @@ void bnb4_gemv_row(const uint8_t* row, int64_t K, int64_t blocksize, const float
 // bitsandbytes' high nibble first or the rows layout's low nibble first (1
 // and 2 bits: the rows layout's, low bits first). Products and sums in fp32
 // (vdpbf16ps: bf16 subnormals count as zero).
-enum class Nibbles { high_first, low_first };
 struct Gemv4Rows {
   const uint8_t* codes[2];  // each row's packed codes
   const float* scales[2];   // each row's blocks' scales
