@@ -99,7 +99,10 @@ def rel(a, b) -> float:
 def find_cli() -> Optional[str]:
     cli = os.environ.get("LOWBIT_CLI")
     if cli:
-        return cli
+        if os.path.isfile(cli) and os.access(cli, os.X_OK):
+            return cli
+        log(f"e2e_model: LOWBIT_CLI={cli} is not an executable file; the CLI's checks are left out")
+        return None
     found = glob.glob(os.path.join(ROOT, "build*", "tools", "lowbit", "lowbit"))
     if found:
         return max(found, key=os.path.getmtime)
@@ -595,7 +598,10 @@ def main() -> int:
         root = a.keep or stack.enter_context(tempfile.TemporaryDirectory(prefix="lowbit-e2e-"))
         os.makedirs(root, exist_ok=True)
         path = build(run, root)
-        load_models(run, path, root)
+        try:
+            load_models(run, path, root)
+        except Exception as e:  # noqa: BLE001 - what loaded is still checked
+            fail(f"loading: {type(e).__name__}: {str(e)[:400]}")
         ids = torch.randint(3, a.vocab, (1, PROMPT), generator=torch.Generator().manual_seed(a.seed + 1))
         ids = ids.to(a.device)
         sections = [("nf4", lambda: check_nf4(run, ids)), ("formats", lambda: check_formats(run, ids)),
@@ -615,9 +621,12 @@ def main() -> int:
     res = run.results
     parts = []
     if "nf4" in res:
-        same = "equal" if res["nf4"]["tokens_equal"] else "DIFFER"
-        parts.append(f"nf4 {res['nf4']['models']} models: tokens {same}, logits max rel {res['nf4']['worst']:.1e} "
-                     f"(tol {NF4_TOL:.0e})")
+        k = res["nf4"]["models"]
+        if k < 2:
+            parts.append(f"nf4 {k} model: nothing to compare it with (no bitsandbytes, no CLI)")
+        else:
+            same = "equal" if res["nf4"]["tokens_equal"] else "DIFFER"
+            parts.append(f"nf4 {k} models: tokens {same}, logits max rel {res['nf4']['worst']:.1e} (tol {NF4_TOL:.0e})")
     for n in ("lowbit-int8", "lowbit-fp8"):
         if n in res:
             parts.append(f"{n} logits rel {res[n]['logits']:.1e} vs float, layers {res[n]['bound']:.2f} of bound")
