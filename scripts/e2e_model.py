@@ -14,9 +14,11 @@ the CPU (where lowbit's kernels compute in float32 whatever the input's dtype; `
    with bitsandbytes. Greedy generation of 32 tokens must give the same tokens in all of them, and the prompt's
    last-position logits must agree within 1e-3 relative L2 pairwise (the same 4-bit codes; double quant's offset
    may differ by an ulp and its 8-bit absmax codes by a step at a near-tie, docs/hf.md, docs/formats.md). Each
-   model's stored state is compared with the first's (4-bit codes, the double quant's 8-bit absmax codes, nested
-   absmax, offsets), to tell a difference of codes from one of arithmetic; where tokens differ, the first
-   differing step is printed with the reference's top-1/top-2 margin there and the logits' difference there.
+   pair's stored states are compared too (4-bit codes, the double quant's 8-bit absmax codes, nested absmax,
+   offsets), to tell a difference of codes from one of arithmetic (float16 on the CPU: bitsandbytes' layers
+   dequantize to float16 and multiply in float16, lowbit's compute in float32, about 1e-3 apart on the --quick
+   model, which fails the check); where tokens differ, the first differing step is printed with the
+   reference's top-1/top-2 margin there and the logits' difference there.
 2. int8 (``load_in_8bit``: lowbit's ``Linear8bitLt`` through from_pretrained, bitsandbytes' through transformers)
    and fp8-block (``replace_linear(model, "fp8")``: ``LinearFP8``, DeepSeek's 128x128 weight tiles and 1x128
    activation blocks; and ``lowbit quantize --format fp8-block``'s folder loaded into ``LinearFP8`` modules by
@@ -289,14 +291,18 @@ def check_nf4(run: Run, ids) -> None:
             worst = max(worst, r)
             same = run.torch.equal(gens[a][0], gens[b][0])
             note = "" if same else "; " + divergence(gens[b][0], gens[a][0], gens[b][1], gens[a][1])
-            log(f"  {b:<12} vs {a:<12} logits rel {r:.2e}, tokens {'equal' if same else 'DIFFER'}{note}")
+            state, equal = nf4_state_diff(run, run.models[b], run.models[a])
+            if equal:
+                who = "the same layers" if kernels(a) == kernels(b) else f"{kernels(b)} layers against {kernels(a)}"
+                state = f"stored states equal: {who} computing in {run.args.dtype}"
+            else:
+                state = "stored states: " + state
+            log(f"  {b:<12} vs {a:<12} logits rel {r:.2e}, tokens {'equal' if same else 'DIFFER'}{note}; {state}")
             if not same:
                 all_same = False
                 fail(f"nf4: {b} and {a} generate different tokens ({note[2:]})")
             if not r <= NF4_TOL:
-                fail(f"nf4: {b} vs {a} logits differ by {r:.2e} relative (tolerance {NF4_TOL:.0e})")
-    for n in names[1:]:
-        log(f"  {n:<12} vs {names[0]:<12} stored state: {nf4_state_diff(run, run.models[n], run.models[names[0]])}")
+                fail(f"nf4: {b} vs {a} logits differ by {r:.2e} relative (tolerance {NF4_TOL:.0e}; {state})")
     for n in names:
         log(f"  {n:<12} vs float        logits rel {rel(logits[n], ref):.2e} (the quantization's own error)")
     if names:
@@ -306,9 +312,15 @@ def check_nf4(run: Run, ids) -> None:
         run.results["nf4_tokens"] = gens["lowbit-nf4"][0]
 
 
-def nf4_state_diff(run: Run, a, b) -> str:
+def kernels(name: str) -> str:
+    """Whose layers compute an NF4 model: bitsandbytes' for the models transformers loaded, else lowbit's."""
+    return "bitsandbytes'" if name.endswith("bnb") or name.startswith("bnb") else "lowbit's"
+
+
+def nf4_state_diff(run: Run, a, b) -> Tuple[str, bool]:
     """How two NF4 models' stored states differ (both are bitsandbytes' layout): the 4-bit codes, the 8-bit codes
-    of the absmax (double quant), the nested absmax and the offsets (the JSON's nested_offset)."""
+    of the absmax (double quant), the nested absmax and the offsets (the JSON's nested_offset); and whether they
+    are all equal."""
     import json  # noqa: PLC0415
 
     torch = run.torch
@@ -335,7 +347,8 @@ def nf4_state_diff(run: Run, a, b) -> str:
         ua, ub = va.detach().cpu().contiguous().view(torch.uint8), vb.detach().cpu().contiguous().view(torch.uint8)
         count[what][0] += (ua != ub).sum().item() // (va.element_size() if what == "nested absmax" else 1)
         count[what][1] += va.numel() * (1 if what == "nested absmax" else va.element_size())
-    return ", ".join(f"{what} {d} of {n} differ" for what, (d, n) in count.items() if n)
+    text = ", ".join(f"{what} {d} of {n} differ" for what, (d, n) in count.items() if n)
+    return text, count["4-bit codes"][1] > 0 and not any(d for d, _ in count.values())
 
 
 def _block_amax(torch, v, rows: int, cols: int):
