@@ -2,7 +2,7 @@
 """End-to-end check of lowbit.nn on a small random Llama: against transformers + bitsandbytes and the float model.
 
     scripts/e2e_model.py [--device cpu|cuda] [--quick] [--no-compile] [--keep DIR] [--hidden 512] [--layers 4]
-                         [--vocab 4096] [--new 32] [--runs 3] [--threads N]
+                         [--vocab 4096] [--new N] [--runs 3] [--dtype T] [--seed 0] [--threads N]
 
 A LlamaForCausalLM with random weights (fixed seed) is saved by ``save_pretrained`` in float16 on CUDA, float32 on
 the CPU (where lowbit's kernels compute in float32 whatever the input's dtype; ``--dtype`` overrides), then:
