@@ -284,6 +284,7 @@ def check_nf4(run: Run, ids) -> None:
     gens = {n: greedy(run, run.models[n], ids) for n in names}
     logits = {n: last_logits(run, run.models[n], ids) for n in names}
     ref = last_logits(run, run.models["float"], ids)
+    states = {n: {k: v.detach().cpu() for k, v in run.models[n].state_dict().items()} for n in names}
     worst, all_same = 0.0, True
     for i, a in enumerate(names):
         for b in names[i + 1:]:
@@ -291,7 +292,7 @@ def check_nf4(run: Run, ids) -> None:
             worst = max(worst, r)
             same = run.torch.equal(gens[a][0], gens[b][0])
             note = "" if same else "; " + divergence(gens[b][0], gens[a][0], gens[b][1], gens[a][1])
-            state, equal = nf4_state_diff(run, run.models[b], run.models[a])
+            state, equal = nf4_state_diff(run, states[b], states[a])
             if equal:
                 who = "the same layers" if kernels(a) == kernels(b) else f"{kernels(b)} layers against {kernels(a)}"
                 state = f"stored states equal: {who} computing in {run.args.dtype}"
@@ -317,14 +318,13 @@ def kernels(name: str) -> str:
     return "bitsandbytes'" if name.endswith("bnb") or name.startswith("bnb") else "lowbit's"
 
 
-def nf4_state_diff(run: Run, a, b) -> Tuple[str, bool]:
-    """How two NF4 models' stored states differ (both are bitsandbytes' layout): the 4-bit codes, the 8-bit codes
+def nf4_state_diff(run: Run, sa: Dict[str, Any], sb: Dict[str, Any]) -> Tuple[str, bool]:
+    """How two NF4 models' state dicts differ (both are bitsandbytes' layout): the 4-bit codes, the 8-bit codes
     of the absmax (double quant), the nested absmax and the offsets (the JSON's nested_offset); and whether they
     are all equal."""
     import json  # noqa: PLC0415
 
     torch = run.torch
-    sa, sb = a.state_dict(), b.state_dict()
     count = {"4-bit codes": [0, 0], "absmax codes": [0, 0], "nested absmax": [0, 0], "offsets": [0, 0]}
     for k, va in sa.items():
         vb = sb.get(k)
@@ -337,14 +337,14 @@ def nf4_state_diff(run: Run, a, b) -> Tuple[str, bool]:
         elif k.endswith(".weight") and k + ".absmax" in sa:
             what = "4-bit codes"
         elif ".weight.quant_state.bitsandbytes__" in k:
-            oa = json.loads(bytes(va.cpu().tolist())).get("nested_offset")
-            ob = json.loads(bytes(vb.cpu().tolist())).get("nested_offset")
+            oa = json.loads(bytes(va.tolist())).get("nested_offset")
+            ob = json.loads(bytes(vb.tolist())).get("nested_offset")
             count["offsets"][0] += oa != ob
             count["offsets"][1] += 1
             continue
         else:
             continue
-        ua, ub = va.detach().cpu().contiguous().view(torch.uint8), vb.detach().cpu().contiguous().view(torch.uint8)
+        ua, ub = va.contiguous().view(torch.uint8), vb.contiguous().view(torch.uint8)
         count[what][0] += (ua != ub).sum().item() // (va.element_size() if what == "nested absmax" else 1)
         count[what][1] += va.numel() * (1 if what == "nested absmax" else va.element_size())
     text = ", ".join(f"{what} {d} of {n} differ" for what, (d, n) in count.items() if n)
