@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from . import _calls
-from ._4bit import Linear4bit, Params4bit
+from ._4bit import Linear4bit, Params4bit, _is_dtensor
 from ._int8 import Int8Params, Linear8bitLt
 
 __all__ = ["register_peft"]
@@ -27,6 +27,11 @@ _CLASSES: Dict[type, type] = {}
 def _dequantized(base: torch.nn.Module) -> torch.Tensor:
     """The float32 weight [N, K] a quantized layer multiplies by."""
     w = base.weight
+    if _is_dtensor(w):
+        raise RuntimeError(f"{_OP}: merging into a layer sharded by FSDP2 is not supported (its weight is a DTensor "
+                           "of packed codes): gather the full state dict (torch.distributed.checkpoint.state_dict."
+                           "get_model_state_dict with full_state_dict=True), load it into an unsharded model and "
+                           "merge there")
     if isinstance(base, Linear4bit):
         return _calls.dequantize_4bit(w, base._state()).float()
     if w.dtype != torch.int8 or getattr(w, "SCB", None) is None:
