@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import sys
 import warnings
 from typing import Any, Dict, List, Optional
 
@@ -17,6 +18,12 @@ __all__ = ["Linear4bit", "LinearFP4", "LinearNF4", "Params4bit"]
 _QUANT_TYPES = ("fp4", "nf4")
 _BLOCKSIZES = tuple(2**i for i in range(5, 13))  # 32 .. 4096, what quantize_4bit takes
 _slow_warned: set = set()
+
+
+def _is_dtensor(t: Any) -> bool:
+    """True for a DTensor (FSDP2's sharded parameter); no import: none exists before torch.distributed.tensor is."""
+    dtensor = getattr(sys.modules.get("torch.distributed.tensor"), "DTensor", None)
+    return dtensor is not None and isinstance(t, dtensor)
 
 
 def _state_property(name: str, get: Any) -> property:
@@ -126,6 +133,7 @@ class Params4bit(torch.nn.Parameter):
                    module=module, bnb_quantized=True)
         if module is not None:
             module.quant_state = qs
+            module.quant_storage = data.dtype
         return self
 
     def _quantize(self, device: Any) -> "Params4bit":
@@ -140,6 +148,7 @@ class Params4bit(torch.nn.Parameter):
         self.quant_state = qs
         if self.module is not None:
             self.module.quant_state = qs
+            self.module.quant_storage = packed.dtype
         self.bnb_quantized = True
         return self
 
@@ -211,15 +220,49 @@ class Linear4bit(torch.nn.Linear):
         self.quant_storage = quant_storage
 
     def _state(self) -> QuantState:
-        """The weight's QuantState, or the module's where a wrapper replaced the parameter (FSDP): the forward
-        reads it without changing the module."""
-        qs = getattr(self.weight, "quant_state", None) or self.quant_state
+        """The weight's QuantState, or the module's where a wrapper replaced the parameter (FSDP2 puts a plain
+        parameter in its place, sharded or gathered): the forward reads it without changing the module."""
+        w = self.weight
+        qs = (w.quant_state if isinstance(w, Params4bit) else None) or self.quant_state
+        qs = qs or getattr(w, "quant_state", None)
         if qs is None:
             raise RuntimeError(
                 "Linear4bit: the weight is not quantized yet: call .to(device), .cuda() or .cpu() after loading "
                 "float weights (quantization happens there, as in bitsandbytes), or load a 4-bit state dict"
             )
         return qs
+
+    def _packed(self) -> torch.Tensor:
+        """The packed codes to compute with. A parameter a wrapper put in place of the Params4bit must be the whole
+        weight in the module's quant_storage: FSDP2 gathers its shards before the forward, and a
+        MixedPrecisionPolicy casts float parameters to its param_dtype as it gathers them, which would change
+        the codes' bits."""
+        w = self.weight
+        if isinstance(w, Params4bit):
+            return w
+        if _is_dtensor(w):
+            raise RuntimeError(
+                "Linear4bit: the weight is a sharded DTensor: FSDP2 gathers it only in the forward of the module "
+                "that fully_shard was applied to (this layer or one holding it); call the model through that module"
+            )
+        if w.dtype != self.quant_storage:
+            raise RuntimeError(
+                f"Linear4bit: the packed weight arrived as {w.dtype} but its codes are stored as "
+                f"{self.quant_storage}: something cast them (FSDP2's MixedPrecisionPolicy casts float parameters to "
+                f"its param_dtype when it gathers them); quantize with quant_storage equal to the param_dtype "
+                f"(torch.bfloat16 for both, as FSDP-QLoRA does) or with quant_storage=torch.uint8, which is not cast"
+            )
+        return w
+
+    def _expose_state(self, entries: Dict[str, Any], qs: QuantState) -> None:
+        """Puts the state dict's quant-state entries on a weight that a wrapper put in place of the Params4bit
+        (FSDP2's sharded DTensor), under the names their keys give (``weight.absmax``, ``weight.quant_map``,
+        ``weight.quant_state`` ...): torch.distributed.checkpoint.state_dict resolves every key of a model's
+        state dict by getattr from the model, which the Params4bit's properties answer when it is in place."""
+        w = self.weight
+        for key, value in entries.items():
+            name = key.split(".")[0]
+            setattr(w, name, qs if name == "quant_state" else value)
 
     def _rewrap(self) -> None:
         """Makes a replaced weight a Params4bit again, with the module's state (after assign=True loading)."""
@@ -241,15 +284,19 @@ class Linear4bit(torch.nn.Linear):
                 "4-bit kernel (float16/bfloat16 only); set compute_dtype=torch.bfloat16 (or float16) for speed",
                 stacklevel=2,
             )
-        y = _calls.matmul_4bit(x.to(dtype), self.weight, qs, self.bias)
+        y = _calls.matmul_4bit(x.to(dtype), self._packed(), qs, self.bias)
         return y.to(x.dtype)
 
     def _save_to_state_dict(self, destination: Dict[str, Any], prefix: str, keep_vars: bool) -> None:
         super()._save_to_state_dict(destination, prefix, keep_vars)
-        qs = getattr(self.weight, "quant_state", None) or self.quant_state
+        w = self.weight
+        qs = (w.quant_state if isinstance(w, Params4bit) else None) or self.quant_state
         if qs is not None:
-            for key, value in qs.as_dict(packed=True).items():
+            entries = qs.as_dict(packed=True)
+            for key, value in entries.items():
                 destination[prefix + "weight." + key] = value
+            if not isinstance(w, Params4bit):
+                self._expose_state(entries, qs)
 
     def _load_from_state_dict(self, state_dict: Dict[str, Any], prefix: str, local_metadata: Dict[str, Any],
                               strict: bool, missing_keys: List[str], unexpected_keys: List[str],
@@ -269,9 +316,21 @@ class Linear4bit(torch.nn.Linear):
                 error_msgs.append(f"Linear4bit: {wkey} holds a weight of shape {list(qs.shape)}, this module's is "
                                   f"[{self.out_features}, {self.in_features}]")
                 return
-            self.weight = Params4bit(torch.empty_like(packed, device=device), False, quant_state=qs,
-                                     blocksize=qs.blocksize, compress_statistics=qs.nested, quant_type=qs.quant_type,
-                                     quant_storage=packed.dtype, module=self, bnb_quantized=True)
+            if _is_dtensor(self.weight):
+                # FSDP2's sharded parameter stays in place (FSDP holds it); the codes are copied into its shards
+                w = self.weight
+                if packed.dtype != w.dtype or tuple(packed.shape) != tuple(w.shape):
+                    error_msgs.append(
+                        f"Linear4bit: {wkey} holds packed codes {list(packed.shape)} as {packed.dtype}, but this "
+                        f"module's weight is sharded by FSDP2 as {list(w.shape)} {w.dtype}, whose storage cannot "
+                        f"change: load a dict quantized with quant_storage={w.dtype}, or "
+                        "load it before sharding")
+                    return
+            else:
+                self.weight = Params4bit(torch.empty_like(packed, device=device), False, quant_state=qs,
+                                         blocksize=qs.blocksize, compress_statistics=qs.nested,
+                                         quant_type=qs.quant_type, quant_storage=packed.dtype, module=self,
+                                         bnb_quantized=True)
             self.quant_state = qs
             self.quant_storage = packed.dtype
         elif packed is not None and packed.dim() == 2 and packed.shape[1] == 1 and self.in_features != 1:
@@ -281,7 +340,10 @@ class Linear4bit(torch.nn.Linear):
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
         if stats and self.quant_state is not None and not isinstance(self.weight, Params4bit):
-            self._rewrap()  # load_state_dict(assign=True) put the tensor itself in place
+            if _is_dtensor(self.weight):
+                self._expose_state(self.quant_state.as_dict(packed=True), self.quant_state)
+            else:
+                self._rewrap()  # load_state_dict(assign=True) put the tensor itself in place
         mine = {wkey + "." + k for k in stats}
         unexpected_keys[:] = [k for k in unexpected_keys if k not in mine]
 

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 import torch
 
 from . import _calls
-from ._4bit import Linear4bit, Params4bit
+from ._4bit import Linear4bit, Params4bit, _is_dtensor
 from ._int8 import Int8Params, Linear8bitLt
 
 __all__ = ["register_peft"]
@@ -27,6 +27,12 @@ _CLASSES: Dict[type, type] = {}
 def _dequantized(base: torch.nn.Module) -> torch.Tensor:
     """The float32 weight [N, K] a quantized layer multiplies by."""
     w = base.weight
+    if _is_dtensor(w) or (isinstance(base, Linear4bit) and not isinstance(w, Params4bit)):
+        # FSDP2 holds a DTensor of the codes there, or the parameter it gathered, which it puts back after
+        raise RuntimeError(f"{_OP}: merging into a layer sharded by FSDP2 is not supported (its weight is FSDP's "
+                           f"{type(w).__name__} of packed codes): gather the full state dict (torch.distributed."
+                           "checkpoint.state_dict.get_model_state_dict with full_state_dict=True), load it into an "
+                           "unsharded model and merge there")
     if isinstance(base, Linear4bit):
         return _calls.dequantize_4bit(w, base._state()).float()
     if w.dtype != torch.int8 or getattr(w, "SCB", None) is None:
@@ -88,10 +94,10 @@ def _lora_classes() -> Dict[type, type]:
                 if adapter not in self.lora_A.keys():
                     continue
                 self._plain(adapter)
-                warnings.warn("Merging a LoRA adapter into a quantized layer requantizes its weight: the outputs "
-                              "change by the quantization's rounding", stacklevel=2)
                 base = self.get_base_layer()
                 w = _dequantized(base) + self.get_delta_weight(adapter).to(torch.float32)
+                warnings.warn("Merging a LoRA adapter into a quantized layer requantizes its weight: the outputs "
+                              "change by the quantization's rounding", stacklevel=2)
                 bias_delta = self._bias_delta(adapter)
                 if safe_merge and not (torch.isfinite(w).all() and (bias_delta is None
                                                                     or torch.isfinite(bias_delta).all())):
