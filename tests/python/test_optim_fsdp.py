@@ -21,18 +21,13 @@ import tempfile
 
 import pytest
 
-torch = pytest.importorskip("torch")
-dist = pytest.importorskip("torch.distributed")
-if not dist.is_available() or not dist.is_gloo_available():
-    pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
-pytest.importorskip("torch.distributed.fsdp", reason="FSDP2 (fully_shard) needs torch >= 2.6")
-if not hasattr(torch.distributed.fsdp, "fully_shard"):
-    pytest.skip("FSDP2 (fully_shard) needs torch >= 2.6", allow_module_level=True)
-
-import lowbit  # noqa: E402
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from fsdp_env import require_fsdp2  # noqa: E402
+
+torch = require_fsdp2()
+
+import lowbit  # noqa: E402
 import fsdp_worker as worker  # noqa: E402
 
 STEPS = 6
