@@ -109,9 +109,17 @@ void with_blockwise_rule(Optimizer o, F&& f) {
 // v moves one step toward v, wrapping as its uint8 does, so a small negative
 // state never stores as 0.
 LOWBIT_HD uint32_t state_code(float v, float y, uint32_t c, const float* code, const float* mid, bool keep_sign) {
+#if defined(__CUDA_ARCH__)
   if ((c & 1u) != 0u && c < 255u && y == mid[c]) ++c;
   if (keep_sign && ((float_bits(code[c]) ^ float_bits(v)) >> 31) != 0u) c = (v > 0.0f ? c + 1u : c - 1u) & 0xffu;
   return c;
+#else
+  // The same as selects: whether c is odd is a coin flip for the CPU's branch predictor.
+  c += (c & 1u) & static_cast<uint32_t>(c < 255u) & static_cast<uint32_t>(y == mid[c < 255u ? c : 254u]);
+  const uint32_t other_sign = static_cast<uint32_t>(keep_sign) & ((float_bits(code[c]) ^ float_bits(v)) >> 31);
+  const uint32_t toward = (v > 0.0f ? c + 1u : c - 1u) & 0xffu;
+  return other_sign != 0u ? toward : c;
+#endif
 }
 
 }  // namespace lowbit::core::optim

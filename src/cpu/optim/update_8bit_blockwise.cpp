@@ -1,7 +1,9 @@
 // optimizer_update_8bit_blockwise on the CPU: block by block (OpenMP over the
 // blocks of large tensors), the arithmetic of core/optim_blockwise.h.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/float_convert.h"
 #include "core/optim_blockwise.h"
@@ -11,6 +13,7 @@
 #include "cpu/quant/code_encoder.h"
 #include "cpu/quant/elementwise.h"
 #include "cpu/quant/spans.h"
+#include "cpu/simd_clones.h"
 
 namespace lowbit::core::cpu {
 namespace {
@@ -36,6 +39,10 @@ struct QuantizedState {
     if (!codes) return;
     float m = 0.0f;
     for (int64_t i = 0; i < count; ++i) m = absmax_update(m, s[i]);
+    quantize(b, count, s, m);
+  }
+  // The same with the block's new absmax m known.
+  void quantize(int64_t b, int64_t count, const float* s, float m) const {
     absmax[b] = m;
     const float r = absmax_reciprocal(m);
     alignas(64) uint8_t below[kBlock];  // the midpoints under each y, as encode_by_midpoints<8> counts them
@@ -49,6 +56,46 @@ struct QuantizedState {
     }
   }
 };
+
+// optim::step_rule<adam> on fp32 parameters over a block's dequantized
+// states, then each state's new absmax (max |state|, as absmax_update takes
+// it: a NaN never wins, so lanes may take it in any order): the same
+// operations in the same order, branch-free so every clone vectorizes; equal
+// to step_rule bit for bit.
+LOWBIT_SIMD_CLONES void adam_block_f32(int64_t n, const float* g, float* p, float* s1, float* s2, float gnorm_scale,
+                                       const optim::Step& s, float* absmax1, float* absmax2) {
+  const float b1 = s.beta1, nb1 = 1.0f - s.beta1, b2 = s.beta2, nb2 = 1.0f - s.beta2;
+  const float eps = s.correction2 * s.eps, step = s.step_size;
+  const bool decay = s.weight_decay > 0.0f;
+  const float shrink = 1.0f - s.lr * s.weight_decay;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g0 = g[i];
+    const bool keep = (float_bits(g0) & 0x7f800000u) != 0x7f800000u;
+    const float gi = g0 * gnorm_scale;
+    const float v = s2[i] * b2 + nb2 * gi * gi;
+    const float m = s1[i] * b1 + nb1 * gi;
+    float pv = p[i] + step * (m / (sqrtf(v) + eps));
+    pv = decay ? pv * shrink : pv;
+    s1[i] = keep ? m : 0.0f;
+    s2[i] = keep ? v : 0.0f;
+    p[i] = keep ? pv : p[i];
+  }
+  constexpr int kLanes = 16;
+  float l1[kLanes] = {}, l2[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      const float a1 = fabsf(s1[i + l]), a2 = fabsf(s2[i + l]);
+      l1[l] = a1 > l1[l] ? a1 : l1[l];
+      l2[l] = a2 > l2[l] ? a2 : l2[l];
+    }
+  }
+  float m1 = 0.0f, m2 = 0.0f;
+  for (; i < n; ++i) m1 = absmax_update(m1, s1[i]), m2 = absmax_update(m2, s2[i]);
+  for (int l = 0; l < kLanes; ++l) m1 = absmax_update(m1, l1[l]), m2 = absmax_update(m2, l2[l]);
+  *absmax1 = m1;
+  *absmax2 = m2;
+}
 
 QuantizedState quantized_state(uint8_t* codes, const TensorRef& code, float* absmax, bool keep_sign,
                                const float* mid, const CodeEncoder* fast) {
@@ -89,6 +136,13 @@ void update(const OptimizerUpdate8bitBlockwiseArgs& a, const BlockwiseMaps& maps
       q1.dequantize(b, count, s1);
       q2.dequantize(b, count, s2);
       q3.dequantize(b, count, s3);
+      if constexpr (R == Optimizer::adam && std::is_same_v<T, float>) {
+        float m1, m2;
+        adam_block_f32(count, g + begin, p + begin, s1, s2, a.gnorm_scale, st, &m1, &m2);
+        q1.quantize(b, count, s1, m1);
+        q2.quantize(b, count, s2, m2);
+        continue;
+      }
       for (int64_t i = 0; i < count; ++i) {
         optim::step_rule<R>(st, a.gnorm_scale, g[begin + i], p[begin + i], s1[i], s2[i], s3[i]);
       }
