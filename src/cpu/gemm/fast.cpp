@@ -257,41 +257,44 @@ const float* row_absmax(const Bnb4Decoder& d, int64_t n, int64_t blocks, float* 
 // The most rows of A any fp32 few-rows kernel takes (gemm::bnb4_gemv_max_rows: this CPU's).
 constexpr int64_t kFewRowsF32 = 64;
 
-// Rows of W 16 at a time a task for the few-rows fp32 path: row(n, scales,
-// sums) writes the M sums of row n given its blocks' absmax.
-template <class Row, class Store>
-void bnb4_rows(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, const Row& row, const Store& store) {
-  const int64_t blocks = K / d.a.blocksize, rows_per_task = 16;
+// The few-rows fp32 path (M <= gemm::bnb4_gemv_max_rows()) of a weight of 4-bit codes in `order`: A's rows
+// (in the rows of a32: lda >= K floats each) split for gemm::bnb4_gemv_row, then rows of W 16 at a time a
+// task, A's rows 4 at a time a call. row(n) is row n's K / 2 code bytes, scales(n, buf) its blocks' scales
+// (`blocks` of them, in buf where they need decoding).
+template <class RowFn, class ScalesFn, class Store>
+void gemv4_f32(int64_t M, int64_t N, int64_t K, const float* a32, int64_t lda, gemm::Nibbles order,
+               const float* values16, int64_t blocksize, int64_t blocks, const RowFn& row, const ScalesFn& scales_of,
+               const Store& store) {
+  std::vector<float> ax(static_cast<size_t>(M * K));
+  for (int64_t m = 0; m < M; ++m) gemm::bnb4_split_a(a32 + m * lda, K, order, ax.data() + m * K);
+  const gemm::Gemv4Table table = gemm::gemv4_table(values16, false);
+  const int64_t rows_per_task = 16;
   parallel_for((N + rows_per_task - 1) / rows_per_task, M * N * K, [&](int64_t task) {
     const int64_t n0 = task * rows_per_task;
     const int nr = static_cast<int>(std::min(rows_per_task, N - n0));
-    std::vector<float> decoded(d.a.nested.present() ? static_cast<size_t>(blocks) : 0);
+    std::vector<float> buf(static_cast<size_t>(blocks));
     float out[kFewRowsF32][16], sums[kFewRowsF32];
     for (int j = 0; j < nr; ++j) {
       const int64_t n = n0 + j;
-      row(n, row_absmax(d, n, blocks, decoded.data()), sums);
+      const float* scales = scales_of(n, buf.data());
+      for (int64_t m0 = 0; m0 < M; m0 += 4) {
+        gemm::bnb4_gemv_row(row(n), K, blocksize, scales, table, ax.data() + m0 * K, K,
+                            static_cast<int>(std::min<int64_t>(4, M - m0)), sums + m0);
+      }
       for (int64_t m = 0; m < M; ++m) out[m][j] = sums[m];
     }
     for (int64_t m = 0; m < M; ++m) store(m, n0, nr, out[m]);
   });
 }
 
-// The few-rows path on fp32 A (M <= gemm::bnb4_gemv_max_rows()): A's rows split for gemm::bnb4_gemv_row (in
-// the rows of a32: lda >= K floats each), 4 at a time a call.
+// matmul_4bit's: bitsandbytes' codes (the high nibble first), each block's absmax.
 template <class Store>
 void bnb4_gemv(const Bnb4Decoder& d, int64_t M, int64_t N, int64_t K, float* a32, int64_t lda, const Store& store) {
-  std::vector<float> ax(static_cast<size_t>(M * K));
-  for (int64_t m = 0; m < M; ++m) gemm::bnb4_split_a(a32 + m * lda, K, gemm::Nibbles::high_first, ax.data() + m * K);
-  const gemm::Gemv4Table table = gemm::gemv4_table(d.table, false);
-  bnb4_rows(
-      d, M, N, K,
-      [&](int64_t n, const float* scales, float* sums) {
-        for (int64_t m0 = 0; m0 < M; m0 += 4) {
-          gemm::bnb4_gemv_row(d.packed + n * K / 2, K, d.a.blocksize, scales, table, ax.data() + m0 * K, K,
-                              static_cast<int>(std::min<int64_t>(4, M - m0)), sums + m0);
-        }
-      },
-      store);
+  const int64_t blocks = K / d.a.blocksize;
+  gemv4_f32(
+      M, N, K, a32, lda, gemm::Nibbles::high_first, d.table, d.a.blocksize, blocks,
+      [&](int64_t n) { return d.packed + n * K / 2; },
+      [&](int64_t n, float* buf) { return row_absmax(d, n, blocks, buf); }, store);
 }
 
 // The few-rows product on A (bf16, else fp32; M <= gemm::gemv4_bf16_max_rows(bits, a_bf16)) of a weight of `bits`-bit
@@ -549,28 +552,13 @@ void matmul_fast(const MatmulArgs& a, void* workspace, Stream) {
   }
   if (few_rows_f32_table(a, M)) {
     const int64_t blocksize = f.with_scaling ? f.group_length() : K, groups = f.groups();
-    gemm::prepare_a(a.A, perm, M, K, lda, s.a32);
-    std::vector<float> ax(static_cast<size_t>(M * K));
-    for (int64_t m = 0; m < M; ++m) gemm::bnb4_split_a(s.a32 + m * lda, K, gemm::Nibbles::low_first, ax.data() + m * K);
-    const gemm::Gemv4Table table = gemm::gemv4_table(decode.vtab, false);
     const float one = 1.0f;
+    gemm::prepare_a(a.A, perm, M, K, lda, s.a32);
     with_store(a.out, N, bias, a.kName, [&](const auto& store) {
-      constexpr int64_t rows_per_task = 16;
-      parallel_for((N + rows_per_task - 1) / rows_per_task, M * N * K, [&](int64_t task) {
-        const int64_t n0 = task * rows_per_task;
-        const int nr = static_cast<int>(std::min(rows_per_task, N - n0));
-        float out[kFewRowsF32][16], sums[kFewRowsF32];
-        for (int j = 0; j < nr; ++j) {
-          const int64_t n = n0 + j;
-          const float* scales = f.with_scaling ? decode.scale + n * groups : &one;
-          for (int64_t m0 = 0; m0 < M; m0 += 4) {
-            gemm::bnb4_gemv_row(decode.q + n * decode.row_bytes, K, blocksize, scales, table, ax.data() + m0 * K, K,
-                                static_cast<int>(std::min<int64_t>(4, M - m0)), sums + m0);
-          }
-          for (int64_t m = 0; m < M; ++m) out[m][j] = sums[m];
-        }
-        for (int64_t m = 0; m < M; ++m) store(m, n0, nr, out[m]);
-      });
+      gemv4_f32(
+          M, N, K, s.a32, lda, gemm::Nibbles::low_first, decode.vtab, blocksize, 0,
+          [&](int64_t n) { return decode.q + n * decode.row_bytes; },
+          [&](int64_t n, float*) { return f.with_scaling ? decode.scale + n * groups : &one; }, store);
     });
     return;
   }
