@@ -83,7 +83,10 @@ class GemmBench {
   void set_cublas(Cublas* c) { cublas_ = c; }
 #endif
   // oneDNN's dense matmul as the CPU peer (bf16 operands where bf16, else fp32).
-  void set_cpu_peer(bool bf16) { cpu_peer_ = true, cpu_bf16_ = bf16; }
+  void set_cpu_peer(bool bf16) {
+    cpu_peer_ = true;
+    cpu_bf16_ = bf16;
+  }
 
   void run_shape(const WeightShape& sh, const std::vector<int64_t>& ms, const std::vector<TypeSpec>& types,
                  uint64_t seed) {
